@@ -1,0 +1,16 @@
+//! Schema of Unicity, one migration per file. A merged migration is never edited:
+//! sea-orm names migrations after their file names and records them as applied.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261130_000001_journal;
+mod sql;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261130_000001_journal::Migration)]
+    }
+}
