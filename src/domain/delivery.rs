@@ -1,0 +1,116 @@
+//! What Unicity knows about one delivery before any decision: its id, how its
+//! body parsed, and its headers with secrets masked.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Identifier of one reception of one HTTP request (UUIDv7, so it sorts by time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DeliveryId(Uuid);
+
+impl DeliveryId {
+    /// Wraps an id made by the caller (the domain never makes ids itself).
+    pub fn from_uuid(id: Uuid) -> Self {
+        Self(id)
+    }
+
+    pub fn as_uuid(&self) -> Uuid {
+        self.0
+    }
+}
+
+impl std::str::FromStr for DeliveryId {
+    type Err = uuid::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s).map(Self)
+    }
+}
+
+impl fmt::Display for DeliveryId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// How the raw body parsed. Anything but `Json` is kept and later quarantined:
+/// an unparseable body is never dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyParse {
+    Json,
+    NotUtf8,
+    NotJson,
+}
+
+impl BodyParse {
+    /// Classifies raw bytes, returning the parsed document when there is one.
+    pub fn classify(raw: &[u8]) -> (Self, Option<serde_json::Value>) {
+        let Ok(text) = std::str::from_utf8(raw) else {
+            return (Self::NotUtf8, None);
+        };
+        match serde_json::from_str(text) {
+            Ok(value) => (Self::Json, Some(value)),
+            Err(_) => (Self::NotJson, None),
+        }
+    }
+
+    pub fn is_parseable(self) -> bool {
+        self == Self::Json
+    }
+}
+
+/// Reference to a raw body stored apart from the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodyRef {
+    /// Lower-case hex SHA-256 of the exact bytes received.
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// Header names and values as received, names lower-cased, in arrival order.
+pub type Headers = Vec<(String, String)>;
+
+/// The placeholder stored instead of a secret header value.
+pub const REDACTED: &str = "[redacted]";
+
+/// Replaces the value of every header named in `sensitive` (lower-case names).
+pub fn mask_headers(headers: &[(String, String)], sensitive: &[String]) -> Headers {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            if sensitive.iter().any(|s| s == name) {
+                (name.clone(), REDACTED.to_owned())
+            } else {
+                (name.clone(), value.clone())
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_tells_json_from_bad_utf8_and_bad_json() {
+        assert_eq!(BodyParse::classify(br#"{"a":1}"#).0, BodyParse::Json);
+        assert_eq!(BodyParse::classify(b"\xff\xfe{}").0, BodyParse::NotUtf8);
+        assert_eq!(BodyParse::classify(b"{not json").0, BodyParse::NotJson);
+        assert_eq!(BodyParse::classify(b"").0, BodyParse::NotJson);
+    }
+
+    #[test]
+    fn mask_headers_hides_only_sensitive_values() {
+        let headers = vec![
+            ("stripe-signature".to_owned(), "t=1,v1=abc".to_owned()),
+            ("content-type".to_owned(), "application/json".to_owned()),
+        ];
+        let masked = mask_headers(&headers, &["stripe-signature".to_owned()]);
+        assert_eq!(masked[0].1, REDACTED);
+        assert_eq!(masked[1].1, "application/json");
+    }
+}

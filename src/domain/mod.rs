@@ -1,0 +1,7 @@
+//! Pure domain: journal event types, delivery facts, identity and decisions.
+//! Nothing here touches actix, sea_orm, reqwest or tokio, reads the clock or
+//! makes ids: time, ids and provider answers come in as arguments.
+
+pub mod confidence;
+pub mod delivery;
+pub mod journal;

@@ -1,0 +1,94 @@
+//! Everything sea-orm: connecting (with deliberate SQLite durability settings),
+//! migrating, the journal and the raw-body store.
+
+pub mod bodies;
+pub mod entities;
+pub mod journal;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use migration::{Migrator, MigratorTrait};
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend};
+
+/// How many pooled connections to open per backend. SQLite has one writer at a
+/// time; extra connections serve reads while a write waits on `busy_timeout`.
+const SQLITE_POOL: u32 = 4;
+const POSTGRES_POOL: u32 = 16;
+
+/// Opens the database named by `url` with Unicity's settings.
+///
+/// SQLite runs in WAL mode with `synchronous=FULL`: an acknowledged delivery
+/// survives a power failure, not only a process crash.
+pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
+    let mut options = ConnectOptions::new(url.to_owned());
+    options
+        .sqlx_logging(false)
+        .connect_timeout(Duration::from_secs(5))
+        .acquire_timeout(Duration::from_secs(5));
+    if url.starts_with("sqlite:") {
+        options
+            .max_connections(SQLITE_POOL)
+            .map_sqlx_sqlite_opts(|o| {
+                o.journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Full)
+                    .busy_timeout(Duration::from_secs(5))
+                    .foreign_keys(true)
+                    .create_if_missing(true)
+            });
+    } else {
+        options.max_connections(POSTGRES_POOL);
+    }
+    Database::connect(options)
+        .await
+        .with_context(|| format!("cannot connect to the database at {}", redact_url(url)))
+}
+
+/// Applies every pending migration.
+pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
+    Migrator::up(db, None)
+        .await
+        .context("database migration failed")
+}
+
+/// True when the database answers and the journal is there (an O(1) read).
+pub async fn ping(db: &DatabaseConnection) -> bool {
+    db.execute_unprepared("SELECT position FROM journal ORDER BY position DESC LIMIT 1")
+        .await
+        .is_ok()
+}
+
+/// Which backend a connection talks to, for the few places that must know.
+pub fn backend(db: &DatabaseConnection) -> DbBackend {
+    db.get_database_backend()
+}
+
+/// Hides the password of a database URL for logs and errors.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{}{}:***{}", &url[..scheme_end + 3], user, &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn redact_url_hides_only_the_password() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db:5432/unicity"),
+            "postgres://app:***@db:5432/unicity"
+        );
+        assert_eq!(
+            redact_url("sqlite://unicity.db?mode=rwc"),
+            "sqlite://unicity.db?mode=rwc"
+        );
+    }
+}
