@@ -1,0 +1,12 @@
+//! Unicity: receives webhooks, decides for each delivery whether its business
+//! effect must happen, already happened, or cannot be decided safely, and keeps
+//! the proof in an append-only journal.
+
+pub mod config;
+pub mod domain;
+pub mod providers;
+pub mod routes;
+pub mod services;
+pub mod startup;
+pub mod store;
+pub mod telemetry;

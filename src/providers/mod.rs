@@ -1,0 +1,4 @@
+//! Talking to providers: webhook signature schemes (and, later, authoritative
+//! look-ups and effect sinks).
+
+pub mod signature;

@@ -1,0 +1,24 @@
+//! Liveness (the process answers) and readiness (the database answers).
+
+use actix_web::{HttpResponse, get, web};
+use serde_json::json;
+
+use crate::startup::AppState;
+use crate::store;
+
+#[get("/healthz")]
+pub async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(json!({ "status": "ok" }))
+}
+
+#[get("/readyz")]
+pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    if store::ping(&state.db).await {
+        HttpResponse::Ok().json(json!({ "status": "ready" }))
+    } else {
+        HttpResponse::ServiceUnavailable().json(json!({
+            "code": "storage_unavailable",
+            "message": "the database does not answer",
+        }))
+    }
+}

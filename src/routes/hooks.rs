@@ -1,0 +1,106 @@
+//! `POST /hooks/{source}`: where providers deliver. The body is read as raw
+//! bytes under the source's size limit; everything else is the ingest service's.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, post, web};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use super::error::ApiError;
+use crate::domain::delivery::{DeliveryId, Headers};
+use crate::services::ingest::{self, Arrival, Refusal};
+use crate::startup::AppState;
+
+#[post("/hooks/{source}")]
+pub async fn receive(
+    state: web::Data<AppState>,
+    source: web::Path<String>,
+    request: HttpRequest,
+    mut payload: web::Payload,
+) -> Result<HttpResponse, ApiError> {
+    let source = state.sources.get(source.as_str()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_source",
+            "no source with this slug",
+        )
+    })?;
+    let headers = collect_headers(&request);
+    let arrival = Arrival {
+        delivery_id: DeliveryId::from_uuid(uuid::Uuid::now_v7()),
+        received_at: chrono::Utc::now(),
+        headers: &headers,
+    };
+    let limit = source.max_body_bytes;
+
+    if let Some(declared) = content_length(&request).filter(|n| *n > limit as u64) {
+        let refusal = ingest::refuse_too_large(&state.db, source, arrival, declared).await;
+        return Err(refused(source.slug(), refusal));
+    }
+    let mut raw = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        let chunk = chunk.map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "body_read_failed",
+                "the request body could not be read",
+            )
+        })?;
+        if raw.len() + chunk.len() > limit {
+            let seen = (raw.len() + chunk.len()) as u64;
+            let refusal = ingest::refuse_too_large(&state.db, source, arrival, seen).await;
+            return Err(refused(source.slug(), refusal));
+        }
+        raw.extend_from_slice(&chunk);
+    }
+
+    match ingest::receive(&state.db, source, arrival, &raw).await {
+        Ok(accepted) => {
+            tracing::info!(delivery.id = %accepted.delivery_id, source = source.slug(), parse = ?accepted.parse, "delivery recorded");
+            Ok(HttpResponse::Accepted().json(json!({
+                "delivery_id": accepted.delivery_id,
+                "received_at": accepted.received_at,
+                "decision": "recorded",
+                "parse": accepted.parse,
+            })))
+        }
+        Err(refusal) => Err(refused(source.slug(), refusal)),
+    }
+}
+
+fn refused(source: &str, refusal: Refusal) -> ApiError {
+    let delivery_id = refusal.delivery_id();
+    let status = match &refusal {
+        Refusal::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        Refusal::Signature { .. } => StatusCode::UNAUTHORIZED,
+        Refusal::Storage(error) => {
+            tracing::error!(source, %error, "delivery not journaled; provider told to retry");
+            return ApiError::storage_unavailable();
+        }
+    };
+    tracing::info!(delivery.id = ?delivery_id, source, code = refusal.code(), "delivery rejected");
+    ApiError::new(status, refusal.code(), refusal.to_string()).with_delivery(delivery_id)
+}
+
+fn collect_headers(request: &HttpRequest) -> Headers {
+    request
+        .headers()
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn content_length(request: &HttpRequest) -> Option<u64> {
+    request
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}

@@ -1,0 +1,93 @@
+//! Reading one delivery back: its journal events and, when parseable, its body.
+
+use sea_orm::DatabaseConnection;
+use serde::Serialize;
+
+use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
+use crate::domain::journal::{JournalEvent, Origin};
+use crate::store::{bodies, journal};
+
+/// What `GET /api/deliveries/{id}` shows.
+#[derive(Debug, Serialize)]
+pub struct DeliveryView {
+    pub delivery_id: DeliveryId,
+    pub status: &'static str,
+    #[serde(flatten)]
+    pub origin: Origin,
+    pub received_at: chrono::DateTime<chrono::Utc>,
+    pub headers: Headers,
+    pub body_ref: Option<BodyRef>,
+    pub parse: Option<BodyParse>,
+    /// The parsed body, when it was JSON and has not been redacted.
+    pub body: Option<serde_json::Value>,
+    pub events: Vec<EventView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct EventView {
+    pub position: i64,
+    pub event_type: &'static str,
+    pub version: i32,
+    pub recorded_at: chrono::DateTime<chrono::Utc>,
+    pub data: serde_json::Value,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShowError {
+    #[error("no delivery with this id")]
+    NotFound,
+    #[error(transparent)]
+    Journal(#[from] journal::ReadError),
+    #[error(transparent)]
+    Db(#[from] sea_orm::DbErr),
+}
+
+pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryView, ShowError> {
+    let stored = journal::for_delivery(db, id).await?;
+    let first = stored.first().ok_or(ShowError::NotFound)?;
+    let (status, origin, received_at, headers, body_ref, parse) = match &first.event {
+        JournalEvent::DeliveryReceived(e) => (
+            "received",
+            e.origin.clone(),
+            e.received_at,
+            e.headers.clone(),
+            Some(e.body.clone()),
+            Some(e.parse),
+        ),
+        JournalEvent::DeliveryRejected(e) => (
+            "rejected",
+            e.origin.clone(),
+            e.received_at,
+            e.headers.clone(),
+            e.body.clone(),
+            None,
+        ),
+    };
+    let body = match (&body_ref, parse) {
+        (Some(body_ref), Some(BodyParse::Json)) => bodies::get(db, &body_ref.sha256)
+            .await?
+            .and_then(|raw| serde_json::from_slice(&raw).ok()),
+        _ => None,
+    };
+    let events = stored
+        .iter()
+        .map(|s| EventView {
+            position: s.position,
+            event_type: s.event.event_type(),
+            version: s.event.version(),
+            recorded_at: s.recorded_at,
+            data: s.event.data(),
+        })
+        .collect();
+    Ok(DeliveryView {
+        delivery_id: id,
+        status,
+        origin,
+        received_at,
+        headers,
+        body_ref,
+        parse,
+        body,
+        events,
+    })
+}

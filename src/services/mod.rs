@@ -1,0 +1,5 @@
+//! Orchestration: the only layer that calls storage, providers and the domain
+//! together.
+
+pub mod deliveries;
+pub mod ingest;

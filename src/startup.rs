@@ -1,0 +1,64 @@
+//! Building the application: connect and migrate the database, bind the
+//! listener (port 0 in tests), mount the routes.
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use actix_web::dev::Server;
+use actix_web::{App, HttpServer, web};
+use anyhow::Context;
+use sea_orm::DatabaseConnection;
+use tracing_actix_web::TracingLogger;
+
+use crate::config::{Settings, Source};
+use crate::{routes, store};
+
+/// What every request handler can reach.
+pub struct AppState {
+    pub db: DatabaseConnection,
+    pub sources: HashMap<String, Arc<Source>>,
+}
+
+/// A bound, not yet running, server.
+pub struct Application {
+    port: u16,
+    server: Server,
+}
+
+impl Application {
+    /// Connects to and migrates the database, then binds `settings.listen`.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let db = store::connect(&settings.database_url).await?;
+        store::migrate(&db).await?;
+        let listener = TcpListener::bind(&settings.listen)
+            .with_context(|| format!("cannot listen on {}", settings.listen))?;
+        let port = listener.local_addr()?.port();
+        let sources = settings
+            .sources
+            .into_iter()
+            .map(|s| (s.slug().to_owned(), Arc::new(s)))
+            .collect();
+        let state = web::Data::new(AppState { db, sources });
+        let server = HttpServer::new(move || {
+            App::new()
+                .wrap(TracingLogger::default())
+                .app_data(state.clone())
+                .service(routes::hooks::receive)
+                .service(routes::deliveries::show)
+                .service(routes::health::healthz)
+                .service(routes::health::readyz)
+        })
+        .listen(listener)?
+        .run();
+        Ok(Self { port, server })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub async fn run_until_stopped(self) -> std::io::Result<()> {
+        self.server.await
+    }
+}

@@ -1,0 +1,224 @@
+//! `spawn_app` and the `TestApp` driver shared by every integration test.
+
+use std::sync::Arc;
+
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};
+use serde_json::Value;
+use unicity::config::{FileConfig, Settings, Source};
+use unicity::providers::signature;
+use unicity::startup::Application;
+
+/// Sources every test server has, one per signature scheme, with test secrets.
+pub const TEST_SOURCES: &str = r#"
+[[sources]]
+slug = "std"
+tenant = "acme"
+provider = "standard-webhooks"
+environment = "test"
+demo_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+signature = { scheme = "standard_webhooks" }
+
+[[sources]]
+slug = "stripe"
+tenant = "acme"
+provider = "stripe"
+environment = "test"
+secrets_env = "TEST_STRIPE_SECRETS"
+signature = { scheme = "stripe" }
+
+[[sources]]
+slug = "github"
+tenant = "acme"
+provider = "github"
+environment = "live"
+demo_secret = "gh-test-secret"
+signature = { scheme = "github" }
+
+[[sources]]
+slug = "hmac"
+tenant = "acme"
+provider = "norefid"
+environment = "live"
+demo_secret = "hmac-test-secret"
+max_body_bytes = 1024
+signature = { scheme = "hmac", header = "x-signature", encoding = "hex" }
+
+[[sources]]
+slug = "open"
+tenant = "acme"
+provider = "norefid"
+environment = "test"
+allow_unsigned = true
+signature = { scheme = "none" }
+"#;
+
+/// The Stripe source has two secrets (a rotation in progress): current first.
+pub const STRIPE_SECRETS: [&str; 2] = ["whsec_current_stripe", "whsec_previous_stripe"];
+
+pub struct TestApp {
+    pub address: String,
+    pub db: DatabaseConnection,
+    pub client: reqwest::Client,
+    pub sources: Vec<Arc<Source>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+/// A fresh database URL: a new SQLite file, or a new PostgreSQL database
+/// created next to the one TEST_DATABASE_URL names.
+pub async fn fresh_database() -> (String, Option<tempfile::TempDir>) {
+    match std::env::var("TEST_DATABASE_URL") {
+        Ok(base) if !base.is_empty() => {
+            let admin = Database::connect(base.as_str())
+                .await
+                .expect("TEST_DATABASE_URL must reach PostgreSQL");
+            let name = format!("unicity_test_{}", uuid::Uuid::new_v4().simple());
+            admin
+                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .await
+                .expect("create test database");
+            let _ = admin.close().await;
+            let cut = base
+                .rfind('/')
+                .expect("TEST_DATABASE_URL has a database name");
+            (format!("{}/{name}", &base[..cut]), None)
+        }
+        _ => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!("sqlite://{}/unicity.db?mode=rwc", dir.path().display());
+            (url, Some(dir))
+        }
+    }
+}
+
+pub async fn spawn_app() -> TestApp {
+    let (database_url, dir) = fresh_database().await;
+    let env = |name: &str| (name == "TEST_STRIPE_SECRETS").then(|| STRIPE_SECRETS.join(","));
+    let sources = FileConfig::parse(TEST_SOURCES)
+        .expect("test config parses")
+        .resolve(env)
+        .expect("test config resolves");
+    let settings = Settings {
+        listen: "127.0.0.1:0".to_owned(),
+        database_url: database_url.clone(),
+        sources: sources.clone(),
+    };
+    let app = Application::build(settings)
+        .await
+        .expect("application builds");
+    let address = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped());
+    let db = Database::connect(database_url.as_str())
+        .await
+        .expect("test connection");
+    TestApp {
+        address,
+        db,
+        client: reqwest::Client::new(),
+        sources: sources.into_iter().map(Arc::new).collect(),
+        _dir: dir,
+    }
+}
+
+/// A response reduced to what tests look at.
+pub struct Reply {
+    pub status: u16,
+    pub json: Value,
+}
+
+impl TestApp {
+    pub fn source(&self, slug: &str) -> &Source {
+        self.sources
+            .iter()
+            .find(|s| s.slug() == slug)
+            .expect("known test source")
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        self.db.get_database_backend() == DbBackend::Postgres
+    }
+
+    /// Posts `body` to `/hooks/{slug}` with the given headers, as is.
+    pub async fn post_raw(
+        &self,
+        slug: &str,
+        body: impl Into<Vec<u8>>,
+        headers: &[(String, String)],
+    ) -> Reply {
+        let mut request = self
+            .client
+            .post(format!("{}/hooks/{slug}", self.address))
+            .header("content-type", "application/json")
+            .body(body.into());
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.expect("request sent");
+        reply(response).await
+    }
+
+    /// Signs `body` with `secret` as the source's scheme would, then posts it.
+    pub async fn post_signed_with(
+        &self,
+        slug: &str,
+        secret: &str,
+        msg_id: &str,
+        timestamp: i64,
+        body: &[u8],
+    ) -> Reply {
+        let scheme = &self.source(slug).scheme;
+        let headers = signature::sign(scheme, secret, msg_id, timestamp, body).expect("signable");
+        self.post_raw(slug, body.to_vec(), &headers).await
+    }
+
+    /// Signs `body` with the source's current secret, timestamped now.
+    pub async fn post_signed(&self, slug: &str, body: &[u8]) -> Reply {
+        let secret = secret_of(self.source(slug));
+        let msg_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+        self.post_signed_with(slug, &secret, &msg_id, chrono::Utc::now().timestamp(), body)
+            .await
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        let response = self
+            .client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent");
+        reply(response).await
+    }
+
+    pub async fn delivery(&self, id: &str) -> Reply {
+        self.get(&format!("/api/deliveries/{id}")).await
+    }
+
+    /// Runs a query returning one integer (counts).
+    pub async fn count(&self, sql: &str) -> i64 {
+        let row = self
+            .db
+            .query_one_raw(sea_orm::Statement::from_string(
+                self.db.get_database_backend(),
+                sql.to_owned(),
+            ))
+            .await
+            .expect("count query")
+            .expect("one row");
+        row.try_get_by_index::<i64>(0).expect("integer")
+    }
+}
+
+pub fn secret_of(source: &Source) -> String {
+    use secrecy::ExposeSecret;
+    source
+        .secrets
+        .first()
+        .map(|s| s.expose_secret().to_owned())
+        .unwrap_or_default()
+}
+
+async fn reply(response: reqwest::Response) -> Reply {
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body read");
+    let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    Reply { status, json }
+}

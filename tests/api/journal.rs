@@ -1,0 +1,51 @@
+//! The journal is append-only, enforced by the database itself.
+
+use sea_orm::ConnectionTrait;
+
+use crate::helpers::spawn_app;
+
+#[tokio::test]
+async fn the_database_refuses_to_update_or_delete_journal_rows() {
+    let app = spawn_app().await;
+    let reply = app.post_signed("std", br#"{"type":"x"}"#).await;
+    assert_eq!(reply.status, 202);
+
+    let update = app
+        .db
+        .execute_unprepared("UPDATE journal SET event_type = 'Forged'")
+        .await;
+    let error = update.expect_err("UPDATE must be refused").to_string();
+    assert!(error.contains("append-only"), "{error}");
+
+    let delete = app.db.execute_unprepared("DELETE FROM journal").await;
+    let error = delete.expect_err("DELETE must be refused").to_string();
+    assert!(error.contains("append-only"), "{error}");
+
+    if app.is_postgres() {
+        let truncate = app.db.execute_unprepared("TRUNCATE journal").await;
+        assert!(truncate.is_err(), "TRUNCATE must be refused");
+    }
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryReceived'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn journal_positions_grow_with_each_append() {
+    let app = spawn_app().await;
+    for _ in 0..3 {
+        assert_eq!(app.post_signed("open", br#"{"n":1}"#).await.status, 202);
+    }
+    assert_eq!(
+        app.count("SELECT COUNT(DISTINCT position) FROM journal")
+            .await,
+        3
+    );
+    assert_eq!(
+        app.count("SELECT MAX(position) - MIN(position) FROM journal")
+            .await,
+        2
+    );
+}
