@@ -6,11 +6,11 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use anyhow::{Context, bail};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::domain::journal::Origin;
-use crate::providers::signature::SchemeConfig;
+use crate::providers::signature::{self, SchemeConfig};
 
 /// The configuration used when no file is given: one demo source per scheme.
 pub const DEMO_CONFIG: &str = include_str!("demo.toml");
@@ -157,6 +157,14 @@ impl SourceFile {
                 None => bail!("source {slug:?} has no secret: name a variable with secrets_env"),
             }
         }
+        for secret in &secrets {
+            signature::validate_secret(&self.signature, secret.expose_secret()).map_err(|e| {
+                anyhow::anyhow!(
+                    "source {slug:?}: a configured secret is not usable ({})",
+                    e.code()
+                )
+            })?;
+        }
         Ok(Source {
             origin: Origin {
                 source: slug,
@@ -183,7 +191,6 @@ fn split_secrets(list: &str) -> Vec<SecretString> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use secrecy::ExposeSecret;
 
     fn no_env(_: &str) -> Option<String> {
         None

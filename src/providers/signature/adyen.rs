@@ -1,0 +1,149 @@
+//! Adyen. The secret is the hex HMAC key (hex-decoded into the key bytes).
+//! - Classic notifications `{"notificationItems":[{"NotificationRequestItem":{..}}]}`: every item
+//!   carries base64 HMAC-SHA256 of `pspReference:originalReference:merchantAccountCode:
+//!   merchantReference:amount.value:amount.currency:eventCode:success` (missing = empty, values
+//!   not escaped) in `additionalData.hmacSignature`; all items must verify, with one key.
+//! - Platform / management webhooks: when an `HmacSignature` header is present, it holds the
+//!   base64 HMAC-SHA256 of the raw body, and that is what is verified instead.
+//!
+//! Body that is not JSON (and no header): `MalformedHeader` (the signature's carrier is
+//! unreadable). JSON without items, or an item without `hmacSignature`: `MissingSignature`.
+
+use base64::Engine as _;
+use secrecy::SecretString;
+use serde_json::Value;
+
+use super::common::{self, Key};
+use super::hmac_body::{self, BodyHmac};
+use super::{Encoding, SignatureError, Verified};
+
+pub(super) const HEADER: &str = "hmacsignature";
+
+/// Secret -> key: hex-decoded (either case); empty or not hex is refused.
+pub(super) fn key(secret: &str) -> Result<Key, SignatureError> {
+    match hex::decode(secret) {
+        Ok(bytes) if !bytes.is_empty() => Ok(Key::from(bytes)),
+        _ => Err(SignatureError::InvalidSecret),
+    }
+}
+
+fn raw_body() -> BodyHmac<'static> {
+    BodyHmac {
+        header: HEADER,
+        encoding: Encoding::Base64,
+        prefix: None,
+        derive: key,
+    }
+}
+
+/// The text Adyen signs for one `NotificationRequestItem`.
+pub(super) fn data_to_sign(item: &Value) -> String {
+    fn text(value: Option<&Value>) -> String {
+        match value {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::Bool(b)) => b.to_string(),
+            _ => String::new(),
+        }
+    }
+    let amount = item.get("amount");
+    [
+        text(item.get("pspReference")),
+        text(item.get("originalReference")),
+        text(item.get("merchantAccountCode")),
+        text(item.get("merchantReference")),
+        text(amount.and_then(|a| a.get("value"))),
+        text(amount.and_then(|a| a.get("currency"))),
+        text(item.get("eventCode")),
+        text(item.get("success")),
+    ]
+    .join(":")
+}
+
+/// The item objects of a classic notification.
+fn items(doc: &Value) -> Result<Vec<&Value>, SignatureError> {
+    let list = doc
+        .get("notificationItems")
+        .and_then(Value::as_array)
+        .filter(|l| !l.is_empty())
+        .ok_or(SignatureError::MissingSignature)?;
+    list.iter()
+        .map(|entry| {
+            entry
+                .get("NotificationRequestItem")
+                .filter(|item| item.is_object())
+                .ok_or(SignatureError::MalformedHeader)
+        })
+        .collect()
+}
+
+pub(super) fn verify(
+    secrets: &[SecretString],
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Result<Verified, SignatureError> {
+    if common::header_values(headers, HEADER).next().is_some() {
+        return hmac_body::verify(&raw_body(), secrets, headers, body);
+    }
+    let keys = common::keys(secrets, key)?;
+    let doc: Value = serde_json::from_slice(body).map_err(|_| SignatureError::MalformedHeader)?;
+    let mut signed = Vec::new();
+    for item in items(&doc)? {
+        let tag = item
+            .get("additionalData")
+            .and_then(|a| a.get("hmacSignature"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or(SignatureError::MissingSignature)?;
+        let candidates: Vec<Vec<u8>> = common::B64.decode(tag.trim()).ok().into_iter().collect();
+        signed.push((data_to_sign(item), candidates));
+    }
+    for (index, key) in keys.iter().enumerate() {
+        let mut all = true;
+        for (data, candidates) in &signed {
+            let expected = common::hmac_sha256(key, &[data.as_bytes()])?;
+            all &= common::matches_any(&expected, candidates);
+        }
+        if all {
+            return Ok(Verified {
+                secret_index: Some(index),
+                signed_at: None,
+            });
+        }
+    }
+    Err(SignatureError::InvalidSignature)
+}
+
+/// Platform-webhook style: `hmacsignature` header over the raw body.
+pub(super) fn sign(secret: &str, body: &[u8]) -> Result<Vec<(String, String)>, SignatureError> {
+    hmac_body::sign(&raw_body(), secret, body)
+}
+
+/// Sign every item of a classic notification body, writing `additionalData.hmacSignature`,
+/// and return the re-serialised body (object keys come out sorted). Structural problems
+/// (not JSON, no items, non-object item or additionalData) are `MalformedHeader`.
+pub fn sign_notification(secret: &str, body: &[u8]) -> Result<Vec<u8>, SignatureError> {
+    let key = key(secret)?;
+    let mut doc: Value =
+        serde_json::from_slice(body).map_err(|_| SignatureError::MalformedHeader)?;
+    let list = doc
+        .get_mut("notificationItems")
+        .and_then(Value::as_array_mut)
+        .filter(|l| !l.is_empty())
+        .ok_or(SignatureError::MalformedHeader)?;
+    for entry in list {
+        let item = entry
+            .get_mut("NotificationRequestItem")
+            .and_then(Value::as_object_mut)
+            .ok_or(SignatureError::MalformedHeader)?;
+        let data = data_to_sign(&Value::Object(item.clone()));
+        let tag = common::B64.encode(common::hmac_sha256(&key, &[data.as_bytes()])?);
+        let extra = item
+            .entry("additionalData")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()))
+            .as_object_mut()
+            .ok_or(SignatureError::MalformedHeader)?;
+        extra.insert("hmacSignature".to_owned(), Value::String(tag));
+    }
+    serde_json::to_vec(&doc).map_err(|_| SignatureError::MalformedHeader)
+}

@@ -1,0 +1,251 @@
+//! Adyen: adyen-hmac-vectors.json (notification items, the python mock files, raw-body
+//! vectors), the unverifiable node mocks, batches, rotation and malformed bodies.
+
+use serde_json::{Value, json};
+
+use super::{hdrs, header, read_bytes, read_json, s, secrets};
+use crate::providers::signature::adyen::data_to_sign;
+use crate::providers::signature::{
+    SchemeConfig, SignatureError, Verified, sign, sign_adyen_notification, verify,
+};
+
+const AD: SchemeConfig = SchemeConfig::Adyen;
+
+fn vectors() -> Value {
+    read_json("adyen/signature/adyen-hmac-vectors.json")
+}
+
+/// A classic notification body holding the given items.
+fn batch(items: &[Value]) -> Vec<u8> {
+    let list: Vec<Value> = items
+        .iter()
+        .map(|it| json!({ "NotificationRequestItem": it }))
+        .collect();
+    serde_json::to_vec(&json!({ "live": "false", "notificationItems": list })).expect("json")
+}
+
+fn with_sig(item: &Value, sig: &str) -> Value {
+    let mut item = item.clone();
+    item["additionalData"]["hmacSignature"] = json!(sig);
+    item
+}
+
+/// Corpus files are referenced relative to the signature/ folder.
+fn rel(file: &str) -> String {
+    format!("adyen/{}", file.trim_start_matches("../"))
+}
+
+#[test]
+fn notification_item_vectors() {
+    let v = vectors();
+    let list = v["notification_item_vectors"].as_array().expect("items");
+    let mut seen = 0;
+    for vec in list {
+        let key = s(vec, "hmac_key");
+        if let Some(item) = vec.get("item") {
+            let data = vec
+                .get("expected_data_to_sign")
+                .or(vec.get("expected_data_to_sign_collector_derived"));
+            assert_eq!(
+                data_to_sign(item),
+                data.and_then(Value::as_str).expect("data")
+            );
+            let body = batch(&[with_sig(item, s(vec, "expected_hmac"))]);
+            let ok = verify(&AD, &secrets(&[key]), &[], &body, 0, 0);
+            assert_eq!(
+                ok,
+                Ok(Verified {
+                    secret_index: Some(0),
+                    signed_at: None
+                })
+            );
+            // Our signer reproduces the expected HMAC.
+            let signed: Value = serde_json::from_slice(
+                &sign_adyen_notification(key, &batch(std::slice::from_ref(item))).expect("sign"),
+            )
+            .expect("json");
+            let got = &signed["notificationItems"][0]["NotificationRequestItem"]["additionalData"]
+                ["hmacSignature"];
+            assert_eq!(got.as_str(), Some(s(vec, "expected_hmac")));
+            if let Some(neg) = vec.get("negative") {
+                let bad = batch(&[with_sig(item, s(neg, "hmacSignature"))]);
+                assert_eq!(
+                    verify(&AD, &secrets(&[key]), &[], &bad, 0, 0),
+                    Err(SignatureError::InvalidSignature)
+                );
+            }
+            seen += 1;
+        }
+        for file in vec
+            .get("files")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            // python mocks are bare items: wrap them in a notification.
+            let item = read_json(&rel(file.as_str().expect("file")));
+            assert!(
+                item["merchantReference"]
+                    .as_str()
+                    .is_some_and(|r| r.contains(['\\', ':', '/']))
+            );
+            assert_eq!(
+                verify(
+                    &AD,
+                    &secrets(&[key]),
+                    &[],
+                    &batch(std::slice::from_ref(&item)),
+                    0,
+                    0
+                )
+                .map(|x| x.secret_index),
+                Ok(Some(0)),
+                "{file}"
+            );
+            let mut tampered = item.clone();
+            tampered["amount"]["value"] = json!(1001);
+            assert_eq!(
+                verify(&AD, &secrets(&[key]), &[], &batch(&[tampered]), 0, 0),
+                Err(SignatureError::InvalidSignature)
+            );
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 7);
+}
+
+#[test]
+fn raw_body_vectors() {
+    let v = vectors();
+    for vec in v["raw_body_vectors"].as_array().expect("raw") {
+        let key = s(vec, "hmac_key");
+        let body = match vec.get("body_file").and_then(Value::as_str) {
+            Some(file) => read_bytes(&rel(file)),
+            None => s(vec, "body_utf8").as_bytes().to_vec(),
+        };
+        if let Some(n) = vec.get("body_bytes").and_then(Value::as_u64) {
+            assert_eq!(body.len() as u64, n);
+        }
+        let expected = s(vec, "expected_hmac");
+        let h = hdrs(&[("hmacsignature", expected)]);
+        assert_eq!(
+            verify(&AD, &secrets(&[key]), &h, &body, 0, 0).map(|x| x.secret_index),
+            Ok(Some(0))
+        );
+        assert_eq!(
+            header(
+                &sign(&AD, key, "", 0, &body).expect("sign"),
+                "hmacsignature"
+            ),
+            expected
+        );
+        if let Some(neg) = vec.get("negative") {
+            let h = hdrs(&[("hmacsignature", s(neg, "expected_hmac"))]);
+            assert_eq!(
+                verify(&AD, &secrets(&[key]), &h, &body, 0, 0),
+                Err(SignatureError::InvalidSignature)
+            );
+        }
+    }
+}
+
+#[test]
+fn unpublished_key_mocks_do_not_verify() {
+    let v = vectors();
+    let key = s(&v["notification_item_vectors"][0], "hmac_key");
+    for file in [
+        "node-authorisationTrue.json",
+        "java-refund-true.json",
+        "node-captureFalse.json",
+    ] {
+        let body = read_bytes(&format!("adyen/notifications/{file}"));
+        assert_eq!(
+            verify(&AD, &secrets(&[key]), &[], &body, 0, 0),
+            Err(SignatureError::InvalidSignature),
+            "{file}"
+        );
+    }
+}
+
+#[test]
+fn batches_rotation_and_malformed_bodies() {
+    let key_a = "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00";
+    let key_b = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+    let item = |psp: &str, ok: &str| json!({"pspReference": psp, "merchantAccountCode": "M", "amount": {"value": 1500, "currency": "EUR"}, "eventCode": "REFUND", "success": ok});
+    let body = sign_adyen_notification(key_b, &batch(&[item("P1", "true"), item("P1", "false")]))
+        .expect("sign");
+    let both = secrets(&[key_a, key_b]);
+    assert_eq!(
+        verify(&AD, &both, &[], &body, 0, 0).map(|x| x.secret_index),
+        Ok(Some(1))
+    );
+    assert_eq!(
+        verify(&AD, &secrets(&[key_a]), &[], &body, 0, 0),
+        Err(SignatureError::InvalidSignature)
+    );
+    // Flip one item's success flag: the whole delivery fails.
+    let mut doc: Value = serde_json::from_slice(&body).expect("json");
+    doc["notificationItems"][1]["NotificationRequestItem"]["success"] = json!("true");
+    let flipped = serde_json::to_vec(&doc).expect("json");
+    assert_eq!(
+        verify(&AD, &both, &[], &flipped, 0, 0),
+        Err(SignatureError::InvalidSignature)
+    );
+    // An unsigned item among signed ones.
+    let mut doc: Value = serde_json::from_slice(&body).expect("json");
+    doc["notificationItems"]
+        .as_array_mut()
+        .expect("list")
+        .push(json!({"NotificationRequestItem": item("P2", "true")}));
+    let unsigned = serde_json::to_vec(&doc).expect("json");
+    assert_eq!(
+        verify(&AD, &both, &[], &unsigned, 0, 0),
+        Err(SignatureError::MissingSignature)
+    );
+    let cases: [(&[u8], SignatureError); 6] = [
+        (b"not json", SignatureError::MalformedHeader),
+        (b"\xff\xfe", SignatureError::MalformedHeader),
+        (
+            br#"{"type":"balancePlatform.accountHolder.created"}"#,
+            SignatureError::MissingSignature,
+        ),
+        (
+            br#"{"notificationItems":[]}"#,
+            SignatureError::MissingSignature,
+        ),
+        (
+            br#"{"notificationItems":[{"other":{}}]}"#,
+            SignatureError::MalformedHeader,
+        ),
+        (br#"[1,2]"#, SignatureError::MissingSignature),
+    ];
+    for (b, err) in cases {
+        assert_eq!(
+            verify(&AD, &both, &[], b, 0, 0),
+            Err(err),
+            "{}",
+            String::from_utf8_lossy(b)
+        );
+    }
+    assert_eq!(
+        sign_adyen_notification(key_a, b"not json"),
+        Err(SignatureError::MalformedHeader)
+    );
+    // Secrets: hex only.
+    for bad in ["", "not-hex", "ABC"] {
+        assert_eq!(
+            verify(&AD, &secrets(&[bad]), &[], &body, 0, 0),
+            Err(SignatureError::InvalidSecret)
+        );
+        assert_eq!(
+            sign(&AD, bad, "", 0, b"{}"),
+            Err(SignatureError::InvalidSecret)
+        );
+    }
+    assert_eq!(
+        verify(&AD, &[], &[], &body, 0, 0),
+        Err(SignatureError::NoSecretConfigured)
+    );
+    // Lower-case hex key is the same key.
+    assert!(verify(&AD, &secrets(&[&key_b.to_lowercase()]), &[], &body, 0, 0).is_ok());
+}
