@@ -3,5 +3,6 @@
 //! makes ids: time, ids and provider answers come in as arguments.
 
 pub mod confidence;
+pub mod decision;
 pub mod delivery;
 pub mod journal;
