@@ -5,4 +5,5 @@
 pub mod confidence;
 pub mod decision;
 pub mod delivery;
+pub mod identity;
 pub mod journal;

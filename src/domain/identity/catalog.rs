@@ -1,0 +1,200 @@
+//! The catalog: built-in presets (compiled in from `presets/*.toml`) plus the
+//! user's additions from the config file, checked once at start-up.
+//!
+//! Rules kept here: a `name@version` is defined once; a provider is defined
+//! once; a user hierarchy for the same (provider, event-type pattern) as a
+//! preset replaces it; every hierarchy names strategies that exist for its
+//! provider. The current version of a strategy is its highest non-retired one.
+
+use super::provider::ProviderDef;
+use super::strategy::{StrategyDef, StrategyRef};
+use super::{pattern, presets};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What the config file may add: top-level `[[providers]]`, `[[strategies]]`,
+/// `[[hierarchies]]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CatalogConfig {
+    pub providers: Vec<ProviderDef>,
+    pub strategies: Vec<StrategyDef>,
+    pub hierarchies: Vec<HierarchyDef>,
+}
+
+/// For one provider and event-type pattern, the strategies tried in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HierarchyDef {
+    pub provider: String,
+    pub event_type: String,
+    pub strategies: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    #[error("preset {file} does not parse: {reason}")]
+    Preset { file: String, reason: String },
+    #[error("strategy {0} is defined twice")]
+    DuplicateStrategy(StrategyRef),
+    #[error("provider {0} is defined twice")]
+    DuplicateProvider(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The checked set of providers, strategies and hierarchies.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pub(super) providers: BTreeMap<String, ProviderDef>,
+    pub(super) strategies: BTreeMap<(String, u32), StrategyDef>,
+    pub(super) hierarchies: Vec<HierarchyDef>,
+}
+
+impl Catalog {
+    /// Built-in presets plus `user`.
+    pub fn build(user: CatalogConfig) -> Result<Catalog, CatalogError> {
+        let mut parts = presets::load()?;
+        parts.push(user);
+        Self::from_parts(parts)
+    }
+
+    /// Only what is given, no presets (tests and tools).
+    pub fn from_parts(parts: Vec<CatalogConfig>) -> Result<Catalog, CatalogError> {
+        let mut providers = BTreeMap::new();
+        let mut strategies = BTreeMap::new();
+        let mut hierarchies: Vec<HierarchyDef> = Vec::new();
+        for part in parts {
+            for p in part.providers {
+                p.validate().map_err(CatalogError::Invalid)?;
+                if providers.contains_key(&p.name) {
+                    return Err(CatalogError::DuplicateProvider(p.name));
+                }
+                providers.insert(p.name.clone(), p);
+            }
+            for s in part.strategies {
+                s.validate().map_err(CatalogError::Invalid)?;
+                let id = (s.name.clone(), s.version);
+                if strategies.contains_key(&id) {
+                    return Err(CatalogError::DuplicateStrategy(s.strategy_ref()));
+                }
+                strategies.insert(id, s);
+            }
+            for h in part.hierarchies {
+                hierarchies.retain(|o| !(o.provider == h.provider && o.event_type == h.event_type));
+                hierarchies.push(h);
+            }
+        }
+        let catalog = Catalog {
+            providers,
+            strategies,
+            hierarchies,
+        };
+        catalog.check_references()?;
+        Ok(catalog)
+    }
+
+    fn check_references(&self) -> Result<(), CatalogError> {
+        let invalid = |m: String| Err(CatalogError::Invalid(m));
+        for s in self.strategies.values() {
+            if !self.providers.contains_key(&s.provider) {
+                return invalid(format!(
+                    "strategy {}: unknown provider {}",
+                    s.strategy_ref(),
+                    s.provider
+                ));
+            }
+        }
+        for h in &self.hierarchies {
+            if !self.providers.contains_key(&h.provider) {
+                return invalid(format!(
+                    "hierarchy {}/{}: unknown provider",
+                    h.provider, h.event_type
+                ));
+            }
+            if h.strategies.is_empty() {
+                return invalid(format!(
+                    "hierarchy {}/{}: no strategies",
+                    h.provider, h.event_type
+                ));
+            }
+            for name in &h.strategies {
+                match self.current(name) {
+                    Some(s) if s.provider == h.provider => {}
+                    Some(s) => {
+                        return invalid(format!(
+                            "hierarchy {}/{}: strategy {name} belongs to {}",
+                            h.provider, h.event_type, s.provider
+                        ));
+                    }
+                    None => {
+                        return invalid(format!(
+                            "hierarchy {}/{}: no current version of strategy {name}",
+                            h.provider, h.event_type
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Names of the providers known.
+    pub fn providers(&self) -> Vec<&str> {
+        self.providers.keys().map(String::as_str).collect()
+    }
+
+    pub fn provider(&self, name: &str) -> Option<&ProviderDef> {
+        self.providers.get(name)
+    }
+
+    /// Every definition, retired ones included, ordered by name then version.
+    pub fn strategies(&self) -> impl Iterator<Item = &StrategyDef> {
+        self.strategies.values()
+    }
+
+    pub fn strategy(&self, name: &str, version: u32) -> Option<&StrategyDef> {
+        self.strategies.get(&(name.to_owned(), version))
+    }
+
+    /// Highest non-retired version of `name`.
+    pub fn current(&self, name: &str) -> Option<&StrategyDef> {
+        self.versions_of(name).filter(|s| !s.retired).last()
+    }
+
+    /// Non-retired versions of `name` older than the current one, newest first.
+    pub fn older(&self, name: &str) -> Vec<&StrategyDef> {
+        let Some(current) = self.current(name) else {
+            return Vec::new();
+        };
+        let mut older: Vec<&StrategyDef> = self
+            .versions_of(name)
+            .filter(|s| !s.retired && s.version < current.version)
+            .collect();
+        older.reverse();
+        older
+    }
+
+    fn versions_of<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a StrategyDef> + 'a {
+        let name = name.to_owned();
+        self.strategies.values().filter(move |s| s.name == name)
+    }
+
+    /// The hierarchy for an event type: exact pattern first, then the most
+    /// specific wildcard, then the first declared.
+    pub fn hierarchy(&self, provider: &str, event_type: &str) -> Option<&HierarchyDef> {
+        let mut best: Option<&HierarchyDef> = None;
+        for h in self.hierarchies.iter().filter(|h| h.provider == provider) {
+            if !pattern::matches(&h.event_type, event_type) {
+                continue;
+            }
+            let better = best.is_none_or(|b| {
+                pattern::specificity(&h.event_type) > pattern::specificity(&b.event_type)
+            });
+            if better {
+                best = Some(h);
+            }
+        }
+        best
+    }
+}

@@ -1,0 +1,269 @@
+//! Derivation: from one delivery to its transport identity and, through the
+//! provider's hierarchy, its business identity.
+//!
+//! The first strategy whose required fields are all present keys the effect;
+//! every strategy above it is recorded as skipped, with the reason. The
+//! chosen strategy's older, non-retired versions key the delivery too, so a
+//! version bump never turns a late retry into a second effect. Nothing here
+//! reads the clock: horizons are returned, the caller filters by time.
+
+use super::catalog::Catalog;
+use super::field::FieldRef;
+use super::jcs;
+use super::key::{Binding, KeySecret, mask, sha256_hex};
+use super::normalize::{map_all, remove_all};
+use super::provider::ProviderDef;
+use super::strategy::StrategyDef;
+use super::types::{
+    BusinessIdentity, DeliveryFacts, Derivation, ItemDerivation, SkipReason, Skipped,
+    TransportIdentity, Unresolved,
+};
+use serde_json::{Map, Value, json};
+
+pub(super) const RAW_BODY_SOURCE: &str = "raw_body_sha256";
+
+impl Catalog {
+    /// Transport and business identities of one delivery.
+    pub fn derive(&self, facts: &DeliveryFacts<'_>, secret: &KeySecret) -> Derivation {
+        let provider = self.provider(facts.provider);
+        let transport = transport(provider, facts);
+        let mut d = Derivation::empty(facts.provider, transport);
+        let Some(provider) = provider else {
+            d.unresolved = Some(Unresolved::UnknownProvider {
+                provider: facts.provider.to_owned(),
+            });
+            return d;
+        };
+        let Some(body) = facts.body else {
+            d.unresolved = Some(Unresolved::Unparseable);
+            return d;
+        };
+        let Some(items) = provider.batch_items(body) else {
+            d.absorb(self.derive_event(provider, facts, body, secret));
+            return d;
+        };
+        let items: Vec<ItemDerivation> = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| {
+                let mut one = self.derive_event(provider, facts, item, secret);
+                one.index = i;
+                one
+            })
+            .collect();
+        super::batch::combine(&mut d, facts, items);
+        d
+    }
+
+    fn derive_event(
+        &self,
+        provider: &ProviderDef,
+        facts: &DeliveryFacts<'_>,
+        body: &Value,
+        secret: &KeySecret,
+    ) -> ItemDerivation {
+        let mut out = ItemDerivation::default();
+        let event_type = match provider.event_type(facts.headers, body) {
+            Ok(t) => t,
+            Err(m) => {
+                out.unresolved = Some(Unresolved::UnknownEventType {
+                    event_type: None,
+                    missing: m.missing,
+                });
+                return out;
+            }
+        };
+        out.event_type = Some(event_type.clone());
+        let Some(hierarchy) = self.hierarchy(&provider.name, &event_type) else {
+            out.unresolved = Some(Unresolved::UnknownEventType {
+                event_type: Some(event_type),
+                missing: Vec::new(),
+            });
+            return out;
+        };
+        let ctx = Ctx {
+            facts,
+            body,
+            event_type: &event_type,
+            secret,
+        };
+        for name in &hierarchy.strategies {
+            let Some(current) = self.current(name) else {
+                continue; // checked at build time
+            };
+            match ctx.attempt(current) {
+                Ok(identity) => {
+                    out.business = Some(identity);
+                    out.older_versions = self
+                        .older(name)
+                        .into_iter()
+                        .filter_map(|s| ctx.attempt(s).ok())
+                        .collect();
+                    return out;
+                }
+                Err(reason) => out.skipped.push(Skipped {
+                    strategy: current.strategy_ref(),
+                    reason,
+                }),
+            }
+        }
+        out.unresolved = Some(Unresolved::NoStrategyApplies { event_type });
+        out
+    }
+}
+
+struct Ctx<'c, 'a> {
+    facts: &'c DeliveryFacts<'a>,
+    body: &'c Value,
+    event_type: &'c str,
+    secret: &'c KeySecret,
+}
+
+impl Ctx<'_, '_> {
+    fn attempt(&self, s: &StrategyDef) -> Result<BusinessIdentity, SkipReason> {
+        if !s.applies_to(self.event_type) {
+            return Err(SkipReason::NotApplicable {
+                event_type: self.event_type.to_owned(),
+            });
+        }
+        let body = self.normalised(s);
+        let material = match s.kind.reads_fields() {
+            true => Value::Object(self.read_all(&s.fields, &body, true)?),
+            false if s.kind == super::strategy::Kind::RawHash => {
+                json!({ RAW_BODY_SOURCE: sha256_hex(self.facts.raw_body) })
+            }
+            false => json!({ "body": body }),
+        };
+        let mut scope = Map::new();
+        for item in &s.scope {
+            let value = match (&item.value, &item.path) {
+                (Some(v), _) => Value::String(v.clone()),
+                (None, Some(path)) => match self.read(path, &body) {
+                    Some(v) => v,
+                    None if item.optional => Value::Null,
+                    None => return Err(missing(&item.name, path)),
+                },
+                (None, None) => Value::Null,
+            };
+            scope.insert(item.name.clone(), value);
+        }
+        let discriminants = self.read_all(&s.discriminants, &body, false)?;
+        let missing_discriminants = s
+            .discriminants
+            .iter()
+            .filter(|f| !f.optional && discriminants.get(&f.name).is_none_or(Value::is_null))
+            .map(|f| f.name.clone())
+            .collect();
+        let strategy = s.strategy_ref();
+        let scope = Value::Object(scope);
+        let key = Binding {
+            tenant: self.facts.tenant,
+            source: self.facts.source,
+            provider: self.facts.provider,
+            environment: self.facts.environment,
+            event_type: s.key_includes_event_type.then_some(self.event_type),
+            effect_type: &s.effect_type,
+            strategy: &strategy,
+            kind: s.kind.as_str(),
+            scope: &scope,
+            material: &material,
+        }
+        .key();
+        Ok(BusinessIdentity {
+            strategy,
+            kind: s.kind,
+            strength: s.strength,
+            key,
+            effect_type: s.effect_type.clone(),
+            criticality: s.criticality,
+            horizon_secs: s.horizon.as_secs(),
+            scope: mask(&scope),
+            discriminants: discriminants.into_iter().collect(),
+            missing_discriminants,
+            material: mask(&material),
+            definition_fingerprint: s.fingerprint(),
+        })
+    }
+
+    /// The event body after the strategy's normalisation and sealing.
+    fn normalised(&self, s: &StrategyDef) -> Value {
+        let mut body = jcs::canonical_numbers(self.body);
+        s.normalize.apply_before_sensitive(&mut body);
+        for path in &s.sensitive {
+            map_all(&mut body, path, &|v| self.secret.seal(v));
+        }
+        s.normalize.apply_unordered(&mut body);
+        body
+    }
+
+    fn read(&self, path: &FieldRef, body: &Value) -> Option<Value> {
+        path.resolve(self.facts.headers, Some(body))
+            .map(|v| jcs::canonical_numbers(&v))
+    }
+
+    /// Named values; with `required`, an absent non-optional field skips.
+    fn read_all(
+        &self,
+        fields: &[super::strategy::NamedField],
+        body: &Value,
+        required: bool,
+    ) -> Result<Map<String, Value>, SkipReason> {
+        let mut out = Map::new();
+        for f in fields {
+            match self.read(&f.path, body) {
+                Some(v) => {
+                    out.insert(f.name.clone(), v);
+                }
+                None if required && !f.optional => return Err(missing(&f.name, &f.path)),
+                None => {
+                    out.insert(f.name.clone(), Value::Null);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn missing(name: &str, path: &FieldRef) -> SkipReason {
+    SkipReason::MissingField {
+        field: name.to_owned(),
+        path: path.to_string(),
+    }
+}
+
+/// Delivery id (first declared transport reference present) or raw-body hash,
+/// bound to tenant, source, provider and environment.
+fn transport(provider: Option<&ProviderDef>, facts: &DeliveryFacts<'_>) -> TransportIdentity {
+    let raw_body_sha256 = sha256_hex(facts.raw_body);
+    let declared = provider.into_iter().flat_map(|p| &p.transport);
+    let found = declared
+        .filter_map(|r| {
+            let v = r.resolve(facts.headers, facts.body)?;
+            let text = v
+                .as_str()
+                .map_or_else(|| jcs::key_string(&v), str::to_owned);
+            Some((r.to_string(), text))
+        })
+        .next();
+    let (id_source, id) =
+        found.unwrap_or_else(|| (RAW_BODY_SOURCE.to_owned(), raw_body_sha256.clone()));
+    let bound = json!({
+        "format": 1, "layer": "transport",
+        "tenant": facts.tenant, "source": facts.source, "provider": facts.provider,
+        "environment": facts.environment, "id_source": id_source, "id": id,
+    });
+    let body_fingerprint = facts.body.map(|b| {
+        let mut b = jcs::canonical_numbers(b);
+        for v in provider.into_iter().flat_map(|p| &p.volatile) {
+            remove_all(&mut b, &v.path);
+        }
+        sha256_hex(jcs::key_string(&b).as_bytes())
+    });
+    TransportIdentity {
+        key: sha256_hex(jcs::key_string(&bound).as_bytes()),
+        id_source,
+        id,
+        raw_body_sha256,
+        body_fingerprint,
+    }
+}

@@ -1,0 +1,222 @@
+//! RFC 8785 JSON Canonicalization Scheme (JCS), written here rather than
+//! borrowed so that the one deliberate extension below stays visible.
+//!
+//! * [`to_canonical_string`] with [`Integers::AsDoubles`] is RFC 8785 to the
+//!   byte: members sorted by UTF-16 code units, ES6 number form, fixed escaping.
+//! * [`Integers::Exact`] is what keys use. RFC 8785 writes every number through
+//!   an IEEE-754 double, so `9007199254740993` and `9007199254740992` would
+//!   canonicalise alike and two distinct ids would merge. In `Exact` mode an
+//!   integer that serde_json parsed exactly (i64/u64) is written with its exact
+//!   decimal digits. For |n| ≤ 2^53 the output is byte-identical to RFC 8785;
+//!   beyond it the key keeps the digits the provider sent. Non-integers (and
+//!   integers beyond u64, which serde_json already parsed as doubles) follow
+//!   RFC 8785 unchanged.
+//!
+//! NaN and ±Infinity cannot be represented: [`format_double`] rejects them.
+
+use serde_json::{Map, Number, Value};
+use std::fmt::Write as _;
+
+/// How integers are written. See the module header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Integers {
+    /// RFC 8785 exactly: every number goes through an IEEE-754 double.
+    AsDoubles,
+    /// Integers parsed exactly keep their exact digits (key material).
+    Exact,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JcsError {
+    #[error("number {0} is not finite; RFC 8785 cannot represent NaN or Infinity")]
+    NotFinite(String),
+}
+
+/// Canonical RFC 8785 text of `value`.
+pub fn to_canonical_string(value: &Value, integers: Integers) -> Result<String, JcsError> {
+    let mut out = String::new();
+    write_value(&mut out, value, integers)?;
+    Ok(out)
+}
+
+/// Canonical text for key material: exact integers, never fails on a
+/// `serde_json::Value` (which cannot hold NaN or Infinity).
+pub fn key_string(value: &Value) -> String {
+    // A Value's numbers are always finite, so the error branch is unreachable;
+    // falling back to serde_json's own form keeps this total without a panic.
+    to_canonical_string(value, Integers::Exact).unwrap_or_else(|_| value.to_string())
+}
+
+fn write_value(out: &mut String, value: &Value, integers: Integers) -> Result<(), JcsError> {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => write_number(out, n, integers)?,
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item, integers)?;
+            }
+            out.push(']');
+        }
+        Value::Object(map) => write_object(out, map, integers)?,
+    }
+    Ok(())
+}
+
+fn write_object(
+    out: &mut String,
+    map: &Map<String, Value>,
+    integers: Integers,
+) -> Result<(), JcsError> {
+    let mut members: Vec<(&String, &Value)> = map.iter().collect();
+    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    out.push('{');
+    for (i, (k, v)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, k);
+        out.push(':');
+        write_value(out, v, integers)?;
+    }
+    out.push('}');
+    Ok(())
+}
+
+fn write_number(out: &mut String, n: &Number, integers: Integers) -> Result<(), JcsError> {
+    if integers == Integers::Exact {
+        if let Some(u) = n.as_u64() {
+            let _ = write!(out, "{u}");
+            return Ok(());
+        }
+        if let Some(i) = n.as_i64() {
+            let _ = write!(out, "{i}");
+            return Ok(());
+        }
+    }
+    let d = n
+        .as_f64()
+        .ok_or_else(|| JcsError::NotFinite(n.to_string()))?;
+    out.push_str(&format_double(d)?);
+    Ok(())
+}
+
+/// ES6 `Number.prototype.toString` of a finite double (RFC 8785 §3.2.2.3).
+pub fn format_double(d: f64) -> Result<String, JcsError> {
+    if !d.is_finite() {
+        return Err(JcsError::NotFinite(format!("{d}")));
+    }
+    if d == 0.0 {
+        return Ok("0".to_owned()); // also -0
+    }
+    let mut out = String::new();
+    let x = if d < 0.0 {
+        out.push('-');
+        -d
+    } else {
+        d
+    };
+    // `{:e}` gives the shortest round-tripping digit count k. ES6 wants, among
+    // k-digit strings that round-trip, the one closest to the exact value,
+    // ties to even: that is the exact value correctly rounded to k digits,
+    // which fixed-precision formatting computes (half-to-even on exact ties,
+    // e.g. 1424953923781206.25 -> ...206.2, where the shortest gives ...206.3).
+    let shortest = format!("{x:e}");
+    let k = shortest
+        .split_once('e')
+        .map_or(1, |(m, _)| m.chars().filter(|c| c.is_ascii_digit()).count());
+    let sci = format!("{x:.prec$e}", prec = k.saturating_sub(1));
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let digits = match digits.trim_end_matches('0') {
+        "" => "0".to_owned(),
+        d => d.to_owned(),
+    };
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let k = digits.len() as i32;
+    let n = exp + 1; // value = 0.digits × 10^n
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&digits[..n as usize]);
+        out.push('.');
+        out.push_str(&digits[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        let e = n - 1;
+        out.push_str(&digits[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if e < 0 { '-' } else { '+' });
+        let _ = write!(out, "{}", e.abs());
+    }
+    Ok(out)
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Numbers rewritten so that equal numeric values are equal `Value`s:
+/// `10`, `10.0` and `1e1` all become the integer 10, `-0.0` becomes 0.
+/// Doubles that are whole and fit an i64/u64 become that exact integer;
+/// other doubles and exact integers are left as they are.
+pub fn canonical_numbers(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => Value::Number(canonical_number(n)),
+        Value::Array(items) => Value::Array(items.iter().map(canonical_numbers).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), canonical_numbers(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn canonical_number(n: &Number) -> Number {
+    if n.is_i64() || n.is_u64() {
+        return n.clone();
+    }
+    match n.as_f64() {
+        Some(d) if d.fract() == 0.0 && d.is_finite() => {
+            // 2^64 and -2^63 are exact doubles, so these bounds are exact.
+            if (0.0..18_446_744_073_709_551_616.0).contains(&d) {
+                Number::from(d as u64)
+            } else if (-9_223_372_036_854_775_808.0..0.0).contains(&d) {
+                Number::from(d as i64)
+            } else {
+                n.clone()
+            }
+        }
+        _ => n.clone(),
+    }
+}

@@ -1,0 +1,161 @@
+//! RFC 8785 vectors from the shared corpus, byte for byte.
+
+use super::super::jcs::{Integers, JcsError, format_double, to_canonical_string};
+use super::{corpus_bytes, corpus_json};
+use serde_json::Value;
+
+const DIR: &str = "jcs-rfc8785";
+const FILES: [&str; 6] = [
+    "arrays",
+    "french",
+    "structures",
+    "unicode",
+    "values",
+    "weird",
+];
+
+fn canonical(input: &[u8]) -> String {
+    let v: Value = serde_json::from_slice(input).unwrap();
+    to_canonical_string(&v, Integers::AsDoubles).unwrap()
+}
+
+#[test]
+fn cyberphone_inputs_canonicalise_to_the_expected_outputs() {
+    for name in FILES {
+        let input = corpus_bytes(&format!(
+            "{DIR}/cyberphone-json-canonicalization/input/{name}.json"
+        ));
+        let output = corpus_bytes(&format!(
+            "{DIR}/cyberphone-json-canonicalization/output/{name}.json"
+        ));
+        assert_eq!(canonical(&input).as_bytes(), output.as_slice(), "{name}");
+    }
+}
+
+#[test]
+fn cyberphone_outhex_matches_the_canonical_bytes() {
+    for name in FILES {
+        let input = corpus_bytes(&format!(
+            "{DIR}/cyberphone-json-canonicalization/input/{name}.json"
+        ));
+        let hex_text = String::from_utf8(corpus_bytes(&format!(
+            "{DIR}/cyberphone-json-canonicalization/outhex/{name}.txt"
+        )))
+        .unwrap();
+        let expected: String = hex_text.split_whitespace().collect();
+        assert_eq!(hex::encode(canonical(&input)), expected, "{name}");
+    }
+}
+
+fn number_rows(file: &str) -> Vec<(String, String)> {
+    let text = String::from_utf8(corpus_bytes(&format!("{DIR}/number-samples/{file}"))).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("ieee754_hex") && !l.trim().is_empty())
+        .map(|l| {
+            let mut cols = l.split(',');
+            (
+                cols.next().unwrap().to_owned(),
+                cols.next().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn check_number_rows(file: &str, expected_rows: usize, invalid_marker: &str) {
+    let rows = number_rows(file);
+    assert_eq!(rows.len(), expected_rows);
+    for (hex_bits, expected) in rows {
+        let d = f64::from_bits(u64::from_str_radix(&hex_bits, 16).unwrap());
+        let got = format_double(d);
+        if expected == invalid_marker {
+            assert!(
+                matches!(got, Err(JcsError::NotFinite(_))),
+                "{hex_bits} must be rejected"
+            );
+        } else {
+            assert_eq!(got.unwrap(), expected, "{hex_bits}");
+            // and through a Value parsed from the expected text
+            let v: Value = serde_json::from_str(&expected).unwrap();
+            assert_eq!(
+                to_canonical_string(&v, Integers::AsDoubles).unwrap(),
+                expected
+            );
+        }
+    }
+}
+
+#[test]
+fn appendix_b_number_table() {
+    check_number_rows("rfc8785-appendix-b.csv", 26, "");
+}
+
+#[test]
+fn es6_sample_lines() {
+    check_number_rows("es6testfile-sample-lines.csv", 10, "null");
+}
+
+#[test]
+fn spec_primitive_example_bytes() {
+    let ex = corpus_json(&format!(
+        "{DIR}/spec-examples/rfc8785-primitive-example.json"
+    ));
+    let input = ex["input_json_text"].as_str().unwrap();
+    let hex_expected: String = ex["canonical_utf8_hex"]
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .collect();
+    assert_eq!(hex::encode(canonical(input.as_bytes())), hex_expected);
+}
+
+#[test]
+fn spec_sorting_example_value_order() {
+    let ex = corpus_json(&format!("{DIR}/spec-examples/rfc8785-sorting-example.json"));
+    let input = ex["input_json_text"].as_str().unwrap();
+    // serde_json's Map re-sorts by Rust string order, so read the text positionally
+    let text = canonical(input.as_bytes());
+    let expected: Vec<&str> = ex["expected_value_order_after_sorting"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let mut positions: Vec<usize> = expected
+        .iter()
+        .map(|v| text.find(&format!("\"{v}\"")).unwrap())
+        .collect();
+    let sorted = {
+        let mut p = positions.clone();
+        p.sort();
+        p
+    };
+    assert_eq!(positions, sorted, "{text}");
+    positions.dedup();
+    assert_eq!(positions.len(), 7);
+}
+
+#[test]
+fn exact_integers_keep_digits_beyond_two_to_the_53() {
+    let v: Value =
+        serde_json::from_str(r#"{"id":9007199254740993,"n":-9007199254740993}"#).unwrap();
+    assert_eq!(
+        to_canonical_string(&v, Integers::AsDoubles).unwrap(),
+        r#"{"id":9007199254740992,"n":-9007199254740992}"#
+    );
+    assert_eq!(
+        to_canonical_string(&v, Integers::Exact).unwrap(),
+        r#"{"id":9007199254740993,"n":-9007199254740993}"#
+    );
+    let small: Value = serde_json::from_str("[1,10.0,1e1,-0.0,4.50]").unwrap();
+    assert_eq!(
+        to_canonical_string(&small, Integers::Exact).unwrap(),
+        "[1,10,10,0,4.5]"
+    );
+}
+
+#[test]
+fn non_finite_numbers_are_rejected() {
+    for d in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert!(format_double(d).is_err());
+    }
+}

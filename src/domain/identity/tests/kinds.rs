@@ -1,0 +1,328 @@
+//! Given/when/then: each strategy kind, the hierarchy fallback, scope binding,
+//! sensitive values and the unresolved cases.
+
+use super::super::{Catalog, CatalogConfig, Kind, SkipReason, Unresolved};
+use super::{Delivery, business_key, chosen, presets};
+use crate::domain::confidence::{Criticality, Strength};
+use serde_json::{Value, json};
+
+fn refund(reference: Option<&str>, sent_at: &str) -> Value {
+    let mut v = json!({
+        "type": "refund.created",
+        "payment_id": "pay_123",
+        "amount": 1500,
+        "currency": "EUR",
+        "customer_email": "jane@example.com",
+        "sent_at": sent_at,
+    });
+    if let Some(r) = reference {
+        v["refund_reference"] = json!(r);
+    }
+    v
+}
+
+#[test]
+fn given_a_refund_reference_when_derived_then_the_strong_business_reference_keys_it() {
+    let d =
+        Delivery::new("norefid", refund(Some("rr_1"), "2024-05-01T10:00:00Z")).derive(&presets());
+    let b = d.business.as_ref().unwrap();
+    assert_eq!(chosen(&d), "norefid-refund-ref@1");
+    assert_eq!(b.kind, Kind::BusinessReference);
+    assert_eq!(b.strength, Strength::Strong);
+    assert_eq!(b.effect_type, "refund.create");
+    assert_eq!(b.criticality, Criticality::Critical);
+    assert_eq!(b.horizon_secs, 90 * 86_400);
+    assert_eq!(
+        b.material,
+        json!({"payment": "pay_123", "refund_reference": "rr_1"})
+    );
+    assert_eq!(b.discriminants["amount"], json!(1500));
+    assert!(d.skipped.is_empty());
+    assert_eq!(d.event_type.as_deref(), Some("refund.created"));
+    assert!(b.key.printable().starts_with("norefid-refund-ref@1:"));
+}
+
+#[test]
+fn given_no_reference_when_derived_then_it_falls_back_to_a_weak_fingerprint_and_says_why() {
+    let d = Delivery::new("norefid", refund(None, "2024-05-01T10:00:00Z")).derive(&presets());
+    let b = d.business.as_ref().unwrap();
+    assert_eq!(chosen(&d), "norefid-refund-fingerprint@1");
+    assert_eq!(b.kind, Kind::CanonicalFingerprint);
+    assert_eq!(b.strength, Strength::Weak);
+    assert_eq!(d.skipped.len(), 1);
+    assert_eq!(d.skipped[0].strategy.to_string(), "norefid-refund-ref@1");
+    assert_eq!(
+        d.skipped[0].reason,
+        SkipReason::MissingField {
+            field: "refund_reference".into(),
+            path: "$.refund_reference".into()
+        }
+    );
+    // the volatile send time is gone from the material, the email is sealed
+    let body = &b.material["body"];
+    assert!(body.get("sent_at").is_none());
+    let email = body["customer_email"].as_str().unwrap();
+    assert!(
+        email.starts_with("hmac:") && email.ends_with('…') && email.len() < 20,
+        "{email}"
+    );
+    let explained = d.explain();
+    assert!(explained.contains(
+        "skipped norefid-refund-ref@1: field `refund_reference` ($.refund_reference) missing"
+    ));
+    assert!(
+        explained
+            .contains("chosen: norefid-refund-fingerprint@1 (canonical_fingerprint, weak key)")
+    );
+    assert!(!explained.contains("jane@example.com"));
+}
+
+#[test]
+fn given_two_legitimate_equal_refunds_without_reference_then_they_share_one_weak_key() {
+    let catalog = presets();
+    let first = Delivery::new("norefid", refund(None, "2024-05-01T10:00:00Z")).derive(&catalog);
+    let second = Delivery::new("norefid", refund(None, "2024-05-01T10:04:00Z")).derive(&catalog);
+    assert_eq!(business_key(&first), business_key(&second));
+    assert_eq!(first.business.as_ref().unwrap().strength, Strength::Weak);
+    // and the raw bodies differ, so the transport layer sees two packets
+    assert_ne!(first.transport.key, second.transport.key);
+}
+
+#[test]
+fn given_two_references_on_the_same_payment_then_two_strong_keys() {
+    let catalog = presets();
+    let a = Delivery::new("norefid", refund(Some("rr_1"), "x")).derive(&catalog);
+    let b = Delivery::new("norefid", refund(Some("rr_2"), "x")).derive(&catalog);
+    assert_ne!(business_key(&a), business_key(&b));
+}
+
+#[test]
+fn given_a_sensitive_field_then_the_key_depends_on_the_secret_not_the_clear_value() {
+    let catalog = presets();
+    let d = Delivery::new("norefid", refund(None, "x"));
+    let k1 = catalog
+        .derive(&d.facts(), &super::secret())
+        .business
+        .unwrap()
+        .key;
+    let other = super::super::KeySecret::from_bytes(b"another-secret-another-secret!!").unwrap();
+    let k2 = catalog.derive(&d.facts(), &other).business.unwrap().key;
+    assert_ne!(k1, k2);
+    let journaled = serde_json::to_string(&catalog.derive(&d.facts(), &super::secret())).unwrap();
+    assert!(!journaled.contains("jane@example.com"));
+}
+
+const CUSTOM: &str = r#"
+[[providers]]
+name = "shop"
+transport = ["header:x-delivery"]
+event_type = [{ parts = [{ field = "$.kind" }] }]
+
+[[strategies]]
+name = "shop-event"
+version = 1
+provider = "shop"
+event_types = ["order.*"]
+kind = "provider_event_id"
+strength = "strong"
+horizon = "3d"
+effect_type = "order.ship"
+criticality = "critical"
+fields = [{ name = "event_id", path = "$.event_id" }]
+
+[[strategies]]
+name = "shop-semantic"
+version = 1
+provider = "shop"
+event_types = ["order.*"]
+kind = "semantic"
+strength = "medium"
+horizon = "3d"
+effect_type = "order.ship"
+criticality = "critical"
+fields = [
+  { name = "order", path = "$.order" },
+  { name = "lines", path = "$.lines" },
+  { name = "tags", path = "$.tags" },
+]
+scope = [{ name = "resource_type", value = "order" }]
+discriminants = [{ name = "warehouse", path = "$.warehouse" }]
+
+[strategies.normalize]
+unordered = ["$.tags"]
+dates = ["$.at"]
+
+[[strategies]]
+name = "shop-raw"
+version = 1
+provider = "shop"
+event_types = ["order.*"]
+kind = "raw_hash"
+strength = "weak"
+horizon = "1d"
+effect_type = "order.ship"
+criticality = "critical"
+
+[[hierarchies]]
+provider = "shop"
+event_type = "order.*"
+strategies = ["shop-event", "shop-semantic", "shop-raw"]
+"#;
+
+pub(super) fn custom() -> Catalog {
+    let cfg: CatalogConfig = toml::from_str(CUSTOM).unwrap();
+    Catalog::build(cfg).unwrap()
+}
+
+#[test]
+fn given_an_event_id_then_provider_event_id_fires_first() {
+    let d = Delivery::new(
+        "shop",
+        json!({"kind": "order.shipped", "event_id": "e1", "order": "o1"}),
+    )
+    .derive(&custom());
+    assert_eq!(chosen(&d), "shop-event@1");
+    assert_eq!(d.business.as_ref().unwrap().kind, Kind::ProviderEventId);
+    assert_eq!(
+        d.business.as_ref().unwrap().material,
+        json!({"event_id": "e1"})
+    );
+}
+
+#[test]
+fn given_no_event_id_then_the_semantic_strategy_fires_with_unordered_tags_sorted() {
+    let body =
+        json!({"kind": "order.shipped", "order": "o1", "lines": ["b", "a"], "tags": ["y", "x"]});
+    let d = Delivery::new("shop", body).derive(&custom());
+    let b = d.business.as_ref().unwrap();
+    assert_eq!(chosen(&d), "shop-semantic@1");
+    assert_eq!((b.kind, b.strength), (Kind::Semantic, Strength::Medium));
+    assert_eq!(
+        b.material,
+        json!({"order": "o1", "lines": ["b", "a"], "tags": ["x", "y"]})
+    );
+    assert_eq!(b.scope, json!({"resource_type": "order"}));
+    assert_eq!(b.missing_discriminants, vec!["warehouse".to_owned()]);
+    assert_eq!(
+        d.skipped[0].reason,
+        SkipReason::MissingField {
+            field: "event_id".into(),
+            path: "$.event_id".into()
+        }
+    );
+}
+
+#[test]
+fn given_nothing_usable_then_the_raw_hash_fires_and_keys_the_exact_bytes() {
+    let d = Delivery::raw("shop", br#"{"kind":"order.shipped"}"#).derive(&custom());
+    let b = d.business.as_ref().unwrap();
+    assert_eq!(chosen(&d), "shop-raw@1");
+    assert_eq!(b.kind, Kind::RawHash);
+    assert_eq!(d.skipped.len(), 2);
+    assert_eq!(
+        b.material["raw_body_sha256"],
+        json!(d.transport.raw_body_sha256)
+    );
+    let spaced = Delivery::raw("shop", br#"{ "kind": "order.shipped" }"#).derive(&custom());
+    assert_ne!(business_key(&d), business_key(&spaced));
+}
+
+#[test]
+fn transport_uses_the_delivery_header_else_the_raw_hash() {
+    let with = Delivery::new("shop", json!({"kind": "order.shipped"}))
+        .header("x-delivery", "d-1")
+        .derive(&custom());
+    assert_eq!(
+        (
+            with.transport.id_source.as_str(),
+            with.transport.id.as_str()
+        ),
+        ("header:x-delivery", "d-1")
+    );
+    let without = Delivery::raw("shop", b"{}").derive(&custom());
+    assert_eq!(without.transport.id_source, "raw_body_sha256");
+    assert_eq!(
+        without.transport.id,
+        "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+    );
+}
+
+#[test]
+fn unresolved_cases_have_stable_codes() {
+    let catalog = custom();
+    let bad = Delivery::raw("shop", b"{not json").derive(&catalog);
+    assert_eq!(
+        bad.unresolved.as_ref().map(Unresolved::code),
+        Some("unparseable")
+    );
+    assert!(bad.business.is_none());
+    assert_eq!(bad.transport.id_source, "raw_body_sha256");
+
+    let no_type = Delivery::new("shop", json!({"order": "o1"})).derive(&catalog);
+    assert_eq!(
+        no_type.unresolved,
+        Some(Unresolved::UnknownEventType {
+            event_type: None,
+            missing: vec!["$.kind".into()]
+        })
+    );
+    let unknown = Delivery::new("shop", json!({"kind": "invoice.sent"})).derive(&catalog);
+    assert_eq!(
+        unknown.unresolved.as_ref().map(Unresolved::code),
+        Some("unknown_event_type")
+    );
+    assert_eq!(unknown.event_type.as_deref(), Some("invoice.sent"));
+
+    let who = Delivery::new("nobody", json!({})).derive(&catalog);
+    assert_eq!(
+        who.unresolved.as_ref().map(Unresolved::code),
+        Some("unknown_provider")
+    );
+
+    let json = serde_json::to_value(&unknown).unwrap();
+    assert_eq!(json["unresolved"]["code"], json!("unknown_event_type"));
+}
+
+#[test]
+fn no_strategy_applies_when_every_field_is_missing() {
+    // a catalog where every strategy needs a field (no raw-hash fallback)
+    let cfg: CatalogConfig = toml::from_str(&CUSTOM.replace(r#", "shop-raw"]"#, "]")).unwrap();
+    let catalog = Catalog::build(cfg).unwrap();
+    let shop = Delivery::new("shop", json!({"kind": "order.shipped"})).derive(&catalog);
+    assert_eq!(
+        shop.unresolved,
+        Some(Unresolved::NoStrategyApplies {
+            event_type: "order.shipped".into()
+        })
+    );
+    assert_eq!(shop.skipped.len(), 2);
+    assert!(shop.explain().contains("unresolved: no_strategy_applies"));
+}
+
+#[test]
+fn the_bound_scope_separates_tenants_sources_environments_and_providers() {
+    let catalog = presets();
+    let base = Delivery::new("norefid", refund(Some("rr_1"), "x"));
+    let k = business_key(&base.derive(&catalog));
+    for change in [
+        |d: &mut Delivery| d.tenant = "t2".into(),
+        |d: &mut Delivery| d.source = "src2".into(),
+        |d: &mut Delivery| d.environment = "sandbox".into(),
+    ] {
+        let mut other = Delivery::new("norefid", refund(Some("rr_1"), "x"));
+        change(&mut other);
+        assert_ne!(business_key(&other.derive(&catalog)), k);
+    }
+}
+
+#[test]
+fn explain_names_every_step() {
+    let d = Delivery::new("norefid", refund(None, "2024-05-01T10:00:00Z")).derive(&presets());
+    let text = d.explain();
+    assert_eq!(text.lines().count(), 7, "{text}");
+    assert!(text.starts_with(
+        "provider norefid / event type refund.created\ntransport: raw_body_sha256 = "
+    ));
+    assert!(text.contains("key: norefid-refund-fingerprint@1:"));
+    assert!(text.contains("(strength weak)"));
+}
