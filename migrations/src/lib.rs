@@ -4,6 +4,8 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261130_000001_journal;
+mod m20261130_000002_strategy_versions;
+mod m20261130_000003_projections;
 mod sql;
 
 pub struct Migrator;
@@ -11,6 +13,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261130_000001_journal::Migration)]
+        vec![
+            Box::new(m20261130_000001_journal::Migration),
+            Box::new(m20261130_000002_strategy_versions::Migration),
+            Box::new(m20261130_000003_projections::Migration),
+        ]
     }
 }

@@ -4,6 +4,7 @@
 pub mod bodies;
 pub mod entities;
 pub mod journal;
+pub mod projections;
 
 use std::time::Duration;
 

@@ -1,4 +1,11 @@
 //! sea-orm entities: data only, one per table.
 
+pub mod case;
+pub mod delivery;
+pub mod effect;
+pub mod effect_delivery;
 pub mod journal;
 pub mod raw_body;
+pub mod reservation;
+pub mod strategy_version;
+pub mod transport_link;

@@ -1,0 +1,75 @@
+//! Events of the decision: the identity derived for a delivery, then what was
+//! decided and why.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::confidence::{Criticality, Strength};
+use crate::domain::decision::Decision;
+use crate::domain::delivery::DeliveryId;
+
+/// The business identity, as much of it as later decisions need.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeySummary {
+    /// Printable full key, `name@version:hex`.
+    pub key: String,
+    /// `name@version`.
+    pub strategy: String,
+    pub strength: Strength,
+    pub effect_type: String,
+    pub criticality: Criticality,
+    pub horizon_secs: u64,
+    pub discriminants: BTreeMap<String, serde_json::Value>,
+    pub missing_discriminants: Vec<String>,
+    /// Keys of older, non-retired versions of the same strategy.
+    pub older_keys: Vec<String>,
+}
+
+/// The identity engine's answer for one delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyDerived {
+    pub event_type: Option<String>,
+    pub transport_key: String,
+    /// The provider's own event id when the transport identity came from a header.
+    pub provider_event_id: Option<String>,
+    pub body_fingerprint: Option<String>,
+    pub business: Option<KeySummary>,
+    /// Stable code when no business identity could be derived.
+    pub unresolved: Option<String>,
+    /// The whole derivation (chosen strategy, skipped ones and why, masked material).
+    pub derivation: serde_json::Value,
+}
+
+/// Which identity layer the decision rests on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    Transport,
+    Business,
+}
+
+impl Layer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Transport => "transport",
+            Layer::Business => "business",
+        }
+    }
+}
+
+/// What was decided for a delivery, with the reasoning. A deferred delivery
+/// gets a second `DecisionMade` (with `redecided`) once the key settles.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionMade {
+    #[serde(flatten)]
+    pub decision: Decision,
+    pub layer: Layer,
+    pub business_key: Option<String>,
+    /// The older strategy version whose key matched, when it was not the current one.
+    pub matched_key: Option<String>,
+    pub case_id: Option<uuid::Uuid>,
+    pub first_delivery_id: Option<DeliveryId>,
+    pub summary: String,
+    pub redecided: bool,
+}

@@ -1,0 +1,46 @@
+//! Events about a delivery's arrival.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::domain::delivery::{BodyParse, BodyRef, Headers};
+
+/// Where a delivery came from: the configured source and what it stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub source: String,
+    pub tenant: String,
+    pub provider: String,
+    pub environment: String,
+}
+
+/// A delivery passed its source's checks and its body is stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryReceived {
+    #[serde(flatten)]
+    pub origin: Origin,
+    pub received_at: DateTime<Utc>,
+    /// Signature and authorization values are masked.
+    pub headers: Headers,
+    pub body: BodyRef,
+    pub parse: BodyParse,
+    pub signature_scheme: String,
+    /// Which of the source's secrets matched (rotation), when one did.
+    pub secret_index: Option<usize>,
+}
+
+/// A delivery was refused before any decision; the provider got an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryRejected {
+    #[serde(flatten)]
+    pub origin: Origin,
+    pub received_at: DateTime<Utc>,
+    pub headers: Headers,
+    /// Stable snake_case code, the same one the provider received.
+    pub reason: String,
+    pub status: u16,
+    /// Present when the whole body was read (it is hashed, never stored).
+    pub body: Option<BodyRef>,
+    /// Bytes announced or read when the body was refused for its size.
+    pub declared_size: Option<u64>,
+}

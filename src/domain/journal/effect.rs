@@ -1,0 +1,93 @@
+//! Events of reservations and effects: a key taken with a lease and a fencing
+//! token, its settlement, its expiry, the purge of the fast index.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::domain::confidence::{Criticality, Strength};
+use crate::domain::delivery::DeliveryId;
+
+/// A business key was reserved: exactly one delivery will apply its effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyReserved {
+    pub key: String,
+    pub strategy: String,
+    pub strength: Strength,
+    pub effect_type: String,
+    pub criticality: Criticality,
+    pub effect_id: Uuid,
+    /// 1 for a first reservation; the previous token + 1 when a definitive
+    /// failure without effect is retried.
+    pub fencing_token: i64,
+    pub lease_until: DateTime<Utc>,
+    /// End of the key's horizon in the fast index.
+    pub expires_at: DateTime<Utc>,
+    pub discriminants: BTreeMap<String, serde_json::Value>,
+    pub sink: String,
+    pub delivery_id: DeliveryId,
+}
+
+/// How an effect attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettlementOutcome {
+    Applied,
+    /// Definitively refused, known to have had no effect.
+    Failed,
+    /// Maybe applied (timeout, reset after sending): reconcile, never retry blindly.
+    Unknown,
+}
+
+impl SettlementOutcome {
+    /// The reservation state this outcome leaves.
+    pub fn state(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
+/// The settlement of one effect attempt (`EffectApplied`, `EffectFailed`,
+/// `EffectOutcomeUnknown`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectSettled {
+    pub key: String,
+    pub effect_id: Uuid,
+    pub fencing_token: i64,
+    pub outcome: SettlementOutcome,
+    pub result: Option<serde_json::Value>,
+    pub authoritative_ref: Option<String>,
+    /// A stable code for failures and unknown outcomes.
+    pub error: Option<String>,
+    /// The reconciliation case opened for an unknown outcome.
+    pub case_id: Option<Uuid>,
+    pub delivery_id: DeliveryId,
+}
+
+/// A lease ran out before its effect settled: the outcome is unknown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReservationExpired {
+    pub key: String,
+    pub effect_id: Uuid,
+    pub fencing_token: i64,
+    pub case_id: Uuid,
+    pub first_delivery_id: DeliveryId,
+}
+
+/// Settled keys past their horizon left the fast index. The effects ledger
+/// still holds their effects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeysPurged {
+    pub keys: Vec<String>,
+}
+
+/// A retention policy removed an effect's stored result; its identity stays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidencePurged {
+    pub effect_id: Uuid,
+}

@@ -1,0 +1,131 @@
+//! Journal event types. Each event has a frozen stored name (past tense) and a
+//! version; renaming a stored name or changing a payload shape needs a new
+//! version and an upcaster in `JournalEvent::from_stored`.
+
+mod decision;
+mod delivery;
+mod effect;
+mod strategy;
+
+pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer};
+pub use delivery::{DeliveryReceived, DeliveryRejected, Origin};
+pub use effect::{
+    EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
+};
+pub use strategy::StrategyVersionRecorded;
+
+/// Error reading a stored event back.
+#[derive(Debug, thiserror::Error)]
+pub enum StoredEventError {
+    #[error("unknown journal event type {event_type} v{version}")]
+    Unknown { event_type: String, version: i32 },
+    #[error("malformed {event_type} payload: {source}")]
+    Malformed {
+        event_type: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Declares `JournalEvent` with, for each variant, its frozen stored name and
+/// current version, and the (de)serialisation that goes with them.
+macro_rules! journal_events {
+    ($($variant:ident($payload:ty) = $name:literal, version $version:literal;)*) => {
+        /// Every event Unicity appends to its journal.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum JournalEvent {
+            $($variant($payload),)*
+        }
+
+        impl JournalEvent {
+            /// The frozen stored name of the event.
+            pub fn event_type(&self) -> &'static str {
+                match self {
+                    $(Self::$variant(_) => $name,)*
+                }
+            }
+
+            /// The version of the payload shape this code writes.
+            pub fn version(&self) -> i32 {
+                match self {
+                    $(Self::$variant(_) => $version,)*
+                }
+            }
+
+            /// The JSON payload stored in the journal's `data` column.
+            pub fn data(&self) -> serde_json::Value {
+                let value = match self {
+                    $(Self::$variant(e) => serde_json::to_value(e),)*
+                };
+                // These payloads hold no non-string map keys and no non-finite floats.
+                value.unwrap_or(serde_json::Value::Null)
+            }
+
+            /// Reads a stored event back, upcasting older versions where needed.
+            pub fn from_stored(
+                event_type: &str,
+                version: i32,
+                data: serde_json::Value,
+            ) -> Result<Self, StoredEventError> {
+                match (event_type, version) {
+                    $(($name, $version) => serde_json::from_value(data)
+                        .map(Self::$variant)
+                        .map_err(|source| StoredEventError::Malformed {
+                            event_type: event_type.to_owned(),
+                            source,
+                        }),)*
+                    _ => Err(StoredEventError::Unknown {
+                        event_type: event_type.to_owned(),
+                        version,
+                    }),
+                }
+            }
+        }
+    };
+}
+
+journal_events! {
+    DeliveryReceived(DeliveryReceived) = "DeliveryReceived", version 1;
+    DeliveryRejected(DeliveryRejected) = "DeliveryRejected", version 1;
+    KeyDerived(KeyDerived) = "KeyDerived", version 1;
+    DecisionMade(DecisionMade) = "DecisionMade", version 1;
+    KeyReserved(KeyReserved) = "KeyReserved", version 1;
+    EffectApplied(EffectSettled) = "EffectApplied", version 1;
+    EffectFailed(EffectSettled) = "EffectFailed", version 1;
+    EffectOutcomeUnknown(EffectSettled) = "EffectOutcomeUnknown", version 1;
+    ReservationExpired(ReservationExpired) = "ReservationExpired", version 1;
+    KeysPurged(KeysPurged) = "KeysPurged", version 1;
+    EvidencePurged(EvidencePurged) = "EvidencePurged", version 1;
+    StrategyVersionRecorded(StrategyVersionRecorded) = "StrategyVersionRecorded", version 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::DateTime;
+
+    use super::*;
+
+    #[test]
+    fn stored_events_round_trip_through_their_frozen_names() {
+        let event = JournalEvent::DeliveryRejected(DeliveryRejected {
+            origin: Origin {
+                source: "s".into(),
+                tenant: "t".into(),
+                provider: "stripe".into(),
+                environment: "test".into(),
+            },
+            received_at: DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default(),
+            headers: vec![],
+            reason: "invalid_signature".into(),
+            status: 401,
+            body: None,
+            declared_size: None,
+        });
+        assert_eq!(event.event_type(), "DeliveryRejected");
+        let back = JournalEvent::from_stored(event.event_type(), event.version(), event.data())
+            .expect("round trip");
+        assert_eq!(back, event);
+        assert!(JournalEvent::from_stored("Nope", 1, serde_json::json!({})).is_err());
+        assert!(JournalEvent::from_stored("DeliveryRejected", 2, event.data()).is_err());
+    }
+}

@@ -1,0 +1,25 @@
+//! Projection `cases`: deliveries waiting for reconciliation or review.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "cases")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub case_id: String,
+    pub delivery_id: String,
+    pub business_key: Option<String>,
+    pub action: String,
+    pub reason: String,
+    pub status: String,
+    pub lookup_first: bool,
+    #[sea_orm(column_type = "JsonBinary")]
+    pub details: Json,
+    pub opened_at: DateTimeUtc,
+    pub resolved_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
