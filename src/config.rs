@@ -9,8 +9,12 @@ use anyhow::{Context, bail};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
+use crate::domain::identity::{
+    Catalog, CatalogConfig, HierarchyDef, KeySecret, ProviderDef, StrategyDef,
+};
 use crate::domain::journal::Origin;
 use crate::providers::signature::{self, SchemeConfig};
+use crate::providers::sinks::SinkConfig;
 
 /// The configuration used when no file is given: one demo source per scheme.
 pub const DEMO_CONFIG: &str = include_str!("demo.toml");
@@ -20,12 +24,95 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://unicity.db?mode=rwc";
 const DEFAULT_TOLERANCE_SECS: u64 = 300;
 const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// The demo key secret, used only with the demo configuration.
+const DEMO_KEY_SECRET: &str = "unicity-demo-key-secret-do-not-use-in-production";
+/// Environment variable holding the secret that seals sensitive values in keys.
+pub const KEY_SECRET_ENV: &str = "UNICITY_KEY_SECRET";
+
 /// Everything the application needs to start.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub listen: String,
     pub database_url: String,
     pub sources: Vec<Source>,
+    pub catalog: Catalog,
+    pub key_secret: KeySecret,
+    pub sinks: Vec<SinkConfig>,
+    pub engine: EngineConfig,
+}
+
+impl Settings {
+    /// Builds settings from a configuration text; `env` supplies secrets.
+    /// `demo` allows the published demo key secret when none is set.
+    pub fn from_toml(
+        text: &str,
+        listen: String,
+        database_url: String,
+        env: impl Fn(&str) -> Option<String>,
+        demo: bool,
+    ) -> anyhow::Result<Self> {
+        let file = FileConfig::parse(text)?;
+        let catalog = Catalog::build(CatalogConfig {
+            providers: file.providers.clone(),
+            strategies: file.strategies.clone(),
+            hierarchies: file.hierarchies.clone(),
+        })
+        .context("invalid strategy catalog")?;
+        let key_secret = match (env(KEY_SECRET_ENV), demo) {
+            (Some(secret), _) => secret,
+            (None, true) => {
+                tracing::warn!("{KEY_SECRET_ENV} is unset: keys use the published demo secret");
+                DEMO_KEY_SECRET.to_owned()
+            }
+            (None, false) => {
+                bail!("set {KEY_SECRET_ENV} (at least 16 bytes): it seals sensitive values in keys")
+            }
+        };
+        let key_secret = KeySecret::from_bytes(key_secret.as_bytes())
+            .map_err(|e| anyhow::anyhow!("{KEY_SECRET_ENV}: {e}"))?;
+        let sinks = file.sinks.clone();
+        let engine = file.engine.clone();
+        let sources = file.resolve(env)?;
+        for source in &sources {
+            if catalog.provider(&source.origin.provider).is_none() {
+                bail!(
+                    "source {:?}: unknown provider {:?} (known: {})",
+                    source.slug(),
+                    source.origin.provider,
+                    catalog.providers().join(", ")
+                );
+            }
+        }
+        Ok(Self {
+            listen,
+            database_url,
+            sources,
+            catalog,
+            key_secret,
+            sinks,
+            engine,
+        })
+    }
+}
+
+/// How the decision engine runs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// How long a reservation's holder may take to settle its effect. A lease
+    /// that runs out makes the outcome unknown: reconciled, never re-run.
+    pub lease_secs: u64,
+    /// How often leases and horizons are checked.
+    pub sweep_interval_ms: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            lease_secs: 30,
+            sweep_interval_ms: 1000,
+        }
+    }
 }
 
 /// A place a provider posts to, with everything needed to check what arrives.
@@ -51,6 +138,16 @@ impl Source {
 pub struct FileConfig {
     #[serde(default)]
     pub sources: Vec<SourceFile>,
+    #[serde(default)]
+    pub providers: Vec<ProviderDef>,
+    #[serde(default)]
+    pub strategies: Vec<StrategyDef>,
+    #[serde(default)]
+    pub hierarchies: Vec<HierarchyDef>,
+    #[serde(default)]
+    pub sinks: Vec<SinkConfig>,
+    #[serde(default)]
+    pub engine: EngineConfig,
 }
 
 /// One `[[sources]]` table.
@@ -94,14 +191,13 @@ fn default_max_body() -> usize {
 }
 
 impl FileConfig {
-    /// Reads the file at `path`, or the demo configuration when there is none.
-    pub fn load(path: Option<&Path>) -> anyhow::Result<Self> {
-        let text = match path {
+    /// The text of the file at `path`, or of the demo configuration.
+    pub fn read(path: Option<&Path>) -> anyhow::Result<String> {
+        match path {
             Some(path) => std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read configuration file {}", path.display()))?,
-            None => DEMO_CONFIG.to_owned(),
-        };
-        Self::parse(&text)
+                .with_context(|| format!("cannot read configuration file {}", path.display())),
+            None => Ok(DEMO_CONFIG.to_owned()),
+        }
     }
 
     pub fn parse(text: &str) -> anyhow::Result<Self> {
@@ -249,6 +345,28 @@ mod tests {
             .resolve(no_env)
             .unwrap_err();
         assert!(err.to_string().contains("X_SECRET"), "{err}");
+    }
+
+    #[test]
+    fn the_demo_configuration_builds_settings_with_every_source_on_a_known_provider() {
+        let settings =
+            Settings::from_toml(DEMO_CONFIG, "l".into(), "d".into(), no_env, true).unwrap();
+        assert_eq!(settings.sources.len(), 5);
+        assert_eq!(settings.engine.lease_secs, 30);
+    }
+
+    #[test]
+    fn a_real_configuration_requires_the_key_secret() {
+        let err =
+            Settings::from_toml(DEMO_CONFIG, "l".into(), "d".into(), no_env, false).unwrap_err();
+        assert!(err.to_string().contains(KEY_SECRET_ENV), "{err}");
+    }
+
+    #[test]
+    fn a_source_on_an_unknown_provider_is_refused() {
+        let text = "[[sources]]\nslug = \"x\"\nprovider = \"nobody\"\nallow_unsigned = true\nsignature = { scheme = \"none\" }\n";
+        let err = Settings::from_toml(text, "l".into(), "d".into(), no_env, true).unwrap_err();
+        assert!(err.to_string().contains("unknown provider"), "{err}");
     }
 
     #[test]

@@ -1,22 +1,27 @@
 //! Wiring only: parse the command line, load settings, run.
 
+use std::io::Read;
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
+use unicity::domain::identity::DeliveryFacts;
+use unicity::services::projections;
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
 /// Unicity: webhook ingest that decides, proves and reconciles what must happen once.
 ///
-/// Sources (what providers post to) come from one TOML file; secrets come from
-/// the environment variables each source names in `secrets_env` (comma-separated,
-/// current first). Without a file, a demo configuration with published demo
-/// secrets is used (see the README).
+/// Sources (what providers post to), strategies, hierarchies and effect sinks come
+/// from one TOML file. Secrets come from the environment: each source names the
+/// variable holding its secrets in `secrets_env` (comma-separated, current first),
+/// and UNICITY_KEY_SECRET seals sensitive values in keys. Without a file, a demo
+/// configuration with published demo secrets is used (see the README).
 #[derive(Parser)]
 #[command(name = "unicity", version, about, long_about)]
 struct Cli {
-    /// TOML configuration file with the [[sources]] tables.
+    /// TOML configuration file ([[sources]], [[strategies]], [[hierarchies]], [[sinks]], [engine]).
     #[arg(long, env = "UNICITY_CONFIG", global = true)]
     config: Option<PathBuf>,
 
@@ -38,33 +43,149 @@ enum Command {
     },
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Identity keys.
+    Key {
+        #[command(subcommand)]
+        command: KeyCommand,
+    },
+    /// Derived tables (deliveries, transport links, reservations, effects, cases).
+    Projections {
+        #[command(subcommand)]
+        command: ProjectionsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeyCommand {
+    /// Explain the key of a body read from standard input: chosen strategy and
+    /// version, the ones skipped and why, the masked canonical material, the key.
+    Explain {
+        /// The source the body would be posted to.
+        #[arg(long)]
+        source: String,
+        /// Event type, sent as the provider's type header where it has one (e.g. x-github-event).
+        #[arg(long = "type")]
+        event_type: Option<String>,
+        /// A request header, `name: value` (repeatable).
+        #[arg(long = "header", short = 'H')]
+        headers: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProjectionsCommand {
+    /// Clear every projection and replay the journal into it.
+    Rebuild,
+}
+
+fn settings(cli: &Cli, listen: String) -> anyhow::Result<Settings> {
+    let text = FileConfig::read(cli.config.as_deref())?;
+    Settings::from_toml(
+        &text,
+        listen,
+        cli.database_url.clone(),
+        |name| std::env::var(name).ok(),
+        cli.config.is_none(),
+    )
 }
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
     telemetry::init();
     let cli = Cli::parse();
-    match cli.command.unwrap_or(Command::Serve {
-        listen: std::env::var("UNICITY_LISTEN").unwrap_or_else(|_| DEFAULT_LISTEN.to_owned()),
-    }) {
-        Command::Migrate => {
+    let default_listen =
+        || std::env::var("UNICITY_LISTEN").unwrap_or_else(|_| DEFAULT_LISTEN.to_owned());
+    let command = cli.command.as_ref();
+    match command {
+        None | Some(Command::Serve { .. }) => {
+            let listen = match command {
+                Some(Command::Serve { listen }) => listen.clone(),
+                _ => default_listen(),
+            };
+            let app = Application::build(settings(&cli, listen)?).await?;
+            tracing::info!(port = app.port(), "unicity listening");
+            app.run_until_stopped().await?;
+        }
+        Some(Command::Migrate) => {
             let db = store::connect(&cli.database_url).await?;
             store::migrate(&db).await?;
             tracing::info!(database = %store::redact_url(&cli.database_url), "migrations applied");
-            Ok(())
         }
-        Command::Serve { listen } => {
-            let sources = FileConfig::load(cli.config.as_deref())?
-                .resolve(|name| std::env::var(name).ok())?;
-            let settings = Settings {
-                listen,
-                database_url: cli.database_url,
-                sources,
-            };
-            let app = Application::build(settings).await?;
-            tracing::info!(port = app.port(), "unicity listening");
-            app.run_until_stopped().await?;
-            Ok(())
+        Some(Command::Projections {
+            command: ProjectionsCommand::Rebuild,
+        }) => {
+            let db = store::connect(&cli.database_url).await?;
+            store::migrate(&db).await?;
+            let replayed = projections::rebuild(&db).await?;
+            println!("projections rebuilt from {replayed} journal events");
+        }
+        Some(Command::Key {
+            command:
+                KeyCommand::Explain {
+                    source,
+                    event_type,
+                    headers,
+                },
+        }) => {
+            let settings = settings(&cli, default_listen())?;
+            print!(
+                "{}",
+                explain(&settings, source, event_type.as_deref(), headers)?
+            );
         }
     }
+    Ok(())
+}
+
+fn explain(
+    settings: &Settings,
+    slug: &str,
+    event_type: Option<&str>,
+    headers: &[String],
+) -> anyhow::Result<String> {
+    let source = settings
+        .sources
+        .iter()
+        .find(|s| s.slug() == slug)
+        .with_context(|| format!("no source {slug:?} in the configuration"))?;
+    let mut raw = Vec::new();
+    std::io::stdin()
+        .read_to_end(&mut raw)
+        .context("cannot read the body from standard input")?;
+    let mut pairs = Vec::new();
+    for header in headers {
+        let (name, value) = header
+            .split_once(':')
+            .with_context(|| format!("header {header:?} is not `name: value`"))?;
+        pairs.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+    }
+    if let Some(event_type) = event_type {
+        let header = match source.origin.provider.as_str() {
+            "github" => Some("x-github-event"),
+            _ => None,
+        };
+        let Some(name) = header else {
+            anyhow::bail!(
+                "provider {:?} carries its event type in the body: drop --type",
+                source.origin.provider
+            );
+        };
+        if !pairs.iter().any(|(p, _)| p == name) {
+            pairs.push((name.to_owned(), event_type.to_owned()));
+        }
+    }
+    let body: Option<serde_json::Value> = serde_json::from_slice(&raw).ok();
+    let derivation = settings.catalog.derive(
+        &DeliveryFacts {
+            tenant: &source.origin.tenant,
+            source: source.slug(),
+            provider: &source.origin.provider,
+            environment: &source.origin.environment,
+            headers: &pairs,
+            body: body.as_ref(),
+            raw_body: &raw,
+        },
+        &settings.key_secret,
+    );
+    Ok(derivation.explain())
 }

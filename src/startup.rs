@@ -12,12 +12,20 @@ use sea_orm::DatabaseConnection;
 use tracing_actix_web::TracingLogger;
 
 use crate::config::{Settings, Source};
+use crate::services::engine::{Engine, SharedEngine};
+use crate::services::{strategies, sweeper};
 use crate::{routes, store};
 
 /// What every request handler can reach.
 pub struct AppState {
-    pub db: DatabaseConnection,
+    pub engine: SharedEngine,
     pub sources: HashMap<String, Arc<Source>>,
+}
+
+impl AppState {
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.engine.db
+    }
 }
 
 /// A bound, not yet running, server.
@@ -27,10 +35,24 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to and migrates the database, then binds `settings.listen`.
+    /// Connects to and migrates the database, checks strategy versions, starts
+    /// the sweeper, then binds `settings.listen`.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         let db = store::connect(&settings.database_url).await?;
         store::migrate(&db).await?;
+        let added = strategies::check_and_record(&db, &settings.catalog).await?;
+        if added > 0 {
+            tracing::info!(added, "new strategy versions recorded");
+        }
+        let engine = Arc::new(Engine {
+            db,
+            catalog: settings.catalog,
+            key_secret: settings.key_secret,
+            sinks: settings.sinks,
+            config: settings.engine,
+            http: reqwest::Client::new(),
+        });
+        sweeper::spawn(engine.clone());
         let listener = TcpListener::bind(&settings.listen)
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let port = listener.local_addr()?.port();
@@ -39,7 +61,7 @@ impl Application {
             .into_iter()
             .map(|s| (s.slug().to_owned(), Arc::new(s)))
             .collect();
-        let state = web::Data::new(AppState { db, sources });
+        let state = web::Data::new(AppState { engine, sources });
         let server = HttpServer::new(move || {
             App::new()
                 .wrap(TracingLogger::default())

@@ -2,3 +2,4 @@
 //! look-ups and effect sinks).
 
 pub mod signature;
+pub mod sinks;

@@ -21,7 +21,7 @@ pub async fn show(
             "a delivery id is a UUID",
         )
     })?;
-    match deliveries::show(&state.db, id).await {
+    match deliveries::show(state.db(), id).await {
         Ok(view) => Ok(HttpResponse::Ok().json(view)),
         Err(ShowError::NotFound) => Err(ApiError::new(
             StatusCode::NOT_FOUND,

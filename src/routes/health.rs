@@ -13,7 +13,7 @@ pub async fn healthz() -> HttpResponse {
 
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    if store::ping(&state.db).await {
+    if store::ping(state.db()).await {
         HttpResponse::Ok().json(json!({ "status": "ready" }))
     } else {
         HttpResponse::ServiceUnavailable().json(json!({

@@ -7,8 +7,9 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use super::error::ApiError;
+use crate::domain::decision::Action;
 use crate::domain::delivery::{DeliveryId, Headers};
-use crate::services::ingest::{self, Arrival, Refusal};
+use crate::services::ingest::{self, Accepted, Arrival, Refusal};
 use crate::startup::AppState;
 
 #[post("/hooks/{source}")]
@@ -34,7 +35,7 @@ pub async fn receive(
     let limit = source.max_body_bytes;
 
     if let Some(declared) = content_length(&request).filter(|n| *n > limit as u64) {
-        let refusal = ingest::refuse_too_large(&state.db, source, arrival, declared).await;
+        let refusal = ingest::refuse_too_large(state.db(), source, arrival, declared).await;
         return Err(refused(source.slug(), refusal));
     }
     let mut raw = web::BytesMut::new();
@@ -48,23 +49,53 @@ pub async fn receive(
         })?;
         if raw.len() + chunk.len() > limit {
             let seen = (raw.len() + chunk.len()) as u64;
-            let refusal = ingest::refuse_too_large(&state.db, source, arrival, seen).await;
+            let refusal = ingest::refuse_too_large(state.db(), source, arrival, seen).await;
             return Err(refused(source.slug(), refusal));
         }
         raw.extend_from_slice(&chunk);
     }
 
-    match ingest::receive(&state.db, source, arrival, &raw).await {
-        Ok(accepted) => {
-            tracing::info!(delivery.id = %accepted.delivery_id, source = source.slug(), parse = ?accepted.parse, "delivery recorded");
-            Ok(HttpResponse::Accepted().json(json!({
-                "delivery_id": accepted.delivery_id,
-                "received_at": accepted.received_at,
-                "decision": "recorded",
-                "parse": accepted.parse,
-            })))
-        }
+    match ingest::receive(&state.engine, source, arrival, &raw).await {
+        Ok(accepted) => Ok(accepted_response(source.slug(), &accepted)),
         Err(refusal) => Err(refused(source.slug(), refusal)),
+    }
+}
+
+/// A duplicate is a success (200); anything kept for later is 202.
+fn accepted_response(source: &str, accepted: &Accepted) -> HttpResponse {
+    let made = &accepted.decision;
+    let decision = &made.decision;
+    let business = accepted.derived.business.as_ref();
+    tracing::info!(
+        delivery.id = %accepted.delivery_id,
+        source,
+        decision = decision.action.as_str(),
+        reason = decision.reason.as_str(),
+        strategy = business.map(|b| b.strategy.as_str()),
+        "delivery decided"
+    );
+    let body = json!({
+        "delivery_id": accepted.delivery_id,
+        "received_at": accepted.received_at,
+        "parse": accepted.parse,
+        "decision": decision.action,
+        "layer": made.layer,
+        "reason": decision.reason,
+        "summary": made.summary,
+        "event_type": accepted.derived.event_type,
+        "strategy": business.map(|b| &b.strategy),
+        "strength": business.map(|b| b.strength),
+        "key": business.map(|b| &b.key),
+        "transport_key": accepted.derived.transport_key,
+        "reference_delivery_id": decision.reference_delivery.or(made.first_delivery_id.map(|d| d.as_uuid())),
+        "effect_id": decision.effect_id,
+        "case_id": made.case_id,
+        "differences": decision.differences,
+        "flagged_for_correction": decision.flagged_for_correction,
+    });
+    match decision.action {
+        Action::Ignore => HttpResponse::Ok().json(body),
+        _ => HttpResponse::Accepted().json(body),
     }
 }
 

@@ -4,7 +4,7 @@ use sea_orm::DatabaseConnection;
 use serde::Serialize;
 
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
-use crate::domain::journal::{JournalEvent, Origin};
+use crate::domain::journal::{DecisionMade, JournalEvent, KeyDerived, Origin};
 use crate::store::{bodies, journal};
 
 /// What `GET /api/deliveries/{id}` shows.
@@ -20,6 +20,10 @@ pub struct DeliveryView {
     pub parse: Option<BodyParse>,
     /// The parsed body, when it was JSON and has not been redacted.
     pub body: Option<serde_json::Value>,
+    /// The identity derived (strategy, skipped ones and why, masked material, keys).
+    pub identity: Option<KeyDerived>,
+    /// The latest decision, with its reasoning.
+    pub decision: Option<DecisionMade>,
     pub events: Vec<EventView>,
 }
 
@@ -62,7 +66,16 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
             e.body.clone(),
             None,
         ),
+        _ => return Err(ShowError::NotFound),
     };
+    let identity = stored.iter().find_map(|s| match &s.event {
+        JournalEvent::KeyDerived(e) => Some(e.clone()),
+        _ => None,
+    });
+    let decision = stored.iter().rev().find_map(|s| match &s.event {
+        JournalEvent::DecisionMade(e) => Some(e.clone()),
+        _ => None,
+    });
     let body = match (&body_ref, parse) {
         (Some(body_ref), Some(BodyParse::Json)) => bodies::get(db, &body_ref.sha256)
             .await?
@@ -88,6 +101,8 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
         body_ref,
         parse,
         body,
+        identity,
+        decision,
         events,
     })
 }

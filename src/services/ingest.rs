@@ -6,19 +6,29 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use uuid::Uuid;
 
+use super::decide::{self, Verdict};
+use super::effects;
+use super::engine::{SharedEngine, record};
 use crate::config::Source;
+use crate::domain::decision::{Action, Identity};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers, mask_headers};
-use crate::domain::journal::{DeliveryReceived, DeliveryRejected, JournalEvent};
+use crate::domain::identity::{DeliveryFacts, Derivation, Unresolved};
+use crate::domain::journal::{
+    DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
+};
 use crate::providers::signature::{self, SignatureError};
-use crate::store::{bodies, journal};
+use crate::store::bodies;
 
-/// A delivery that is safely journaled.
+/// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
 pub struct Accepted {
     pub delivery_id: DeliveryId,
     pub received_at: DateTime<Utc>,
     pub parse: BodyParse,
+    pub derived: KeyDerived,
+    pub decision: DecisionMade,
 }
 
 /// Why a delivery was refused. Each refusal is journaled when the database allows.
@@ -66,14 +76,16 @@ pub struct Arrival<'a> {
     pub headers: &'a Headers,
 }
 
-/// Verifies the signature on the raw bytes, then journals the delivery and its
-/// body in one transaction.
+/// Verifies the signature on the raw bytes, derives the delivery's identity,
+/// then journals the delivery, its body and its decision in one transaction.
+/// An effect to apply starts only after that transaction committed.
 pub async fn receive(
-    db: &DatabaseConnection,
+    engine: &SharedEngine,
     source: &Source,
     arrival: Arrival<'_>,
     raw: &[u8],
 ) -> Result<Accepted, Refusal> {
+    let db = &engine.db;
     let body = bodies::body_ref(raw);
     let verified = match signature::verify(
         &source.scheme,
@@ -94,30 +106,152 @@ pub async fn receive(
         }
     };
 
-    let (parse, _document) = BodyParse::classify(raw);
-    let event = JournalEvent::DeliveryReceived(DeliveryReceived {
+    let (parse, document) = BodyParse::classify(raw);
+    let derivation = engine.catalog.derive(
+        &DeliveryFacts {
+            tenant: &source.origin.tenant,
+            source: source.slug(),
+            provider: &source.origin.provider,
+            environment: &source.origin.environment,
+            headers: arrival.headers,
+            body: document.as_ref(),
+            raw_body: raw,
+        },
+        &engine.key_secret,
+    );
+    let derived = key_derived(&derivation);
+    let by_header = derivation.transport.id_source.starts_with("header:");
+    let id = arrival.delivery_id;
+    let at = arrival.received_at;
+    let received = JournalEvent::DeliveryReceived(DeliveryReceived {
         origin: source.origin.clone(),
-        received_at: arrival.received_at,
+        received_at: at,
         headers: masked(source, arrival.headers),
         body: body.clone(),
         parse,
         signature_scheme: scheme_name(source),
         secret_index: verified.secret_index,
     });
+
     let txn = db.begin().await.map_err(Refusal::Storage)?;
-    bodies::put(&txn, &body, raw, arrival.received_at)
-        .await
-        .map_err(Refusal::Storage)?;
-    journal::append(&txn, Some(arrival.delivery_id), &event, arrival.received_at)
-        .await
-        .map_err(Refusal::Storage)?;
+    let decided = async {
+        bodies::put(&txn, &body, raw, at).await?;
+        let (transport, first) = decide::transport_match(&txn, &derived, by_header).await?;
+        record(&txn, Some(id), received, at).await?;
+        record(
+            &txn,
+            Some(id),
+            JournalEvent::KeyDerived(derived.clone()),
+            at,
+        )
+        .await?;
+        let verdict = match &derived.business {
+            Some(key) => {
+                let sink = engine.sink_name(source, &key.effect_type);
+                decide::decide_keyed(&txn, engine, sink, id, key, transport, at).await?
+            }
+            None => Verdict {
+                decision: decide::decide_unkeyed(
+                    identity_of(derivation.unresolved.as_ref()),
+                    transport,
+                ),
+                layer: Layer::Transport,
+                matched_key: None,
+                job: None,
+            },
+        };
+        let made = decision_made(
+            verdict.decision,
+            verdict.layer,
+            derived.business.as_ref(),
+            verdict.matched_key,
+            first,
+        );
+        record(&txn, Some(id), JournalEvent::DecisionMade(made.clone()), at).await?;
+        Ok::<_, DbErr>((made, verdict.job))
+    }
+    .await;
+    let (decision, job) = match decided {
+        Ok(decided) => decided,
+        Err(error) => {
+            let _ = txn.rollback().await;
+            return Err(Refusal::Storage(error));
+        }
+    };
     txn.commit().await.map_err(Refusal::Storage)?;
 
+    if let Some(job) = job {
+        effects::spawn(engine.clone(), job, source.slug().to_owned(), document);
+    }
     Ok(Accepted {
-        delivery_id: arrival.delivery_id,
-        received_at: arrival.received_at,
+        delivery_id: id,
+        received_at: at,
         parse,
+        derived,
+        decision,
     })
+}
+
+fn decision_made(
+    decision: crate::domain::decision::Decision,
+    layer: Layer,
+    business: Option<&KeySummary>,
+    matched_key: Option<String>,
+    first: Option<DeliveryId>,
+) -> DecisionMade {
+    DecisionMade {
+        summary: decision.summary(),
+        case_id: matches!(decision.action, Action::Quarantine | Action::Reconcile)
+            .then(Uuid::now_v7),
+        layer,
+        business_key: business.map(|b| b.key.clone()),
+        matched_key,
+        first_delivery_id: first,
+        redecided: false,
+        decision,
+    }
+}
+
+fn identity_of(unresolved: Option<&Unresolved>) -> Identity {
+    match unresolved {
+        Some(Unresolved::Unparseable) | None => Identity::UnparseableBody,
+        Some(Unresolved::UnknownProvider { .. } | Unresolved::UnknownEventType { .. }) => {
+            Identity::UnknownEventType
+        }
+        Some(Unresolved::NoStrategyApplies { .. }) => Identity::NoStrategy,
+    }
+}
+
+/// What the journal keeps of a derivation.
+pub fn key_derived(d: &Derivation) -> KeyDerived {
+    let transport = &d.transport;
+    KeyDerived {
+        event_type: d.event_type.clone(),
+        transport_key: transport.key.clone(),
+        provider_event_id: transport
+            .id_source
+            .starts_with("header:")
+            .then(|| transport.id.clone()),
+        body_fingerprint: Some(
+            transport
+                .body_fingerprint
+                .clone()
+                .unwrap_or_else(|| transport.raw_body_sha256.clone()),
+        ),
+        business: d.business.as_ref().map(|b| KeySummary {
+            key: b.key.full(),
+            strategy: b.strategy.to_string(),
+            strength: b.strength,
+            effect_type: b.effect_type.clone(),
+            criticality: b.criticality,
+            horizon_secs: b.horizon_secs,
+            discriminants: b.discriminants.clone(),
+            missing_discriminants: b.missing_discriminants.clone(),
+            older_keys: d.older_versions.iter().map(|o| o.key.full()).collect(),
+        }),
+        unresolved: d.unresolved.as_ref().map(|u| u.code().to_owned()),
+        derivation: serde_json::to_value(d).unwrap_or_default(),
+    }
 }
 
 /// Refuses a body over the source's limit. `seen` is the size announced by
@@ -158,9 +292,12 @@ async fn record_rejection(
         body,
         declared_size,
     });
-    if let Err(error) =
-        journal::append(db, Some(arrival.delivery_id), &event, arrival.received_at).await
-    {
+    let recorded = async {
+        let txn = db.begin().await?;
+        record(&txn, Some(arrival.delivery_id), event, arrival.received_at).await?;
+        txn.commit().await
+    };
+    if let Err(error) = recorded.await {
         tracing::error!(delivery.id = %arrival.delivery_id, source = source.slug(), %error, "could not journal a rejection");
     }
 }

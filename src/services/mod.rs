@@ -1,5 +1,11 @@
 //! Orchestration: the only layer that calls storage, providers and the domain
 //! together.
 
+pub mod decide;
 pub mod deliveries;
+pub mod effects;
+pub mod engine;
 pub mod ingest;
+pub mod projections;
+pub mod strategies;
+pub mod sweeper;

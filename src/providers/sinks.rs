@@ -1,0 +1,215 @@
+//! Effect sinks: where an effect is applied once its key is reserved.
+//!
+//! `record` only writes the effects ledger. `http` POSTs to a downstream service
+//! with an `Idempotency-Key` header carrying the business key (IETF
+//! httpapi-idempotency-key-header draft: a quoted structured-field string), so
+//! the downstream can deduplicate too. The call never runs inside a database
+//! transaction. Its outcome is classified conservatively: only a 2xx is
+//! `applied`; only a refusal known to have had no effect is `failed`; anything
+//! that may have reached the downstream (timeout, reset, 5xx) is `unknown` and
+//! goes to reconciliation, never to a blind retry.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::domain::identity::pattern;
+
+/// One `[[sinks]]` table; the first that matches an effect is used, else `record`.
+/// (serde cannot deny unknown fields next to a flattened enum.)
+#[derive(Debug, Clone, Deserialize)]
+pub struct SinkConfig {
+    /// Effect type pattern (`*` wildcard), e.g. `refund.*`.
+    #[serde(default = "any")]
+    pub effect_type: String,
+    /// Only for this source, when set.
+    #[serde(default)]
+    pub source: Option<String>,
+    #[serde(flatten)]
+    pub kind: SinkKind,
+}
+
+fn any() -> String {
+    "*".to_owned()
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SinkKind {
+    Record,
+    Http {
+        url: String,
+        #[serde(default = "default_timeout_ms")]
+        timeout_ms: u64,
+    },
+}
+
+fn default_timeout_ms() -> u64 {
+    5000
+}
+
+impl SinkKind {
+    /// The name stored in the effects ledger.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SinkKind::Record => "record",
+            SinkKind::Http { .. } => "http",
+        }
+    }
+}
+
+/// Picks the sink for an effect type from a source.
+pub fn select<'a>(sinks: &'a [SinkConfig], source: &str, effect_type: &str) -> &'a SinkKind {
+    sinks
+        .iter()
+        .find(|s| {
+            s.source.as_deref().is_none_or(|only| only == source)
+                && pattern::matches(&s.effect_type, effect_type)
+        })
+        .map_or(&SinkKind::Record, |s| &s.kind)
+}
+
+/// What one attempt at an effect came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attempt {
+    Applied {
+        result: Value,
+        authoritative_ref: Option<String>,
+    },
+    /// Refused before or without any effect: safe to try again later.
+    Failed { error: &'static str },
+    /// Maybe applied: must be verified before any retry.
+    Unknown { error: &'static str },
+}
+
+/// Everything a sink needs to apply one effect.
+#[derive(Debug, Clone)]
+pub struct EffectRequest {
+    pub idempotency_key: String,
+    pub effect_id: uuid::Uuid,
+    pub effect_type: String,
+    pub delivery_id: String,
+    pub source: String,
+    /// The delivery's parsed body, passed to the downstream service.
+    pub event: Option<Value>,
+}
+
+/// Applies the effect through `sink`.
+pub async fn apply(client: &reqwest::Client, sink: &SinkKind, request: &EffectRequest) -> Attempt {
+    match sink {
+        SinkKind::Record => Attempt::Applied {
+            result: json!({ "recorded": true }),
+            authoritative_ref: None,
+        },
+        SinkKind::Http { url, timeout_ms } => post(client, url, *timeout_ms, request).await,
+    }
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    timeout_ms: u64,
+    request: &EffectRequest,
+) -> Attempt {
+    let body = json!({
+        "effect_id": request.effect_id,
+        "effect_type": request.effect_type,
+        "delivery_id": request.delivery_id,
+        "source": request.source,
+        "event": request.event,
+    });
+    let sent = client
+        .post(url)
+        .header(
+            "Idempotency-Key",
+            format!("\"{}\"", request.idempotency_key),
+        )
+        .timeout(Duration::from_millis(timeout_ms))
+        .json(&body)
+        .send()
+        .await;
+    let response = match sent {
+        Ok(response) => response,
+        // Nothing reached the downstream: no connection was made.
+        Err(error) if error.is_connect() => {
+            return Attempt::Failed {
+                error: "downstream_unreachable",
+            };
+        }
+        Err(error) if error.is_timeout() => {
+            return Attempt::Unknown {
+                error: "downstream_timeout",
+            };
+        }
+        Err(_) => {
+            return Attempt::Unknown {
+                error: "downstream_connection_lost",
+            };
+        }
+    };
+    classify(response).await
+}
+
+async fn classify(response: reqwest::Response) -> Attempt {
+    let status = response.status();
+    let location = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let reference =
+            location.or_else(|| body.get("id").and_then(Value::as_str).map(str::to_owned));
+        return Attempt::Applied {
+            result: json!({ "status": status.as_u16(), "body": body }),
+            authoritative_ref: reference,
+        };
+    }
+    match status.as_u16() {
+        // In progress elsewhere, throttled, timed out on their side: maybe applied.
+        408 | 409 | 425 | 429 => Attempt::Unknown {
+            error: "downstream_not_settled",
+        },
+        400..=499 => Attempt::Failed {
+            error: "downstream_rejected",
+        },
+        _ => Attempt::Unknown {
+            error: "downstream_server_error",
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sinks() -> Vec<SinkConfig> {
+        toml::from_str::<std::collections::BTreeMap<String, Vec<SinkConfig>>>(
+            r#"
+            [[sinks]]
+            effect_type = "refund.*"
+            source = "psp"
+            kind = "http"
+            url = "http://127.0.0.1:9/refunds"
+
+            [[sinks]]
+            effect_type = "refund.*"
+            kind = "record"
+            "#,
+        )
+        .unwrap()
+        .remove("sinks")
+        .unwrap()
+    }
+
+    #[test]
+    fn the_first_matching_sink_wins_and_record_is_the_default() {
+        let sinks = sinks();
+        assert_eq!(select(&sinks, "psp", "refund.create").name(), "http");
+        assert_eq!(select(&sinks, "other", "refund.create").name(), "record");
+        assert_eq!(select(&sinks, "psp", "charge.capture").name(), "record");
+    }
+}

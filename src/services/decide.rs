@@ -1,0 +1,347 @@
+//! Deciding one delivery inside its ingest transaction: read the transport
+//! evidence and what exists for the business key, run the pure decision
+//! matrix, and when it says `process`, take the key atomically.
+//!
+//! There is no check-then-insert: the reservation is an insert that does
+//! nothing on conflict (or a compare-and-set on the fencing token), and a
+//! delivery that loses the race decides again against the winner's row.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::engine::{Engine, claim};
+use crate::domain::decision::{
+    self, Action, Decision, DecisionInput, Existing, FailureKind, FieldDifference, Horizon,
+    Identity, LedgerEvidence, Reason, TransportMatch,
+};
+use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::{JournalEvent, KeyDerived, KeyReserved, KeySummary, Layer};
+use crate::store::entities::{effect, reservation, transport_link};
+
+/// An effect to apply once the transaction that reserved it has committed.
+#[derive(Debug, Clone)]
+pub struct EffectJob {
+    pub key: String,
+    pub effect_id: Uuid,
+    pub fencing_token: i64,
+    pub effect_type: String,
+    pub delivery_id: DeliveryId,
+}
+
+/// What the business layer decided, and the effect to run if any.
+pub struct Verdict {
+    pub decision: Decision,
+    pub layer: Layer,
+    pub matched_key: Option<String>,
+    pub job: Option<EffectJob>,
+}
+
+/// What the transport layer recognises, and the first reception it links to.
+/// Call before the delivery's own `KeyDerived` is recorded.
+pub async fn transport_match<C: ConnectionTrait>(
+    conn: &C,
+    derived: &KeyDerived,
+    by_header: bool,
+) -> Result<(TransportMatch, Option<DeliveryId>), DbErr> {
+    let Some(link) = transport_link::Entity::find_by_id(derived.transport_key.clone())
+        .one(conn)
+        .await?
+    else {
+        return Ok((TransportMatch::FirstSeen, None));
+    };
+    let first: Option<DeliveryId> = link.first_delivery_id.parse().ok();
+    let ours = derived.body_fingerprint.clone().unwrap_or_default();
+    let evidence = if link.body_fingerprint == ours {
+        if by_header {
+            TransportMatch::DeliveryIdRetry
+        } else {
+            TransportMatch::RawBodyMatch
+        }
+    } else {
+        TransportMatch::DeliveryIdCollision {
+            first_delivery: first.map(|f| f.as_uuid()).unwrap_or_default(),
+            differences: vec![FieldDifference {
+                field: "body (without volatile fields)".to_owned(),
+                existing: Value::String(link.body_fingerprint),
+                new: Value::String(ours),
+            }],
+        }
+    };
+    Ok((evidence, first))
+}
+
+/// Decides a delivery that has no business identity: always kept, quarantined.
+pub fn decide_unkeyed(identity: Identity, transport: TransportMatch) -> Decision {
+    decision::decide(&DecisionInput {
+        identity,
+        transport,
+        existing: Existing::Nothing,
+        horizon: Horizon::Within,
+        differences: Vec::new(),
+        missing_fields: Vec::new(),
+        criticality: crate::domain::confidence::Criticality::Critical,
+        lookup_available: false,
+        breaker_tripped: false,
+    })
+}
+
+/// Decides a keyed delivery and, on `process`, reserves its key.
+pub async fn decide_keyed<C: ConnectionTrait>(
+    conn: &C,
+    engine: &Engine,
+    sink: &str,
+    delivery_id: DeliveryId,
+    key: &KeySummary,
+    transport: TransportMatch,
+    at: DateTime<Utc>,
+) -> Result<Verdict, DbErr> {
+    // On PostgreSQL a loser of the insert race waits for the winner's commit,
+    // then sees its row: two passes always suffice; the third is a safety net.
+    for _ in 0..3 {
+        let found = find_reservation(conn, key).await?;
+        let (existing, differences, horizon) = match &found {
+            Some((row, _)) => (
+                existing_of(row, at),
+                differences(&row.discriminants, &key.discriminants),
+                Horizon::Within,
+            ),
+            None => ledger(conn, key).await?,
+        };
+        let layer = if matches!(existing, Existing::Nothing)
+            && !matches!(horizon, Horizon::Passed { .. })
+        {
+            match transport {
+                TransportMatch::FirstSeen => Layer::Business,
+                _ => Layer::Transport,
+            }
+        } else {
+            Layer::Business
+        };
+        let input = DecisionInput {
+            identity: Identity::Keyed {
+                strength: key.strength,
+            },
+            transport: transport.clone(),
+            existing,
+            horizon,
+            differences,
+            missing_fields: key.missing_discriminants.clone(),
+            criticality: key.criticality,
+            lookup_available: false,
+            breaker_tripped: false,
+        };
+        let mut decision = decision::decide(&input);
+        let matched_key = found.as_ref().and_then(|(_, m)| m.clone());
+        if decision.action != Action::Process {
+            return Ok(Verdict {
+                decision,
+                layer,
+                matched_key,
+                job: None,
+            });
+        }
+        let (claim_key, effect_id, token) = match (decision.reason, &found) {
+            (Reason::NewKey, _) => (key.key.clone(), Uuid::now_v7(), 1),
+            (Reason::PreviousAttemptFailedWithoutEffect, Some((row, _))) => (
+                row.key.clone(),
+                row.effect_id.parse().unwrap_or_else(|_| Uuid::now_v7()),
+                row.fencing_token + 1,
+            ),
+            // Processing under uncertainty (a flagged reversible effect): a
+            // distinct effect with a key of its own, never the matched one.
+            _ => (derived_key(&key.key, delivery_id), Uuid::now_v7(), 1),
+        };
+        let reserved = KeyReserved {
+            key: claim_key.clone(),
+            strategy: key.strategy.clone(),
+            strength: key.strength,
+            effect_type: key.effect_type.clone(),
+            criticality: key.criticality,
+            effect_id,
+            fencing_token: token,
+            lease_until: at + engine.lease(),
+            expires_at: at + horizon_of(key),
+            discriminants: key.discriminants.clone(),
+            sink: sink.to_owned(),
+            delivery_id,
+        };
+        if claim(
+            conn,
+            Some(delivery_id),
+            &JournalEvent::KeyReserved(reserved),
+            at,
+        )
+        .await?
+        {
+            decision.effect_id = Some(effect_id);
+            let job = EffectJob {
+                key: claim_key,
+                effect_id,
+                fencing_token: token,
+                effect_type: key.effect_type.clone(),
+                delivery_id,
+            };
+            return Ok(Verdict {
+                decision,
+                layer,
+                matched_key,
+                job: Some(job),
+            });
+        }
+    }
+    // Never reached in practice; holding the delivery is the safe answer.
+    Err(DbErr::Custom(
+        "reservation contended three times".to_owned(),
+    ))
+}
+
+/// The key of an effect processed again under a matched key.
+pub fn derived_key(key: &str, delivery_id: DeliveryId) -> String {
+    format!("{key}~{delivery_id}")
+}
+
+/// The business key a reservation key was derived from.
+pub fn base_key(key: &str) -> &str {
+    key.split_once('~').map_or(key, |(base, _)| base)
+}
+
+fn horizon_of(key: &KeySummary) -> chrono::Duration {
+    chrono::Duration::seconds(i64::try_from(key.horizon_secs).unwrap_or(i64::MAX / 1000))
+}
+
+/// The reservation for the key, else for the key of an older strategy version
+/// still in the index (named in the second element).
+async fn find_reservation<C: ConnectionTrait>(
+    conn: &C,
+    key: &KeySummary,
+) -> Result<Option<(reservation::Model, Option<String>)>, DbErr> {
+    let mut query = reservation::Entity::find().filter(
+        reservation::Column::Key.is_in(
+            std::iter::once(&key.key)
+                .chain(&key.older_keys)
+                .map(String::as_str),
+        ),
+    );
+    // Serialise deciders and settlers of one key on PostgreSQL, so that a
+    // delivery deferred here is always seen by the settler's re-decision.
+    if conn.get_database_backend() == DbBackend::Postgres {
+        query = query.lock_exclusive();
+    }
+    let rows = query.all(conn).await?;
+    let current = rows.iter().find(|r| r.key == key.key).cloned();
+    Ok(match current {
+        Some(row) => Some((row, None)),
+        None => rows.into_iter().next().map(|row| {
+            let matched = row.key.clone();
+            (row, Some(matched))
+        }),
+    })
+}
+
+fn uuid_of(text: &str) -> Uuid {
+    text.parse().unwrap_or_default()
+}
+
+fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
+    let reference_delivery = uuid_of(&row.first_delivery_id);
+    match row.state.as_str() {
+        "reserved" if row.lease_until.is_some_and(|until| until > at) => {
+            Existing::LeaseAlive { reference_delivery }
+        }
+        "applied" => Existing::Applied {
+            reference_delivery,
+            effect_id: uuid_of(&row.effect_id),
+        },
+        "failed" => Existing::Failed {
+            reference_delivery,
+            failure: FailureKind::NoEffect,
+        },
+        // "unknown", or "reserved" with its lease run out.
+        _ => Existing::OutcomeUnknown { reference_delivery },
+    }
+}
+
+/// Beyond the fast index: what the effects ledger still proves.
+async fn ledger<C: ConnectionTrait>(
+    conn: &C,
+    key: &KeySummary,
+) -> Result<(Existing, Vec<FieldDifference>, Horizon), DbErr> {
+    let found = effect::Entity::find()
+        .filter(effect::Column::Key.eq(key.key.as_str()))
+        .one(conn)
+        .await?;
+    let Some(effect) = found else {
+        return Ok((Existing::Nothing, Vec::new(), Horizon::Within));
+    };
+    let evidence = if effect.evidence_purged_at.is_some() {
+        LedgerEvidence::Purged
+    } else {
+        LedgerEvidence::Found {
+            reference_delivery: uuid_of(&effect.first_delivery_id),
+            effect_id: uuid_of(&effect.effect_id),
+        }
+    };
+    let differences = differences(&effect.discriminants, &key.discriminants);
+    Ok((
+        Existing::Nothing,
+        differences,
+        Horizon::Passed { ledger: evidence },
+    ))
+}
+
+/// Discriminating fields whose values disagree (an absent field reads as null).
+pub fn differences(existing: &Value, new: &BTreeMap<String, Value>) -> Vec<FieldDifference> {
+    let empty = serde_json::Map::new();
+    let existing = existing.as_object().unwrap_or(&empty);
+    let mut names: Vec<&String> = existing.keys().chain(new.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let old = existing.get(name).cloned().unwrap_or(Value::Null);
+            let new = new.get(name).cloned().unwrap_or(Value::Null);
+            (old != new).then(|| FieldDifference {
+                field: name.clone(),
+                existing: old,
+                new,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn differences_name_each_disagreeing_field_and_treat_absence_as_null() {
+        let existing = json!({ "amount": 1500, "currency": "EUR" });
+        let new = BTreeMap::from([
+            ("amount".to_owned(), json!(1500)),
+            ("reference".to_owned(), json!("r2")),
+        ]);
+        let diffs = differences(&existing, &new);
+        let fields: Vec<_> = diffs.iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(fields, ["currency", "reference"]);
+        assert_eq!(diffs[0].new, Value::Null);
+        assert!(
+            differences(
+                &existing,
+                &BTreeMap::from([
+                    ("amount".to_owned(), json!(1500)),
+                    ("currency".to_owned(), json!("EUR")),
+                ])
+            )
+            .is_empty()
+        );
+    }
+}

@@ -1,0 +1,211 @@
+//! Applying an effect after its reservation committed, settling it by
+//! compare-and-set on the fencing token, then re-deciding the deliveries that
+//! waited on the key. Nothing here runs inside a database transaction while a
+//! sink is called.
+
+use chrono::Utc;
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, TransactionTrait,
+    sea_query::Expr,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::decide::{EffectJob, base_key, decide_keyed};
+use super::engine::{Engine, SharedEngine, claim, record};
+use crate::domain::decision::{Action, TransportMatch};
+use crate::domain::delivery::{BodyParse, DeliveryId};
+use crate::domain::journal::{
+    DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
+};
+use crate::providers::sinks::{self, Attempt, EffectRequest};
+use crate::store::entities::delivery;
+use crate::store::{bodies, journal};
+
+/// Runs the effect in the background; failures are journaled or, if the
+/// journal itself fails, left to the lease sweeper (outcome unknown).
+pub fn spawn(engine: SharedEngine, job: EffectJob, source: String, event: Option<Value>) {
+    tokio::spawn(async move {
+        if let Err(error) = run(&engine, &job, &source, event).await {
+            tracing::error!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, %error, "effect not settled; its lease will expire to unknown");
+        }
+    });
+}
+
+async fn run(
+    engine: &SharedEngine,
+    job: &EffectJob,
+    source: &str,
+    event: Option<Value>,
+) -> Result<(), DbErr> {
+    let sink = sinks::select(&engine.sinks, source, &job.effect_type);
+    let request = EffectRequest {
+        idempotency_key: job.key.clone(),
+        effect_id: job.effect_id,
+        effect_type: job.effect_type.clone(),
+        delivery_id: job.delivery_id.to_string(),
+        source: source.to_owned(),
+        event,
+    };
+    let attempt = sinks::apply(&engine.http, sink, &request).await;
+    settle(engine, job, attempt).await?;
+    redecide_deferred(engine, base_key(&job.key)).await
+}
+
+/// Journals how the attempt ended, if the reservation is still this job's.
+pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Result<bool, DbErr> {
+    let (outcome, result, authoritative_ref, error) = match attempt {
+        Attempt::Applied {
+            result,
+            authoritative_ref,
+        } => (
+            SettlementOutcome::Applied,
+            Some(result),
+            authoritative_ref,
+            None,
+        ),
+        Attempt::Failed { error } => (
+            SettlementOutcome::Failed,
+            None,
+            None,
+            Some(error.to_owned()),
+        ),
+        Attempt::Unknown { error } => (
+            SettlementOutcome::Unknown,
+            None,
+            None,
+            Some(error.to_owned()),
+        ),
+    };
+    let settled = EffectSettled {
+        key: job.key.clone(),
+        effect_id: job.effect_id,
+        fencing_token: job.fencing_token,
+        outcome,
+        result,
+        authoritative_ref,
+        error,
+        case_id: (outcome == SettlementOutcome::Unknown).then(Uuid::now_v7),
+        delivery_id: job.delivery_id,
+    };
+    let event = match outcome {
+        SettlementOutcome::Applied => JournalEvent::EffectApplied(settled),
+        SettlementOutcome::Failed => JournalEvent::EffectFailed(settled),
+        SettlementOutcome::Unknown => JournalEvent::EffectOutcomeUnknown(settled),
+    };
+    let txn = engine.db.begin().await?;
+    let took = claim(&txn, Some(job.delivery_id), &event, Utc::now()).await?;
+    txn.commit().await?;
+    if took {
+        tracing::info!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, outcome = outcome.state(), "effect settled");
+    } else {
+        tracing::warn!(effect.id = %job.effect_id, "settlement refused: the reservation moved on (fencing token)");
+    }
+    Ok(took)
+}
+
+/// Re-decides every delivery deferred on `key`.
+pub async fn redecide_deferred(engine: &SharedEngine, key: &str) -> Result<(), DbErr> {
+    let waiting = delivery::Entity::find()
+        .filter(delivery::Column::BusinessKey.eq(key))
+        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
+        .all(&engine.db)
+        .await?;
+    for row in waiting {
+        redecide(engine, &row).await?;
+    }
+    Ok(())
+}
+
+/// Decides a deferred delivery again. Does nothing while its key's lease is
+/// alive, or if another re-decider got to it first.
+pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<(), DbErr> {
+    let Ok(delivery_id) = row.delivery_id.parse::<DeliveryId>() else {
+        return Ok(());
+    };
+    let Some(key) = key_of(&engine.db, delivery_id).await? else {
+        return Ok(());
+    };
+    let at = Utc::now();
+    let txn = engine.db.begin().await?;
+    // Claim the re-decision: only one re-decider per deferred delivery.
+    let still_deferred = delivery::Entity::update_many()
+        .col_expr(
+            delivery::Column::Decision,
+            Expr::value(Action::Defer.as_str()),
+        )
+        .filter(delivery::Column::DeliveryId.eq(row.delivery_id.as_str()))
+        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
+        .exec(&txn)
+        .await?
+        .rows_affected;
+    if still_deferred != 1 {
+        return txn.rollback().await;
+    }
+    let sink = sinks::select(&engine.sinks, &row.source, &key.effect_type).name();
+    let verdict = decide_keyed(
+        &txn,
+        engine,
+        sink,
+        delivery_id,
+        &key,
+        TransportMatch::FirstSeen,
+        at,
+    )
+    .await?;
+    if verdict.decision.action == Action::Defer {
+        return txn.rollback().await;
+    }
+    let decision = verdict.decision;
+    let made = DecisionMade {
+        summary: decision.summary(),
+        case_id: matches!(decision.action, Action::Quarantine | Action::Reconcile)
+            .then(Uuid::now_v7),
+        layer: verdict.layer,
+        business_key: Some(key.key.clone()),
+        matched_key: verdict.matched_key,
+        first_delivery_id: None,
+        redecided: true,
+        decision,
+    };
+    record(
+        &txn,
+        Some(delivery_id),
+        JournalEvent::DecisionMade(made),
+        at,
+    )
+    .await?;
+    txn.commit().await?;
+    if let Some(job) = verdict.job {
+        let event = body_of(&engine.db, delivery_id).await?;
+        spawn(engine.clone(), job, row.source.clone(), event);
+    }
+    Ok(())
+}
+
+/// The business identity journaled for a delivery.
+async fn key_of<C: ConnectionTrait>(conn: &C, id: DeliveryId) -> Result<Option<KeySummary>, DbErr> {
+    let events = journal::for_delivery(conn, id)
+        .await
+        .map_err(|e| DbErr::Custom(e.to_string()))?;
+    Ok(events.into_iter().find_map(|stored| match stored.event {
+        JournalEvent::KeyDerived(derived) => derived.business,
+        _ => None,
+    }))
+}
+
+/// The parsed body of a delivery, for the downstream service.
+async fn body_of<C: ConnectionTrait>(conn: &C, id: DeliveryId) -> Result<Option<Value>, DbErr> {
+    let events = journal::for_delivery(conn, id)
+        .await
+        .map_err(|e| DbErr::Custom(e.to_string()))?;
+    let Some(body) = events.into_iter().find_map(|stored| match stored.event {
+        JournalEvent::DeliveryReceived(r) if r.parse == BodyParse::Json => Some(r.body),
+        _ => None,
+    }) else {
+        return Ok(None);
+    };
+    Ok(bodies::get(conn, &body.sha256)
+        .await?
+        .and_then(|raw| serde_json::from_slice(&raw).ok()))
+}

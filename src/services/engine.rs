@@ -1,0 +1,65 @@
+//! The decision engine's shared state, and the two ways an event is written:
+//! `record` (apply the projection, append the event) and `claim` (apply an
+//! atomic claim; append only if it took).
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
+
+use crate::config::{EngineConfig, Source};
+use crate::domain::delivery::DeliveryId;
+use crate::domain::identity::{Catalog, KeySecret};
+use crate::domain::journal::JournalEvent;
+use crate::providers::sinks::SinkConfig;
+use crate::store::{journal, projections};
+
+/// Everything deciding and applying effects needs; shared by every request.
+pub struct Engine {
+    pub db: DatabaseConnection,
+    pub catalog: Catalog,
+    pub key_secret: KeySecret,
+    pub sinks: Vec<SinkConfig>,
+    pub config: EngineConfig,
+    pub http: reqwest::Client,
+}
+
+pub type SharedEngine = Arc<Engine>;
+
+impl Engine {
+    pub fn lease(&self) -> chrono::Duration {
+        chrono::Duration::seconds(i64::try_from(self.config.lease_secs).unwrap_or(i64::MAX / 1000))
+    }
+
+    /// The sink name an effect of this type from this source goes through.
+    pub fn sink_name(&self, source: &Source, effect_type: &str) -> &'static str {
+        crate::providers::sinks::select(&self.sinks, source.slug(), effect_type).name()
+    }
+}
+
+/// Applies `event` to the projections and appends it to the journal.
+pub async fn record<C: ConnectionTrait>(
+    conn: &C,
+    delivery_id: Option<DeliveryId>,
+    event: JournalEvent,
+    at: DateTime<Utc>,
+) -> Result<JournalEvent, DbErr> {
+    projections::apply(conn, delivery_id, &event, at).await?;
+    journal::append(conn, delivery_id, &event, at).await?;
+    Ok(event)
+}
+
+/// Applies an atomic claim (reservation, settlement, expiry). Appends the
+/// event and returns true only if exactly one row took the claim.
+pub async fn claim<C: ConnectionTrait>(
+    conn: &C,
+    delivery_id: Option<DeliveryId>,
+    event: &JournalEvent,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    if projections::apply(conn, delivery_id, event, at).await? != 1 {
+        return Ok(false);
+    }
+    journal::append(conn, delivery_id, event, at).await?;
+    Ok(true)
+}

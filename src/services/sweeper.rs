@@ -1,0 +1,118 @@
+//! The periodic sweep: expired leases become `unknown` (reconciled, never
+//! re-run), settled keys past their horizon leave the fast index (the effects
+//! ledger keeps them), and deferred deliveries whose key moved on are re-decided.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, TransactionTrait};
+use uuid::Uuid;
+
+use super::decide::base_key;
+use super::effects::{redecide, redecide_deferred};
+use super::engine::{SharedEngine, claim, record};
+use crate::domain::decision::Action;
+use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
+use crate::store::entities::{delivery, reservation};
+
+const BATCH: u64 = 200;
+
+/// What one sweep did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    pub expired: usize,
+    pub purged: usize,
+    pub redecided: usize,
+}
+
+/// Runs `sweep` forever at the configured interval.
+pub fn spawn(engine: SharedEngine) {
+    let interval = Duration::from_millis(engine.config.sweep_interval_ms.max(50));
+    tokio::spawn(async move {
+        loop {
+            if let Err(error) = sweep(&engine).await {
+                tracing::warn!(%error, "sweep failed; retrying at the next interval");
+            }
+            tokio::time::sleep(interval).await;
+        }
+    });
+}
+
+pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
+    let mut swept = Swept {
+        expired: expire_leases(engine).await?,
+        purged: purge_horizon(engine).await?,
+        ..Swept::default()
+    };
+    let deferred = delivery::Entity::find()
+        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
+        .limit(BATCH)
+        .all(&engine.db)
+        .await?;
+    for row in &deferred {
+        redecide(engine, row).await?;
+        swept.redecided += 1;
+    }
+    Ok(swept)
+}
+
+async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
+    let now = Utc::now();
+    let expired = reservation::Entity::find()
+        .filter(reservation::Column::State.eq("reserved"))
+        .filter(reservation::Column::LeaseUntil.lt(now))
+        .limit(BATCH)
+        .all(&engine.db)
+        .await?;
+    let mut count = 0;
+    for row in expired {
+        let (Ok(effect_id), Ok(first)) = (row.effect_id.parse(), row.first_delivery_id.parse())
+        else {
+            continue;
+        };
+        let event = JournalEvent::ReservationExpired(ReservationExpired {
+            key: row.key.clone(),
+            effect_id,
+            fencing_token: row.fencing_token,
+            case_id: Uuid::now_v7(),
+            first_delivery_id: first,
+        });
+        let txn = engine.db.begin().await?;
+        let took = claim(&txn, Some(first), &event, now).await?;
+        txn.commit().await?;
+        if took {
+            count += 1;
+            tracing::warn!(delivery.id = %first, effect.id = %effect_id, "lease expired: outcome unknown, sent to reconciliation");
+            redecide_deferred(engine, base_key(&row.key)).await?;
+        }
+    }
+    Ok(count)
+}
+
+async fn purge_horizon(engine: &SharedEngine) -> Result<usize, DbErr> {
+    let now = Utc::now();
+    let keys: Vec<String> = reservation::Entity::find()
+        .select_only()
+        .column(reservation::Column::Key)
+        .filter(reservation::Column::State.eq("applied"))
+        .filter(reservation::Column::ExpiresAt.lt(now))
+        .limit(BATCH)
+        .into_tuple()
+        .all(&engine.db)
+        .await?;
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let count = keys.len();
+    let txn = engine.db.begin().await?;
+    record(
+        &txn,
+        None,
+        JournalEvent::KeysPurged(KeysPurged { keys }),
+        now,
+    )
+    .await?;
+    txn.commit().await?;
+    tracing::info!(count, "keys past their horizon purged from the fast index");
+    Ok(count)
+}
