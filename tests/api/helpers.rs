@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};
 use serde_json::Value;
-use unicity::config::{FileConfig, Settings, Source};
+use unicity::config::{Settings, Source};
 use unicity::providers::signature;
 use unicity::startup::Application;
 
@@ -60,6 +60,7 @@ pub struct TestApp {
     pub db: DatabaseConnection,
     pub client: reqwest::Client,
     pub sources: Vec<Arc<Source>>,
+    pub database_url: String,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -90,24 +91,51 @@ pub async fn fresh_database() -> (String, Option<tempfile::TempDir>) {
     }
 }
 
+/// The key secret every test server seals sensitive values with.
+pub const TEST_KEY_SECRET: &str = "test-key-secret-0123456789abcdef";
+
+fn test_env(name: &str) -> Option<String> {
+    match name {
+        "TEST_STRIPE_SECRETS" => Some(STRIPE_SECRETS.join(",")),
+        unicity::config::KEY_SECRET_ENV => Some(TEST_KEY_SECRET.to_owned()),
+        _ => None,
+    }
+}
+
+/// The settings of a test server: the test sources plus `extra` TOML
+/// (sinks, engine settings, strategies).
+pub fn test_settings(database_url: &str, extra: &str) -> Settings {
+    let text = format!("{extra}\n{TEST_SOURCES}");
+    Settings::from_toml(
+        &text,
+        "127.0.0.1:0".to_owned(),
+        database_url.to_owned(),
+        test_env,
+        false,
+    )
+    .expect("test configuration")
+}
+
 pub async fn spawn_app() -> TestApp {
+    spawn_app_with("").await
+}
+
+/// A test server whose configuration adds `extra` TOML to the test sources.
+pub async fn spawn_app_with(extra: &str) -> TestApp {
     let (database_url, dir) = fresh_database().await;
-    let env = |name: &str| (name == "TEST_STRIPE_SECRETS").then(|| STRIPE_SECRETS.join(","));
-    let sources = FileConfig::parse(TEST_SOURCES)
-        .expect("test config parses")
-        .resolve(env)
-        .expect("test config resolves");
-    let settings = Settings {
-        listen: "127.0.0.1:0".to_owned(),
-        database_url: database_url.clone(),
-        sources: sources.clone(),
-    };
+    spawn_on(&database_url, extra, dir).await
+}
+
+/// A test server on an existing database (a restart, or a second process).
+pub async fn spawn_on(database_url: &str, extra: &str, dir: Option<tempfile::TempDir>) -> TestApp {
+    let settings = test_settings(database_url, extra);
+    let sources = settings.sources.clone();
     let app = Application::build(settings)
         .await
         .expect("application builds");
     let address = format!("http://127.0.0.1:{}", app.port());
     tokio::spawn(app.run_until_stopped());
-    let db = Database::connect(database_url.as_str())
+    let db = Database::connect(database_url)
         .await
         .expect("test connection");
     TestApp {
@@ -115,6 +143,7 @@ pub async fn spawn_app() -> TestApp {
         db,
         client: reqwest::Client::new(),
         sources: sources.into_iter().map(Arc::new).collect(),
+        database_url: database_url.to_owned(),
         _dir: dir,
     }
 }
