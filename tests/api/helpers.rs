@@ -251,3 +251,41 @@ async fn reply(response: reqwest::Response) -> Reply {
     let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Reply { status, json }
 }
+
+impl TestApp {
+    /// Waits until `sql` (a count) reaches `expected`, or fails after 15 s.
+    pub async fn wait_for_count(&self, sql: &str, expected: i64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        loop {
+            let value = self.count(sql).await;
+            if value == expected {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for `{sql}` = {expected} (still {value})"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The latest decision of a delivery, as shown by the API.
+    pub async fn decision_of(&self, id: &str) -> Value {
+        self.delivery(id).await.json["decision"].clone()
+    }
+}
+
+/// A norefid refund body; `reference` is the provider's refund request id.
+pub fn refund(payment: &str, amount: u64, reference: Option<&str>) -> Vec<u8> {
+    let mut body = serde_json::json!({
+        "type": "refund.created",
+        "payment_id": payment,
+        "amount": amount,
+        "currency": "EUR",
+        "sent_at": chrono::Utc::now().to_rfc3339(),
+    });
+    if let Some(reference) = reference {
+        body["refund_reference"] = Value::String(reference.to_owned());
+    }
+    serde_json::to_vec(&body).expect("json")
+}

@@ -1,0 +1,278 @@
+//! The decision matrix through HTTP: what each kind of repeat gets, and that an
+//! effect happens exactly once.
+
+use serde_json::Value;
+
+use crate::downstream::{Behaviour, Downstream};
+use crate::helpers::{refund, spawn_app, spawn_app_with};
+
+const FAST_SWEEP: &str = "[engine]\nlease_secs = 30\nsweep_interval_ms = 100\n";
+
+fn id_of(reply: &crate::helpers::Reply) -> String {
+    reply.json["delivery_id"]
+        .as_str()
+        .expect("delivery id")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_new_strong_key_is_processed_and_its_provider_retry_ignored_even_re_encoded() {
+    let app = spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_1", 1500, Some("rr_1")))
+        .await;
+    assert_eq!(first.status, 202, "{}", first.json);
+    assert_eq!(first.json["decision"], "process");
+    assert_eq!(first.json["reason"], "new_key");
+    assert_eq!(first.json["strategy"], "norefid-refund-ref@1");
+    assert_eq!(first.json["strength"], "strong");
+    assert!(
+        first.json["key"]
+            .as_str()
+            .unwrap()
+            .starts_with("norefid-refund-ref@1:")
+    );
+    assert!(first.json["transport_key"].is_string());
+    let effect_id = first.json["effect_id"].clone();
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+
+    // The retry: members reordered, whitespace, a new send time.
+    let retry = format!(
+        "{{ \"sent_at\": \"{}\", \"currency\": \"EUR\", \"refund_reference\": \"rr_1\",\n  \"amount\": 1500.0, \"payment_id\": \"pay_1\", \"type\": \"refund.created\" }}",
+        chrono::Utc::now().to_rfc3339()
+    );
+    let second = app.post_signed("hmac", retry.as_bytes()).await;
+    assert_eq!(
+        second.status, 200,
+        "a duplicate is a success: {}",
+        second.json
+    );
+    assert_eq!(second.json["decision"], "ignore");
+    assert_eq!(second.json["reason"], "duplicate_of_applied");
+    assert_eq!(second.json["layer"], "business");
+    assert_eq!(
+        second.json["reference_delivery_id"],
+        first.json["delivery_id"]
+    );
+    assert_eq!(second.json["effect_id"], effect_id);
+    assert_eq!(second.json["key"], first.json["key"]);
+    // The duplicate is linked to the effect, never deleted.
+    assert_eq!(app.count("SELECT COUNT(*) FROM effect_deliveries").await, 2);
+    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 2);
+}
+
+#[tokio::test]
+async fn two_legitimate_identical_refunds_without_reference_are_never_merged() {
+    let app = spawn_app().await;
+    let first = app.post_signed("hmac", &refund("pay_2", 700, None)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    assert_eq!(first.json["strength"], "weak");
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+
+    let second = app.post_signed("hmac", &refund("pay_2", 700, None)).await;
+    assert_eq!(second.status, 202, "{}", second.json);
+    assert_eq!(second.json["decision"], "reconcile", "{}", second.json);
+    assert_eq!(second.json["reason"], "weak_match_critical");
+    assert!(second.json["case_id"].is_string());
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases WHERE status = 'open'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effects").await,
+        1,
+        "no second refund without a decision"
+    );
+}
+
+#[tokio::test]
+async fn the_same_reference_with_another_amount_is_a_collision_kept_in_quarantine() {
+    let app = spawn_app().await;
+    app.post_signed("hmac", &refund("pay_3", 1500, Some("rr_3")))
+        .await;
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    let clash = app
+        .post_signed("hmac", &refund("pay_3", 9900, Some("rr_3")))
+        .await;
+    assert_eq!(clash.json["decision"], "quarantine", "{}", clash.json);
+    assert_eq!(clash.json["reason"], "discriminants_differ");
+    let differences = clash.json["differences"].as_array().unwrap();
+    assert_eq!(differences.len(), 1);
+    assert_eq!(differences[0]["field"], "amount");
+    assert_eq!(differences[0]["existing"], 1500);
+    assert_eq!(differences[0]["new"], 9900);
+}
+
+#[tokio::test]
+async fn a_delivery_id_that_comes_back_with_another_body_is_a_transport_collision() {
+    let app = spawn_app().await;
+    let secret = crate::helpers::secret_of(app.source("std"));
+    let now = chrono::Utc::now().timestamp();
+    let body = |amount: u64| {
+        serde_json::to_vec(&serde_json::json!({ "type": "invoice.paid", "amount": amount }))
+            .unwrap()
+    };
+    let first = app
+        .post_signed_with("std", &secret, "msg_same", now, &body(10))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let other = app
+        .post_signed_with("std", &secret, "msg_same", now, &body(20))
+        .await;
+    assert_eq!(other.json["decision"], "quarantine", "{}", other.json);
+    assert_eq!(other.json["reason"], "transport_id_collision");
+    assert_eq!(
+        other.json["reference_delivery_id"],
+        first.json["delivery_id"]
+    );
+}
+
+#[tokio::test]
+async fn an_unparseable_body_is_quarantined_with_a_case_not_dropped() {
+    let app = spawn_app().await;
+    let reply = app.post_signed("hmac", b"refund=1&amount=2").await;
+    assert_eq!(reply.status, 202);
+    assert_eq!(reply.json["decision"], "quarantine");
+    assert_eq!(reply.json["reason"], "unparseable_body");
+    assert_eq!(reply.json["layer"], "transport");
+    let shown = app.delivery(&id_of(&reply)).await;
+    assert_eq!(shown.json["decision"]["reason"], "unparseable_body");
+    assert_eq!(app.count("SELECT COUNT(*) FROM cases").await, 1);
+}
+
+#[tokio::test]
+async fn fifty_concurrent_identical_deliveries_apply_the_effect_exactly_once() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 300 }).await;
+    let app = spawn_app_with(&format!("{FAST_SWEEP}{}", downstream.sink_toml(5000))).await;
+    let body = refund("pay_50", 4200, Some("rr_50"));
+    let secret = crate::helpers::secret_of(app.source("hmac"));
+    let now = chrono::Utc::now().timestamp();
+    let replies = futures_util::future::join_all(
+        (0..50).map(|_| app.post_signed_with("hmac", &secret, "m", now, &body)),
+    )
+    .await;
+    let decisions: Vec<&str> = replies
+        .iter()
+        .map(|r| r.json["decision"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        decisions.iter().filter(|d| **d == "process").count(),
+        1,
+        "{decisions:?}"
+    );
+    assert!(
+        decisions
+            .iter()
+            .all(|d| ["process", "ignore", "defer"].contains(d)),
+        "{decisions:?}"
+    );
+
+    // Deferred deliveries are re-decided once the effect settles.
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM deliveries WHERE decision = 'defer'",
+        0,
+    )
+    .await;
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM deliveries WHERE decision = 'ignore'",
+        49,
+    )
+    .await;
+    assert_eq!(downstream.calls().len(), 1, "one downstream call");
+    assert!(
+        downstream.calls()[0].starts_with("\"norefid-refund-ref@1:"),
+        "{:?}",
+        downstream.calls()
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effects WHERE status = 'applied'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effect_deliveries").await,
+        50
+    );
+}
+
+#[tokio::test]
+async fn an_effect_applied_downstream_then_timed_out_is_unknown_and_never_retried() {
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = spawn_app_with(&format!("{FAST_SWEEP}{}", downstream.sink_toml(300))).await;
+    let body = refund("pay_t", 1000, Some("rr_t"));
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'unknown'", 1)
+        .await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases WHERE reason = 'outcome_unknown'")
+            .await,
+        1
+    );
+
+    let retry = app.post_signed("hmac", &body).await;
+    assert_eq!(retry.json["decision"], "reconcile", "{}", retry.json);
+    assert_eq!(retry.json["reason"], "outcome_unknown");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        downstream.calls().len(),
+        1,
+        "verified before any retry, never re-run blindly"
+    );
+}
+
+#[tokio::test]
+async fn a_definitive_refusal_without_effect_lets_the_next_delivery_try_again() {
+    let downstream = Downstream::start(Behaviour::Refuse(422)).await;
+    let app = spawn_app_with(&downstream.sink_toml(2000)).await;
+    let body = refund("pay_f", 300, Some("rr_f"));
+    app.post_signed("hmac", &body).await;
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'failed'", 1)
+        .await;
+    let retry = app.post_signed("hmac", &body).await;
+    assert_eq!(retry.json["decision"], "process", "{}", retry.json);
+    assert_eq!(
+        retry.json["reason"],
+        "previous_attempt_failed_without_effect"
+    );
+    app.wait_for_count("SELECT MAX(fencing_token) FROM reservations", 2)
+        .await;
+    downstream.wait_calls(2).await;
+    let calls = downstream.calls();
+    assert_eq!(
+        calls[0], calls[1],
+        "the same effect, the same idempotency key"
+    );
+}
+
+#[tokio::test]
+async fn the_delivery_view_explains_the_decision_and_the_key() {
+    let app = spawn_app().await;
+    let reply = app.post_signed("hmac", &refund("pay_v", 500, None)).await;
+    let shown = app.delivery(&id_of(&reply)).await.json;
+    assert_eq!(shown["decision"]["action"], "process");
+    assert!(
+        shown["decision"]["summary"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
+    let identity = &shown["identity"];
+    assert_eq!(
+        identity["business"]["strategy"],
+        "norefid-refund-fingerprint@1"
+    );
+    let skipped = &identity["derivation"]["skipped"][0];
+    assert_eq!(skipped["strategy"]["name"], "norefid-refund-ref");
+    assert_eq!(skipped["reason"]["code"], "missing_field");
+    let types: Vec<Value> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].clone())
+        .collect();
+    assert!(types.contains(&Value::from("KeyReserved")), "{types:?}");
+}
