@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
 use unicity::domain::identity::DeliveryFacts;
-use unicity::services::projections;
+use unicity::services::{projections, retention};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
@@ -52,6 +52,21 @@ enum Command {
     Projections {
         #[command(subcommand)]
         command: ProjectionsCommand,
+    },
+    /// Retention of stored evidence.
+    Retention {
+        #[command(subcommand)]
+        command: RetentionCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum RetentionCommand {
+    /// Purge the stored results of effects settled more than DAYS days ago.
+    /// Their identity stays in the ledger: a late replay goes to reconciliation.
+    PurgeEvidence {
+        #[arg(long)]
+        older_than_days: u32,
     },
 }
 
@@ -118,6 +133,15 @@ async fn main() -> anyhow::Result<()> {
             store::migrate(&db).await?;
             let replayed = projections::rebuild(&db).await?;
             println!("projections rebuilt from {replayed} journal events");
+        }
+        Some(Command::Retention {
+            command: RetentionCommand::PurgeEvidence { older_than_days },
+        }) => {
+            let db = store::connect(&cli.database_url).await?;
+            store::migrate(&db).await?;
+            let before = chrono::Utc::now() - chrono::Duration::days(i64::from(*older_than_days));
+            let purged = retention::purge_evidence(&db, before).await?;
+            println!("evidence purged for {purged} effects settled before {before}");
         }
         Some(Command::Key {
             command:

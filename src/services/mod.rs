@@ -7,5 +7,6 @@ pub mod effects;
 pub mod engine;
 pub mod ingest;
 pub mod projections;
+pub mod retention;
 pub mod strategies;
 pub mod sweeper;

@@ -1,0 +1,43 @@
+//! Retention: removing stored effect results once they are old enough, while
+//! the effects ledger keeps the effect's identity. A late replay of a purged
+//! effect is then sent to reconciliation (`evidence_purged`), never re-applied.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
+};
+
+use super::engine::record;
+use crate::domain::journal::{EvidencePurged, JournalEvent};
+use crate::store::entities::effect;
+
+/// Purges the stored result of every effect settled before `before`.
+pub async fn purge_evidence(
+    db: &DatabaseConnection,
+    before: DateTime<Utc>,
+) -> Result<usize, DbErr> {
+    let ids: Vec<String> = effect::Entity::find()
+        .select_only()
+        .column(effect::Column::EffectId)
+        .filter(effect::Column::SettledAt.lt(before))
+        .filter(effect::Column::EvidencePurgedAt.is_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    let now = Utc::now();
+    let txn = db.begin().await?;
+    let mut purged = 0;
+    for id in ids {
+        let Ok(effect_id) = id.parse() else { continue };
+        record(
+            &txn,
+            None,
+            JournalEvent::EvidencePurged(EvidencePurged { effect_id }),
+            now,
+        )
+        .await?;
+        purged += 1;
+    }
+    txn.commit().await?;
+    Ok(purged)
+}
