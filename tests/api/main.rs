@@ -4,6 +4,8 @@
 mod decisions;
 mod downstream;
 mod helpers;
+mod identity;
 mod ingest;
 mod journal;
+mod processes;
 mod reads;
