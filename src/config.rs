@@ -10,7 +10,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::domain::identity::{
-    Catalog, CatalogConfig, HierarchyDef, KeySecret, ProviderDef, StrategyDef,
+    Catalog, CatalogConfig, DeliveryFacts, HierarchyDef, KeySecret, ProviderDef, StrategyDef,
 };
 use crate::domain::journal::Origin;
 use crate::providers::signature::{self, SchemeConfig};
@@ -129,6 +129,24 @@ pub struct Source {
 impl Source {
     pub fn slug(&self) -> &str {
         &self.origin.source
+    }
+
+    /// A delivery to this source as the identity engine sees it.
+    pub fn facts<'a>(
+        &'a self,
+        headers: &'a [(String, String)],
+        body: Option<&'a serde_json::Value>,
+        raw_body: &'a [u8],
+    ) -> DeliveryFacts<'a> {
+        DeliveryFacts {
+            tenant: &self.origin.tenant,
+            source: self.slug(),
+            provider: &self.origin.provider,
+            environment: &self.origin.environment,
+            headers,
+            body,
+            raw_body,
+        }
     }
 }
 

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
-use unicity::domain::identity::DeliveryFacts;
 use unicity::services::{projections, retention};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
@@ -199,17 +198,7 @@ fn explain(
         }
     }
     let body: Option<serde_json::Value> = serde_json::from_slice(&raw).ok();
-    let derivation = settings.catalog.derive(
-        &DeliveryFacts {
-            tenant: &source.origin.tenant,
-            source: source.slug(),
-            provider: &source.origin.provider,
-            environment: &source.origin.environment,
-            headers: &pairs,
-            body: body.as_ref(),
-            raw_body: &raw,
-        },
-        &settings.key_secret,
-    );
+    let facts = source.facts(&pairs, body.as_ref(), &raw);
+    let derivation = settings.catalog.derive(&facts, &settings.key_secret);
     Ok(derivation.explain())
 }

@@ -14,7 +14,7 @@ use super::engine::{SharedEngine, record};
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers, mask_headers};
-use crate::domain::identity::{DeliveryFacts, Derivation, Unresolved};
+use crate::domain::identity::{Derivation, Unresolved};
 use crate::domain::journal::{
     DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
 };
@@ -107,18 +107,8 @@ pub async fn receive(
     };
 
     let (parse, document) = BodyParse::classify(raw);
-    let derivation = engine.catalog.derive(
-        &DeliveryFacts {
-            tenant: &source.origin.tenant,
-            source: source.slug(),
-            provider: &source.origin.provider,
-            environment: &source.origin.environment,
-            headers: arrival.headers,
-            body: document.as_ref(),
-            raw_body: raw,
-        },
-        &engine.key_secret,
-    );
+    let facts = source.facts(arrival.headers, document.as_ref(), raw);
+    let derivation = engine.catalog.derive(&facts, &engine.key_secret);
     let derived = key_derived(&derivation);
     let by_header = derivation.transport.id_source.starts_with("header:");
     let id = arrival.delivery_id;
