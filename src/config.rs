@@ -104,6 +104,9 @@ pub struct EngineConfig {
     pub lease_secs: u64,
     /// How often leases and horizons are checked.
     pub sweep_interval_ms: u64,
+    /// Commit concurrent deliveries together (one fsync for a burst, each still
+    /// durable before its answer). Default: on for SQLite, off for PostgreSQL.
+    pub group_commit: Option<bool>,
 }
 
 impl Default for EngineConfig {
@@ -111,6 +114,7 @@ impl Default for EngineConfig {
         Self {
             lease_secs: 30,
             sweep_interval_ms: 1000,
+            group_commit: None,
         }
     }
 }

@@ -14,6 +14,7 @@ use tracing_actix_web::TracingLogger;
 use crate::config::{Settings, Source};
 use crate::services::engine::{Engine, SharedEngine};
 use crate::services::{strategies, sweeper};
+use crate::store::writer::Writer;
 use crate::{routes, store};
 
 /// What every request handler can reach.
@@ -44,7 +45,13 @@ impl Application {
         if added > 0 {
             tracing::info!(added, "new strategy versions recorded");
         }
+        let grouped = settings
+            .engine
+            .group_commit
+            .unwrap_or(store::backend(&db) == sea_orm::DbBackend::Sqlite);
+        let writer = Writer::start(&db, grouped);
         let engine = Arc::new(Engine {
+            writer,
             db,
             catalog: settings.catalog,
             key_secret: settings.key_secret,

@@ -35,7 +35,8 @@ pub async fn receive(
     let limit = source.max_body_bytes;
 
     if let Some(declared) = content_length(&request).filter(|n| *n > limit as u64) {
-        let refusal = ingest::refuse_too_large(state.db(), source, arrival, declared).await;
+        let refusal =
+            ingest::refuse_too_large(&state.engine.writer, source, arrival, declared).await;
         return Err(refused(source.slug(), refusal));
     }
     let mut raw = web::BytesMut::new();
@@ -49,7 +50,8 @@ pub async fn receive(
         })?;
         if raw.len() + chunk.len() > limit {
             let seen = (raw.len() + chunk.len()) as u64;
-            let refusal = ingest::refuse_too_large(state.db(), source, arrival, seen).await;
+            let refusal =
+                ingest::refuse_too_large(&state.engine.writer, source, arrival, seen).await;
             return Err(refused(source.slug(), refusal));
         }
         raw.extend_from_slice(&chunk);

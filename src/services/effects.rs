@@ -4,10 +4,7 @@
 //! sink is called.
 
 use chrono::Utc;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, TransactionTrait,
-    sea_query::Expr,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -21,6 +18,11 @@ use crate::domain::journal::{
 use crate::providers::sinks::{self, Attempt, EffectRequest};
 use crate::store::entities::delivery;
 use crate::store::{bodies, journal};
+
+/// What a re-decision leaves to do after its commit.
+struct Verdict {
+    job: Option<EffectJob>,
+}
 
 /// Runs the effect in the background; failures are journaled or, if the
 /// journal itself fails, left to the lease sweeper (outcome unknown).
@@ -93,9 +95,13 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
         SettlementOutcome::Failed => JournalEvent::EffectFailed(settled),
         SettlementOutcome::Unknown => JournalEvent::EffectOutcomeUnknown(settled),
     };
-    let txn = engine.db.begin().await?;
-    let took = claim(&txn, Some(job.delivery_id), &event, Utc::now()).await?;
-    txn.commit().await?;
+    let delivery_id = job.delivery_id;
+    let took = engine
+        .writer
+        .run(move |txn| {
+            Box::pin(async move { claim(txn, Some(delivery_id), &event, Utc::now()).await })
+        })
+        .await?;
     if took {
         tracing::info!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, outcome = outcome.state(), "effect settled");
     } else {
@@ -127,55 +133,62 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
         return Ok(());
     };
     let at = Utc::now();
-    let txn = engine.db.begin().await?;
-    // Claim the re-decision: only one re-decider per deferred delivery.
-    let still_deferred = delivery::Entity::update_many()
-        .col_expr(
-            delivery::Column::Decision,
-            Expr::value(Action::Defer.as_str()),
-        )
-        .filter(delivery::Column::DeliveryId.eq(row.delivery_id.as_str()))
-        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
-        .exec(&txn)
-        .await?
-        .rows_affected;
-    if still_deferred != 1 {
-        return txn.rollback().await;
-    }
-    let sink = sinks::select(&engine.sinks, &row.source, &key.effect_type).name();
-    let verdict = decide_keyed(
-        &txn,
-        engine,
-        sink,
-        delivery_id,
-        &key,
-        TransportMatch::FirstSeen,
-        at,
-    )
-    .await?;
-    if verdict.decision.action == Action::Defer {
-        return txn.rollback().await;
-    }
-    let decision = verdict.decision;
-    let made = DecisionMade {
-        summary: decision.summary(),
-        case_id: matches!(decision.action, Action::Quarantine | Action::Reconcile)
-            .then(Uuid::now_v7),
-        layer: verdict.layer,
-        business_key: Some(key.key.clone()),
-        matched_key: verdict.matched_key,
-        first_delivery_id: None,
-        redecided: true,
-        decision,
+    let shared = engine.clone();
+    let id = row.delivery_id.clone();
+    let source = row.source.clone();
+    let redecided = engine
+        .writer
+        .run(move |txn| {
+            Box::pin(async move {
+                // Claim the re-decision: only one re-decider per deferred delivery.
+                let still_deferred = delivery::Entity::update_many()
+                    .col_expr(
+                        delivery::Column::Decision,
+                        Expr::value(Action::Defer.as_str()),
+                    )
+                    .filter(delivery::Column::DeliveryId.eq(id.as_str()))
+                    .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
+                    .exec(txn)
+                    .await?
+                    .rows_affected;
+                if still_deferred != 1 {
+                    return Ok(None);
+                }
+                let sink = sinks::select(&shared.sinks, &source, &key.effect_type).name();
+                let verdict = decide_keyed(
+                    txn,
+                    &shared,
+                    sink,
+                    delivery_id,
+                    &key,
+                    TransportMatch::FirstSeen,
+                    at,
+                )
+                .await?;
+                if verdict.decision.action == Action::Defer {
+                    return Ok(None);
+                }
+                let decision = verdict.decision;
+                let made = DecisionMade {
+                    summary: decision.summary(),
+                    case_id: matches!(decision.action, Action::Quarantine | Action::Reconcile)
+                        .then(Uuid::now_v7),
+                    layer: verdict.layer,
+                    business_key: Some(key.key.clone()),
+                    matched_key: verdict.matched_key,
+                    first_delivery_id: None,
+                    redecided: true,
+                    decision,
+                };
+                record(txn, Some(delivery_id), JournalEvent::DecisionMade(made), at).await?;
+                Ok(Some(verdict.job))
+            })
+        })
+        .await?;
+    let Some(verdict_job) = redecided else {
+        return Ok(());
     };
-    record(
-        &txn,
-        Some(delivery_id),
-        JournalEvent::DecisionMade(made),
-        at,
-    )
-    .await?;
-    txn.commit().await?;
+    let verdict = Verdict { job: verdict_job };
     if let Some(job) = verdict.job {
         let event = body_of(&engine.db, delivery_id).await?;
         spawn(engine.clone(), job, row.source.clone(), event);

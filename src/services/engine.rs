@@ -12,6 +12,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::JournalEvent;
 use crate::providers::sinks::SinkConfig;
+use crate::store::writer::Writer;
 use crate::store::{journal, projections};
 
 /// Everything deciding and applying effects needs; shared by every request.
@@ -22,6 +23,8 @@ pub struct Engine {
     pub sinks: Vec<SinkConfig>,
     pub config: EngineConfig,
     pub http: reqwest::Client,
+    /// Where write transactions run (group commit on SQLite).
+    pub writer: Writer,
 }
 
 pub type SharedEngine = Arc<Engine>;

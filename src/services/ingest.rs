@@ -5,7 +5,7 @@
 //! and the provider gets a 503 so it retries: never a half-written delivery.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::decide::{self, Verdict};
@@ -20,6 +20,7 @@ use crate::domain::journal::{
 };
 use crate::providers::signature::{self, SignatureError};
 use crate::store::bodies;
+use crate::store::writer::Writer;
 
 /// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
@@ -85,7 +86,6 @@ pub async fn receive(
     arrival: Arrival<'_>,
     raw: &[u8],
 ) -> Result<Accepted, Refusal> {
-    let db = &engine.db;
     let body = bodies::body_ref(raw);
     let verified = match signature::verify(
         &source.scheme,
@@ -101,7 +101,7 @@ pub async fn receive(
                 delivery_id: arrival.delivery_id,
                 reason,
             };
-            record_rejection(db, source, &arrival, &refusal, Some(body), None).await;
+            record_rejection(&engine.writer, source, &arrival, &refusal, Some(body), None).await;
             return Err(refusal);
         }
     };
@@ -123,52 +123,48 @@ pub async fn receive(
         secret_index: verified.secret_index,
     });
 
-    let txn = db.begin().await.map_err(Refusal::Storage)?;
-    let decided = async {
-        bodies::put(&txn, &body, raw, at).await?;
-        let (transport, first) = decide::transport_match(&txn, &derived, by_header).await?;
-        record(&txn, Some(id), received, at).await?;
-        record(
-            &txn,
-            Some(id),
-            JournalEvent::KeyDerived(derived.clone()),
-            at,
-        )
-        .await?;
-        let verdict = match &derived.business {
-            Some(key) => {
-                let sink = engine.sink_name(source, &key.effect_type);
-                decide::decide_keyed(&txn, engine, sink, id, key, transport, at).await?
-            }
-            None => Verdict {
-                decision: decide::decide_unkeyed(
-                    identity_of(derivation.unresolved.as_ref()),
-                    transport,
-                ),
-                layer: Layer::Transport,
-                matched_key: None,
-                job: None,
-            },
-        };
-        let made = decision_made(
-            verdict.decision,
-            verdict.layer,
-            derived.business.as_ref(),
-            verdict.matched_key,
-            first,
-        );
-        record(&txn, Some(id), JournalEvent::DecisionMade(made.clone()), at).await?;
-        Ok::<_, DbErr>((made, verdict.job))
-    }
-    .await;
-    let (decision, job) = match decided {
-        Ok(decided) => decided,
-        Err(error) => {
-            let _ = txn.rollback().await;
-            return Err(Refusal::Storage(error));
-        }
-    };
-    txn.commit().await.map_err(Refusal::Storage)?;
+    // Everything below the signature check commits together, or not at all.
+    let sink = derived
+        .business
+        .as_ref()
+        .map(|key| engine.sink_name(source, &key.effect_type));
+    let identity = identity_of(derivation.unresolved.as_ref());
+    let shared = engine.clone();
+    let derived_for_job = derived.clone();
+    let raw = raw.to_vec();
+    let (decision, job) = engine
+        .writer
+        .run(move |txn| {
+            Box::pin(async move {
+                let derived = derived_for_job;
+                bodies::put(txn, &body, &raw, at).await?;
+                let (transport, first) = decide::transport_match(txn, &derived, by_header).await?;
+                record(txn, Some(id), received, at).await?;
+                record(txn, Some(id), JournalEvent::KeyDerived(derived.clone()), at).await?;
+                let verdict = match (&derived.business, sink) {
+                    (Some(key), Some(sink)) => {
+                        decide::decide_keyed(txn, &shared, sink, id, key, transport, at).await?
+                    }
+                    _ => Verdict {
+                        decision: decide::decide_unkeyed(identity, transport),
+                        layer: Layer::Transport,
+                        matched_key: None,
+                        job: None,
+                    },
+                };
+                let made = decision_made(
+                    verdict.decision,
+                    verdict.layer,
+                    derived.business.as_ref(),
+                    verdict.matched_key,
+                    first,
+                );
+                record(txn, Some(id), JournalEvent::DecisionMade(made.clone()), at).await?;
+                Ok((made, verdict.job))
+            })
+        })
+        .await
+        .map_err(Refusal::Storage)?;
 
     if let Some(job) = job {
         effects::spawn(engine.clone(), job, source.slug().to_owned(), document);
@@ -247,7 +243,7 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
 /// Refuses a body over the source's limit. `seen` is the size announced by
 /// Content-Length or read before giving up; the body itself is never stored.
 pub async fn refuse_too_large(
-    db: &DatabaseConnection,
+    writer: &Writer,
     source: &Source,
     arrival: Arrival<'_>,
     seen: u64,
@@ -256,14 +252,14 @@ pub async fn refuse_too_large(
         delivery_id: arrival.delivery_id,
         limit: source.max_body_bytes,
     };
-    record_rejection(db, source, &arrival, &refusal, None, Some(seen)).await;
+    record_rejection(writer, source, &arrival, &refusal, None, Some(seen)).await;
     refusal
 }
 
 /// Journals a rejection. The provider gets its 4xx whether or not this
 /// succeeds (it will retry either way), so a storage failure is only logged.
 async fn record_rejection(
-    db: &DatabaseConnection,
+    writer: &Writer,
     source: &Source,
     arrival: &Arrival<'_>,
     refusal: &Refusal,
@@ -282,12 +278,11 @@ async fn record_rejection(
         body,
         declared_size,
     });
-    let recorded = async {
-        let txn = db.begin().await?;
-        record(&txn, Some(arrival.delivery_id), event, arrival.received_at).await?;
-        txn.commit().await
-    };
-    if let Err(error) = recorded.await {
+    let (id, at) = (arrival.delivery_id, arrival.received_at);
+    let recorded = writer
+        .run(move |txn| Box::pin(async move { record(txn, Some(id), event, at).await.map(|_| ()) }))
+        .await;
+    if let Err(error) = recorded {
         tracing::error!(delivery.id = %arrival.delivery_id, source = source.slug(), %error, "could not journal a rejection");
     }
 }

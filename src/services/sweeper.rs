@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, TransactionTrait};
+use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 use super::decide::base_key;
@@ -77,9 +77,10 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
             case_id: Uuid::now_v7(),
             first_delivery_id: first,
         });
-        let txn = engine.db.begin().await?;
-        let took = claim(&txn, Some(first), &event, now).await?;
-        txn.commit().await?;
+        let took = engine
+            .writer
+            .run(move |txn| Box::pin(async move { claim(txn, Some(first), &event, now).await }))
+            .await?;
         if took {
             count += 1;
             tracing::warn!(delivery.id = %first, effect.id = %effect_id, "lease expired: outcome unknown, sent to reconciliation");
@@ -104,15 +105,11 @@ async fn purge_horizon(engine: &SharedEngine) -> Result<usize, DbErr> {
         return Ok(0);
     }
     let count = keys.len();
-    let txn = engine.db.begin().await?;
-    record(
-        &txn,
-        None,
-        JournalEvent::KeysPurged(KeysPurged { keys }),
-        now,
-    )
-    .await?;
-    txn.commit().await?;
+    let event = JournalEvent::KeysPurged(KeysPurged { keys });
+    engine
+        .writer
+        .run(move |txn| Box::pin(async move { record(txn, None, event, now).await.map(|_| ()) }))
+        .await?;
     tracing::info!(count, "keys past their horizon purged from the fast index");
     Ok(count)
 }

@@ -5,6 +5,7 @@ pub mod bodies;
 pub mod entities;
 pub mod journal;
 pub mod projections;
+pub mod writer;
 
 use std::time::Duration;
 

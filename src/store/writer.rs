@@ -1,0 +1,135 @@
+//! Group commit. On SQLite every write goes through one writer task that runs
+//! the jobs waiting at that moment in one transaction (each job in a savepoint
+//! of its own, so one failing job rolls back alone) and commits them with one
+//! fsync. A caller gets its answer only once that commit is durable: nothing is
+//! acknowledged before it is on disk, yet a burst costs one fsync, not one per
+//! delivery. On PostgreSQL each job simply runs in its own transaction: the
+//! server already groups concurrent commits into shared WAL flushes.
+
+use futures_util::future::BoxFuture;
+use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait};
+use tokio::sync::{mpsc, oneshot};
+
+/// Most jobs committed together; bounds the latency a batch adds.
+const MAX_BATCH: usize = 256;
+/// Jobs waiting for the writer before callers wait to enqueue.
+const QUEUE: usize = 4096;
+
+/// Reports the batch's commit to one job's caller.
+type Completion = Box<dyn FnOnce(Result<(), &DbErr>) + Send>;
+/// One caller's work, run inside the batch transaction.
+type Job = Box<dyn for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Completion> + Send>;
+
+/// Where write transactions run.
+#[derive(Clone)]
+pub enum Writer {
+    /// One transaction per job (PostgreSQL).
+    Direct(DatabaseConnection),
+    /// Jobs batched by the writer task (SQLite).
+    Grouped(mpsc::Sender<Job>),
+}
+
+impl Writer {
+    /// Group commit on SQLite unless `grouped` says otherwise.
+    pub fn start(db: &DatabaseConnection, grouped: bool) -> Self {
+        if !grouped {
+            return Self::Direct(db.clone());
+        }
+        let (sender, receiver) = mpsc::channel(QUEUE);
+        tokio::spawn(write_loop(db.clone(), receiver));
+        Self::Grouped(sender)
+    }
+
+    /// Runs `work` in a write transaction and returns its result once the
+    /// transaction committed. An error from `work` rolls back its writes only.
+    pub async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<T, DbErr>>
+            + Send
+            + 'static,
+    {
+        match self {
+            Self::Direct(db) => {
+                let txn = db.begin().await?;
+                match work(&txn).await {
+                    Ok(value) => {
+                        txn.commit().await?;
+                        Ok(value)
+                    }
+                    Err(error) => {
+                        let _ = txn.rollback().await;
+                        Err(error)
+                    }
+                }
+            }
+            Self::Grouped(jobs) => {
+                let (reply, answer) = oneshot::channel::<Result<T, DbErr>>();
+                let job: Job = Box::new(move |txn| {
+                    Box::pin(async move {
+                        let outcome = in_savepoint(txn, work).await;
+                        Box::new(move |committed: Result<(), &DbErr>| {
+                            let result = match (outcome, committed) {
+                                (Ok(value), Ok(())) => Ok(value),
+                                (Err(error), _) => Err(error),
+                                (Ok(_), Err(error)) => {
+                                    Err(DbErr::Custom(format!("group commit failed: {error}")))
+                                }
+                            };
+                            let _ = reply.send(result);
+                        }) as Completion
+                    })
+                });
+                jobs.send(job)
+                    .await
+                    .map_err(|_| DbErr::Custom("the writer stopped".to_owned()))?;
+                answer
+                    .await
+                    .map_err(|_| DbErr::Custom("the writer dropped the job".to_owned()))?
+            }
+        }
+    }
+}
+
+async fn in_savepoint<T, F>(txn: &DatabaseTransaction, work: F) -> Result<T, DbErr>
+where
+    F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<T, DbErr>>,
+{
+    let savepoint = txn.begin().await?;
+    match work(&savepoint).await {
+        Ok(value) => {
+            savepoint.commit().await?;
+            Ok(value)
+        }
+        Err(error) => {
+            savepoint.rollback().await?;
+            Err(error)
+        }
+    }
+}
+
+async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        let txn = match db.begin().await {
+            Ok(txn) => txn,
+            Err(error) => {
+                // Dropping the jobs answers every caller with an error (503, retry).
+                tracing::error!(%error, jobs = batch.len(), "group commit could not begin");
+                batch.clear();
+                continue;
+            }
+        };
+        let mut completions = Vec::with_capacity(batch.len());
+        for job in batch.drain(..) {
+            completions.push(job(&txn).await);
+        }
+        let committed = txn.commit().await;
+        if let Err(error) = &committed {
+            tracing::error!(%error, jobs = completions.len(), "group commit failed");
+        }
+        for complete in completions {
+            complete(committed.as_ref().map(|_| ()));
+        }
+    }
+}
