@@ -119,7 +119,7 @@ pub async fn receive(
         headers: masked(source, arrival.headers),
         body: body.clone(),
         parse,
-        signature_scheme: scheme_name(source),
+        signature_scheme: source.scheme.name().to_owned(),
         secret_index: verified.secret_index,
     });
 
@@ -289,11 +289,4 @@ async fn record_rejection(
 
 fn masked(source: &Source, headers: &Headers) -> Headers {
     mask_headers(headers, &signature::sensitive_headers(&source.scheme))
-}
-
-fn scheme_name(source: &Source) -> String {
-    serde_json::to_value(&source.scheme)
-        .ok()
-        .and_then(|v| v.get("scheme").and_then(|s| s.as_str()).map(str::to_owned))
-        .unwrap_or_default()
 }

@@ -47,6 +47,20 @@ pub enum SchemeConfig {
     None,
 }
 
+impl SchemeConfig {
+    /// The scheme's name as written in the configuration (`scheme = "…"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SchemeConfig::StandardWebhooks => "standard_webhooks",
+            SchemeConfig::Stripe => "stripe",
+            SchemeConfig::Github => "github",
+            SchemeConfig::Hmac { .. } => "hmac",
+            SchemeConfig::Adyen => "adyen",
+            SchemeConfig::None => "none",
+        }
+    }
+}
+
 /// Text encoding of a tag in a header.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]

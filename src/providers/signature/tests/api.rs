@@ -248,3 +248,19 @@ fn hostile_input_never_panics() {
         .is_err()
     );
 }
+
+#[test]
+fn scheme_names_are_the_configured_tags() {
+    for text in [
+        r#"{"scheme":"standard_webhooks"}"#,
+        r#"{"scheme":"stripe"}"#,
+        r#"{"scheme":"github"}"#,
+        r#"{"scheme":"hmac","header":"x-sig"}"#,
+        r#"{"scheme":"adyen"}"#,
+        r#"{"scheme":"none"}"#,
+    ] {
+        let scheme: SchemeConfig = serde_json::from_str(text).unwrap();
+        let tag: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(scheme.name(), tag["scheme"], "{text}");
+    }
+}
