@@ -1,0 +1,41 @@
+//! Projection `cases`: deliveries waiting for reconciliation or review.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
+
+use crate::store::entities::case;
+
+/// A case to open.
+pub(super) struct NewCase<'a> {
+    pub case_id: uuid::Uuid,
+    pub delivery_id: &'a str,
+    pub business_key: Option<&'a str>,
+    pub action: &'a str,
+    pub reason: &'a str,
+    pub lookup_first: bool,
+    pub details: serde_json::Value,
+}
+
+pub(super) async fn open<C: ConnectionTrait>(
+    conn: &C,
+    new: NewCase<'_>,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let row = case::ActiveModel {
+        case_id: Set(new.case_id.to_string()),
+        delivery_id: Set(new.delivery_id.to_owned()),
+        business_key: Set(new.business_key.map(str::to_owned)),
+        action: Set(new.action.to_owned()),
+        reason: Set(new.reason.to_owned()),
+        status: Set("open".to_owned()),
+        lookup_first: Set(new.lookup_first),
+        details: Set(new.details),
+        opened_at: Set(at),
+        resolved_at: Set(None),
+    };
+    case::Entity::insert(row)
+        .on_conflict_do_nothing()
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
+}

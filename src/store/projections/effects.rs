@@ -1,0 +1,234 @@
+//! Projections `reservations` (the fast key index and its atomic claims),
+//! `effects` (the ledger) and `effect_deliveries` (who asked for each effect).
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+
+use super::cases::{self, NewCase};
+use super::rows;
+use crate::domain::decision::Action;
+use crate::domain::journal::{
+    EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
+};
+use crate::store::entities::{effect, effect_delivery, reservation};
+
+pub(super) async fn reserved<C: ConnectionTrait>(
+    conn: &C,
+    e: &KeyReserved,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let effect_id = e.effect_id.to_string();
+    let delivery_id = e.delivery_id.to_string();
+    let discriminants = serde_json::to_value(&e.discriminants).unwrap_or_default();
+    let claimed = if e.fencing_token == 1 {
+        let row = reservation::ActiveModel {
+            key: Set(e.key.clone()),
+            strategy: Set(e.strategy.clone()),
+            strength: Set(e.strength.as_str().to_owned()),
+            effect_type: Set(e.effect_type.clone()),
+            criticality: Set(e.criticality.as_str().to_owned()),
+            state: Set("reserved".to_owned()),
+            fencing_token: Set(1),
+            lease_until: Set(Some(e.lease_until)),
+            first_delivery_id: Set(delivery_id.clone()),
+            effect_id: Set(effect_id.clone()),
+            discriminants: Set(discriminants.clone()),
+            expires_at: Set(e.expires_at),
+            updated_at: Set(at),
+        };
+        reservation::Entity::insert(row)
+            .on_conflict_do_nothing_on([reservation::Column::Key])
+            .exec_without_returning(conn)
+            .await
+            .map(rows)?
+    } else {
+        // A retry after a definitive failure without effect: take the key back
+        // only if nobody else did since (compare-and-set on the token).
+        reservation::Entity::update_many()
+            .col_expr(reservation::Column::State, Expr::value("reserved"))
+            .col_expr(
+                reservation::Column::FencingToken,
+                Expr::value(e.fencing_token),
+            )
+            .col_expr(
+                reservation::Column::LeaseUntil,
+                Expr::value(Some(e.lease_until)),
+            )
+            .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
+            .filter(reservation::Column::Key.eq(&e.key))
+            .filter(reservation::Column::FencingToken.eq(e.fencing_token - 1))
+            .filter(reservation::Column::State.eq("failed"))
+            .exec(conn)
+            .await?
+            .rows_affected
+    };
+    if claimed != 1 {
+        return Ok(claimed);
+    }
+    let ledger = effect::ActiveModel {
+        effect_id: Set(effect_id.clone()),
+        key: Set(e.key.clone()),
+        effect_type: Set(e.effect_type.clone()),
+        criticality: Set(e.criticality.as_str().to_owned()),
+        status: Set("pending".to_owned()),
+        sink: Set(e.sink.clone()),
+        result: Set(None),
+        authoritative_ref: Set(None),
+        first_delivery_id: Set(delivery_id.clone()),
+        discriminants: Set(discriminants),
+        created_at: Set(at),
+        settled_at: Set(None),
+        evidence_purged_at: Set(None),
+    };
+    effect::Entity::insert(ledger)
+        .on_conflict_do_nothing_on([effect::Column::EffectId])
+        .exec_without_returning(conn)
+        .await?;
+    effect::Entity::update_many()
+        .col_expr(effect::Column::Status, Expr::value("pending"))
+        .filter(effect::Column::EffectId.eq(&effect_id))
+        .exec(conn)
+        .await?;
+    link_effect(conn, &effect_id, &delivery_id, at).await?;
+    Ok(claimed)
+}
+
+pub(super) async fn settled<C: ConnectionTrait>(
+    conn: &C,
+    e: &EffectSettled,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let rows = reservation::Entity::update_many()
+        .col_expr(reservation::Column::State, Expr::value(e.outcome.state()))
+        .col_expr(
+            reservation::Column::LeaseUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
+        .filter(reservation::Column::Key.eq(&e.key))
+        .filter(reservation::Column::FencingToken.eq(e.fencing_token))
+        .filter(reservation::Column::State.is_in(["reserved", "unknown"]))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    if rows == 1 {
+        let status = match e.outcome {
+            SettlementOutcome::Applied => "applied",
+            SettlementOutcome::Failed => "failed",
+            SettlementOutcome::Unknown => "unknown",
+        };
+        effect::Entity::update_many()
+            .col_expr(effect::Column::Status, Expr::value(status))
+            .col_expr(effect::Column::Result, Expr::value(e.result.clone()))
+            .col_expr(
+                effect::Column::AuthoritativeRef,
+                Expr::value(e.authoritative_ref.clone()),
+            )
+            .col_expr(effect::Column::SettledAt, Expr::value(at))
+            .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
+            .exec(conn)
+            .await?;
+        if let Some(case_id) = e.case_id {
+            cases::open(
+                conn,
+                NewCase {
+                    case_id,
+                    delivery_id: &e.delivery_id.to_string(),
+                    business_key: Some(&e.key),
+                    action: Action::Reconcile.as_str(),
+                    reason: "outcome_unknown",
+                    lookup_first: true,
+                    details: serde_json::json!({ "effect_id": e.effect_id, "error": e.error }),
+                },
+                at,
+            )
+            .await?;
+        }
+    }
+    Ok(rows)
+}
+
+pub(super) async fn expired<C: ConnectionTrait>(
+    conn: &C,
+    e: &ReservationExpired,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let rows = reservation::Entity::update_many()
+        .col_expr(reservation::Column::State, Expr::value("unknown"))
+        .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
+        .filter(reservation::Column::Key.eq(&e.key))
+        .filter(reservation::Column::FencingToken.eq(e.fencing_token))
+        .filter(reservation::Column::State.eq("reserved"))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    if rows == 1 {
+        effect::Entity::update_many()
+            .col_expr(effect::Column::Status, Expr::value("unknown"))
+            .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
+            .exec(conn)
+            .await?;
+        cases::open(
+                    conn,
+                    NewCase {
+                        case_id: e.case_id,
+                        delivery_id: &e.first_delivery_id.to_string(),
+                        business_key: Some(&e.key),
+                        action: Action::Reconcile.as_str(),
+                        reason: "outcome_unknown",
+                        lookup_first: true,
+                        details: serde_json::json!({ "effect_id": e.effect_id, "fencing_token": e.fencing_token }),
+                    },
+                    at,
+                )
+                .await?;
+    }
+    Ok(rows)
+}
+
+pub(super) async fn keys_purged<C: ConnectionTrait>(
+    conn: &C,
+    e: &KeysPurged,
+) -> Result<u64, DbErr> {
+    Ok(reservation::Entity::delete_many()
+        .filter(reservation::Column::Key.is_in(e.keys.iter().map(String::as_str)))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+pub(super) async fn evidence_purged<C: ConnectionTrait>(
+    conn: &C,
+    e: &EvidencePurged,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(effect::Entity::update_many()
+        .col_expr(
+            effect::Column::Result,
+            Expr::value(Option::<serde_json::Value>::None),
+        )
+        .col_expr(effect::Column::EvidencePurgedAt, Expr::value(at))
+        .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+pub(super) async fn link_effect<C: ConnectionTrait>(
+    conn: &C,
+    effect_id: &str,
+    delivery_id: &str,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let link = effect_delivery::ActiveModel {
+        effect_id: Set(effect_id.to_owned()),
+        delivery_id: Set(delivery_id.to_owned()),
+        linked_at: Set(at),
+    };
+    effect_delivery::Entity::insert(link)
+        .on_conflict_do_nothing()
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
+}

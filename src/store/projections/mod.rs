@@ -1,0 +1,65 @@
+//! Projections: how each journal event changes the derived tables.
+//!
+//! `apply` is the single place that writes projections. The live path calls it
+//! in the transaction that appends the event; `rebuild` replays the journal
+//! through it. Where an event is an atomic claim (a reservation, a settlement,
+//! an expiry), `apply` returns the rows it changed and the caller appends the
+//! event only if the claim succeeded, so replaying the journal reaches the same
+//! state as the live run.
+
+mod cases;
+mod deliveries;
+mod effects;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DbErr};
+
+use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::JournalEvent;
+
+/// Stable names of the projection tables, in the order `rebuild` clears them.
+pub const TABLES: [&str; 6] = [
+    "deliveries",
+    "transport_links",
+    "reservations",
+    "effects",
+    "effect_deliveries",
+    "cases",
+];
+
+/// Applies one event; returns the rows its main statement changed.
+pub async fn apply<C: ConnectionTrait>(
+    conn: &C,
+    delivery_id: Option<DeliveryId>,
+    event: &JournalEvent,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let id = delivery_id.map(|d| d.to_string()).unwrap_or_default();
+    match event {
+        JournalEvent::DeliveryReceived(e) => {
+            deliveries::insert(conn, &id, &e.origin, e.received_at, "received").await
+        }
+        JournalEvent::DeliveryRejected(e) => {
+            deliveries::insert(conn, &id, &e.origin, e.received_at, "rejected").await
+        }
+        JournalEvent::KeyDerived(e) => deliveries::key_derived(conn, &id, e, at).await,
+        JournalEvent::DecisionMade(e) => deliveries::decision_made(conn, &id, e, at).await,
+        JournalEvent::KeyReserved(e) => effects::reserved(conn, e, at).await,
+        JournalEvent::EffectApplied(e)
+        | JournalEvent::EffectFailed(e)
+        | JournalEvent::EffectOutcomeUnknown(e) => effects::settled(conn, e, at).await,
+        JournalEvent::ReservationExpired(e) => effects::expired(conn, e, at).await,
+        JournalEvent::KeysPurged(e) => effects::keys_purged(conn, e).await,
+        JournalEvent::EvidencePurged(e) => effects::evidence_purged(conn, e, at).await,
+        // Recorded in its own table by the strategy registry, not a projection.
+        JournalEvent::StrategyVersionRecorded(_) => Ok(0),
+    }
+}
+
+/// Rows written by an insert that may have done nothing.
+pub(super) fn rows(result: sea_orm::TryInsertResult<u64>) -> u64 {
+    match result {
+        sea_orm::TryInsertResult::Inserted(n) => n,
+        _ => 0,
+    }
+}
