@@ -107,6 +107,15 @@ pub struct EngineConfig {
     /// Commit concurrent deliveries together (one fsync for a burst, each still
     /// durable before its answer). Default: on for SQLite, off for PostgreSQL.
     pub group_commit: Option<bool>,
+    /// Share of a strategy's recent deliveries that may collide before its
+    /// breaker trips (0.005 = 0.5 %).
+    pub breaker_threshold: f64,
+    /// Fewest recent deliveries before a rate is trusted.
+    pub breaker_min_deliveries: i64,
+    /// How far back "recent" goes.
+    pub breaker_window_secs: u64,
+    /// How often breakers are evaluated.
+    pub breaker_check_ms: u64,
 }
 
 impl Default for EngineConfig {
@@ -115,6 +124,10 @@ impl Default for EngineConfig {
             lease_secs: 30,
             sweep_interval_ms: 1000,
             group_commit: None,
+            breaker_threshold: 0.005,
+            breaker_min_deliveries: 200,
+            breaker_window_secs: 3600,
+            breaker_check_ms: 30_000,
         }
     }
 }

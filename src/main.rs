@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
-use unicity::services::{projections, retention};
+use unicity::services::{breakers, projections, retention};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
@@ -52,11 +52,22 @@ enum Command {
         #[command(subcommand)]
         command: ProjectionsCommand,
     },
+    /// Collision breakers.
+    Breaker {
+        #[command(subcommand)]
+        command: BreakerCommand,
+    },
     /// Retention of stored evidence.
     Retention {
         #[command(subcommand)]
         command: RetentionCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum BreakerCommand {
+    /// Reset a tripped strategy (`name@version`): auto-ignore resumes for it.
+    Reset { strategy: String },
 }
 
 #[derive(Subcommand)]
@@ -132,6 +143,17 @@ async fn main() -> anyhow::Result<()> {
             store::migrate(&db).await?;
             let replayed = projections::rebuild(&db).await?;
             println!("projections rebuilt from {replayed} journal events");
+        }
+        Some(Command::Breaker {
+            command: BreakerCommand::Reset { strategy },
+        }) => {
+            let db = store::connect(&cli.database_url).await?;
+            store::migrate(&db).await?;
+            if breakers::reset(&db, strategy).await? {
+                println!("breaker of {strategy} reset");
+            } else {
+                println!("{strategy} was not tripped");
+            }
         }
         Some(Command::Retention {
             command: RetentionCommand::PurgeEvidence { older_than_days },

@@ -13,7 +13,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::config::{Settings, Source};
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::{strategies, sweeper};
+use crate::services::{breakers, strategies, sweeper};
 use crate::store::writer::Writer;
 use crate::{routes, store};
 
@@ -58,8 +58,11 @@ impl Application {
             sinks: settings.sinks,
             config: settings.engine,
             http: reqwest::Client::new(),
+            tripped: Default::default(),
         });
+        breakers::refresh(&engine).await?;
         sweeper::spawn(engine.clone());
+        breakers::spawn(engine.clone());
         let listener = TcpListener::bind(&settings.listen)
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let port = listener.local_addr()?.port();

@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261130_000001_journal;
 mod m20261130_000002_strategy_versions;
 mod m20261130_000003_projections;
+mod m20261130_000004_breakers;
 mod sql;
 
 pub struct Migrator;
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000001_journal::Migration),
             Box::new(m20261130_000002_strategy_versions::Migration),
             Box::new(m20261130_000003_projections::Migration),
+            Box::new(m20261130_000004_breakers::Migration),
         ]
     }
 }

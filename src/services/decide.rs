@@ -134,7 +134,7 @@ pub async fn decide_keyed<C: ConnectionTrait>(
             missing_fields: key.missing_discriminants.clone(),
             criticality: key.criticality,
             lookup_available: false,
-            breaker_tripped: false,
+            breaker_tripped: engine.is_tripped(&key.strategy),
         };
         let mut decision = decision::decide(&input);
         let matched_key = found.as_ref().and_then(|(_, m)| m.clone());

@@ -2,7 +2,8 @@
 //! `record` (apply the projection, append the event) and `claim` (apply an
 //! atomic claim; append only if it took).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
@@ -25,6 +26,8 @@ pub struct Engine {
     pub http: reqwest::Client,
     /// Where write transactions run (group commit on SQLite).
     pub writer: Writer,
+    /// Strategies tripped by their collision breaker (`name@version`).
+    pub tripped: RwLock<HashSet<String>>,
 }
 
 pub type SharedEngine = Arc<Engine>;
@@ -32,6 +35,16 @@ pub type SharedEngine = Arc<Engine>;
 impl Engine {
     pub fn lease(&self) -> chrono::Duration {
         chrono::Duration::seconds(i64::try_from(self.config.lease_secs).unwrap_or(i64::MAX / 1000))
+    }
+
+    pub fn is_tripped(&self, strategy: &str) -> bool {
+        self.tripped.read().is_ok_and(|set| set.contains(strategy))
+    }
+
+    pub fn set_tripped(&self, strategies: HashSet<String>) {
+        if let Ok(mut set) = self.tripped.write() {
+            *set = strategies;
+        }
     }
 
     /// The sink name an effect of this type from this source goes through.

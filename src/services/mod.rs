@@ -1,6 +1,7 @@
 //! Orchestration: the only layer that calls storage, providers and the domain
 //! together.
 
+pub mod breakers;
 pub mod decide;
 pub mod deliveries;
 pub mod effects;

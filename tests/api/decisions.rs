@@ -276,3 +276,50 @@ async fn the_delivery_view_explains_the_decision_and_the_key() {
         .collect();
     assert!(types.contains(&Value::from("KeyReserved")), "{types:?}");
 }
+
+#[tokio::test]
+async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset() {
+    let app = spawn_app_with(
+        "[engine]\nbreaker_threshold = 0.1\nbreaker_min_deliveries = 3\nbreaker_check_ms = 100\n",
+    )
+    .await;
+    let body = refund("pay_b", 100, Some("rr_b"));
+    app.post_signed("hmac", &body).await;
+    app.post_signed("hmac", &refund("pay_c", 100, Some("rr_c")))
+        .await;
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 2)
+        .await;
+    let clash = app
+        .post_signed("hmac", &refund("pay_b", 999, Some("rr_b")))
+        .await;
+    assert_eq!(
+        clash.json["reason"], "discriminants_differ",
+        "{}",
+        clash.json
+    );
+    app.wait_for_count("SELECT COUNT(*) FROM strategy_breakers", 1)
+        .await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'StrategyTripped'")
+            .await,
+        1
+    );
+
+    // A plain provider retry would be ignored; with the breaker tripped it is checked.
+    let retry = app.post_signed("hmac", &body).await;
+    assert_eq!(retry.json["decision"], "reconcile", "{}", retry.json);
+    assert_eq!(retry.json["reason"], "breaker_tripped");
+
+    assert!(
+        unicity::services::breakers::reset(&app.db, "norefid-refund-ref@1")
+            .await
+            .unwrap()
+    );
+    // The server re-reads breakers at its next evaluation; the collision is
+    // still in the window, so it trips again: the rate, not a flag, decides.
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM journal WHERE event_type = 'StrategyTripped'",
+        2,
+    )
+    .await;
+}

@@ -12,7 +12,7 @@ pub use delivery::{DeliveryReceived, DeliveryRejected, Origin};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
-pub use strategy::StrategyVersionRecorded;
+pub use strategy::{StrategyReset, StrategyTripped, StrategyVersionRecorded};
 
 /// Error reading a stored event back.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +97,8 @@ journal_events! {
     KeysPurged(KeysPurged) = "KeysPurged", version 1;
     EvidencePurged(EvidencePurged) = "EvidencePurged", version 1;
     StrategyVersionRecorded(StrategyVersionRecorded) = "StrategyVersionRecorded", version 1;
+    StrategyTripped(StrategyTripped) = "StrategyTripped", version 1;
+    StrategyReset(StrategyReset) = "StrategyReset", version 1;
 }
 
 #[cfg(test)]

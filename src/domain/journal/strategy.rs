@@ -10,3 +10,20 @@ pub struct StrategyVersionRecorded {
     pub fingerprint: String,
     pub definition: serde_json::Value,
 }
+
+/// A strategy's collision rate crossed the threshold: auto-ignore stops for it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyTripped {
+    /// `name@version`.
+    pub strategy: String,
+    pub deliveries: i64,
+    pub collisions: i64,
+    pub threshold: f64,
+    pub window_secs: u64,
+}
+
+/// An operator reset a tripped breaker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyReset {
+    pub strategy: String,
+}

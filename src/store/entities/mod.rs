@@ -7,5 +7,6 @@ pub mod effect_delivery;
 pub mod journal;
 pub mod raw_body;
 pub mod reservation;
+pub mod strategy_breaker;
 pub mod strategy_version;
 pub mod transport_link;

@@ -7,6 +7,7 @@
 //! event only if the claim succeeded, so replaying the journal reaches the same
 //! state as the live run.
 
+mod breakers;
 mod cases;
 mod deliveries;
 mod effects;
@@ -18,13 +19,14 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::JournalEvent;
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
-pub const TABLES: [&str; 6] = [
+pub const TABLES: [&str; 7] = [
     "deliveries",
     "transport_links",
     "reservations",
     "effects",
     "effect_deliveries",
     "cases",
+    "strategy_breakers",
 ];
 
 /// Applies one event; returns the rows its main statement changed.
@@ -51,6 +53,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::ReservationExpired(e) => effects::expired(conn, e, at).await,
         JournalEvent::KeysPurged(e) => effects::keys_purged(conn, e).await,
         JournalEvent::EvidencePurged(e) => effects::evidence_purged(conn, e, at).await,
+        JournalEvent::StrategyTripped(e) => breakers::tripped(conn, e, at).await,
+        JournalEvent::StrategyReset(e) => breakers::reset(conn, e).await,
         // Recorded in its own table by the strategy registry, not a projection.
         JournalEvent::StrategyVersionRecorded(_) => Ok(0),
     }
