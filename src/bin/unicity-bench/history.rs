@@ -1,0 +1,431 @@
+//! `--history H`: preloads H journaled deliveries before the measured run, so
+//! cost growth with the journal's size can be seen. This is a fast bulk path,
+//! not the ingest path: multi-row INSERTs straight into `journal` and
+//! `raw_bodies`, in large transactions, while a generator thread renders the
+//! next batch. Bodies come from the same generator as the load (another seed),
+//! so history holds the same mix of new events, repeats and retries.
+//!
+//! WHAT IS PRELOADED, AND EXTENDING IT WITH THE SCHEMA. Per delivery this
+//! writes what replaying its `DeliveryReceived` alone would produce, read from
+//! `migrations/src/*.rs`:
+//!   - `journal`: delivery_id, event_type `DeliveryReceived`, event_version 1,
+//!     data = the domain's own `DeliveryReceived` serialised (so the payload's
+//!     shape follows the domain), recorded_at;
+//!   - `raw_bodies`: sha256, body, size, stored_at (once per distinct body);
+//!   - `deliveries` (projection): the row `projections::apply` inserts for a
+//!     received delivery (status `received`, no decision yet).
+//!
+//! It does NOT yet write what the live path adds after reception (journal
+//! `KeyDerived`, `DecisionMade`, `KeyReserved`, `Effect*`; projections
+//! `transport_links`, `reservations`, `effects`, `effect_deliveries`, `cases`,
+//! and the decision columns of `deliveries`). So `--history` today grows the
+//! journal, the body store and the deliveries table, not the key index or the
+//! effects ledger. To add them:
+//!   1. derive what a delivery implies in `Generator::push` from `HistoryRow`
+//!      (it carries the facts: provider, event, payment, amount, reference, and
+//!      whether it is a retry, which must get no second effect);
+//!   2. add one `Table` per table to `Batch` and list it in `Batch::tables`
+//!      (insertion order: parents first);
+//!   3. keep the rows identical to what the live path writes, or the exactly-once
+//!      check at the end of the run will flag the history itself.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use chrono::{DateTime, TimeDelta, Utc};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
+use unicity::config::Source;
+use unicity::domain::delivery::{BodyParse, DeliveryId, REDACTED};
+use unicity::domain::journal::{DeliveryReceived, JournalEvent};
+
+use crate::payloads::{Facts, Provider};
+use crate::prng::hash3;
+use crate::server;
+use crate::workload::{Kind, Plan};
+
+/// Rows per INSERT statement (SQLite allows 32766 bound values per statement).
+const ROWS_PER_STATEMENT: usize = 1_000;
+/// Rows per transaction.
+const ROWS_PER_TRANSACTION: usize = 50_000;
+/// History is spread over at most this much time before now.
+const HISTORY_SPAN_SECS: i64 = 30 * 24 * 3600;
+/// Salt so that history events never coincide with the measured run's.
+const HISTORY_SALT: u64 = 0x4849_5354_4f52_5921;
+
+/// What the preload wrote (passed from the preloading child process as JSON).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct HistoryOutcome {
+    pub deliveries: u64,
+    /// Of which provider retries of an earlier history event.
+    pub retries: u64,
+    pub bodies: u64,
+    pub elapsed_s: f64,
+    /// First and last preloaded deliveries, read back through the store.
+    pub verified: Vec<DeliveryId>,
+    /// Peak RSS of the process that ran the preload.
+    pub peak_rss_mb: Option<f64>,
+}
+
+/// One historical delivery: the facts it carries, for projections to derive from.
+pub struct HistoryRow {
+    pub delivery_id: DeliveryId,
+    pub received_at: DateTime<Utc>,
+    pub facts: Facts,
+    pub kind: Kind,
+    pub body: Vec<u8>,
+}
+
+/// Rows for one table, bound values in column order.
+struct Table {
+    /// `INSERT INTO t (cols) VALUES` …
+    head: &'static str,
+    /// One row's placeholders, `{}` for each bound value, literals inline.
+    row: &'static str,
+    /// … `ON CONFLICT …` or empty.
+    tail: &'static str,
+    values: Vec<Value>,
+    rows: usize,
+}
+
+impl Table {
+    fn new(head: &'static str, row: &'static str, tail: &'static str) -> Self {
+        Self {
+            head,
+            row,
+            tail,
+            values: Vec::new(),
+            rows: 0,
+        }
+    }
+
+    fn push(&mut self, values: impl IntoIterator<Item = Value>) {
+        self.values.extend(values);
+        self.rows += 1;
+    }
+
+    /// The multi-row statement for the backend (`?` or `$n` placeholders).
+    fn statement(self, backend: DbBackend) -> Option<Statement> {
+        if self.rows == 0 {
+            return None;
+        }
+        let mut sql = String::with_capacity(self.head.len() + self.rows * (self.row.len() + 16));
+        sql.push_str(self.head);
+        let mut n = 0;
+        for r in 0..self.rows {
+            if r > 0 {
+                sql.push(',');
+            }
+            for (i, piece) in self.row.split("{}").enumerate() {
+                if i > 0 {
+                    n += 1;
+                    match backend {
+                        DbBackend::Postgres => sql.push_str(&format!("${n}")),
+                        _ => sql.push('?'),
+                    }
+                }
+                sql.push_str(piece);
+            }
+        }
+        sql.push_str(self.tail);
+        Some(Statement::from_sql_and_values(backend, sql, self.values))
+    }
+}
+
+/// One statement's worth of rows for every table.
+struct Batch {
+    journal: Table,
+    raw_bodies: Table,
+    deliveries: Table,
+    delivered: u64,
+    retries: u64,
+}
+
+impl Batch {
+    fn new(backend: DbBackend) -> Self {
+        Self {
+            journal: Table::new(
+                "INSERT INTO journal (delivery_id, event_type, event_version, data, recorded_at) VALUES ",
+                // `data` is bound as JSON text (serialised on the generator thread).
+                match backend {
+                    DbBackend::Postgres => "({}, 'DeliveryReceived', 1, CAST({} AS JSONB), {})",
+                    _ => "({}, 'DeliveryReceived', 1, {}, {})",
+                },
+                "",
+            ),
+            raw_bodies: Table::new(
+                "INSERT INTO raw_bodies (sha256, body, size, stored_at, redacted_at) VALUES ",
+                "({}, {}, {}, {}, NULL)",
+                " ON CONFLICT DO NOTHING",
+            ),
+            deliveries: Table::new(
+                "INSERT INTO deliveries (delivery_id, source, tenant, provider, environment, received_at, status) VALUES ",
+                "({}, {}, {}, {}, {}, {}, 'received')",
+                "",
+            ),
+            delivered: 0,
+            retries: 0,
+        }
+    }
+
+    /// Tables in insertion order.
+    fn tables(self) -> [Table; 3] {
+        [self.raw_bodies, self.journal, self.deliveries]
+    }
+}
+
+/// Renders history rows into batches, on its own thread.
+struct Generator {
+    plan: Plan,
+    seed: u64,
+    origins: Vec<(Provider, Source)>,
+    start: DateTime<Utc>,
+    spacing: TimeDelta,
+    /// Bodies already stored in this batch (the same bytes are stored once).
+    seen: HashSet<String>,
+}
+
+impl Generator {
+    fn row(&self, index: usize) -> Option<HistoryRow> {
+        let step = self.plan.steps.get(index)?;
+        let facts = self.plan.facts(step);
+        let body = self.plan.body(step, &facts);
+        let received_at = self.start + self.spacing * index as i32;
+        // A UUIDv7 of the reception time whose random bits come from the seed,
+        // so that the same index always gives the same id.
+        let millis = received_at.timestamp_millis().max(0) as u64;
+        let mut random = [0u8; 10];
+        random[..8].copy_from_slice(&hash3(self.seed, index as u64, 1).to_le_bytes());
+        random[8..].copy_from_slice(&hash3(self.seed, index as u64, 2).to_le_bytes()[..2]);
+        let uuid = uuid::Builder::from_unix_timestamp_millis(millis, &random).into_uuid();
+        Some(HistoryRow {
+            delivery_id: DeliveryId::from_uuid(uuid),
+            received_at,
+            facts,
+            kind: step.kind,
+            body,
+        })
+    }
+
+    fn push(&mut self, batch: &mut Batch, row: HistoryRow) -> anyhow::Result<()> {
+        let source = self
+            .origins
+            .iter()
+            .find(|(p, _)| *p == row.facts.provider)
+            .map(|(_, s)| s)
+            .ok_or_else(|| anyhow!("no source for {:?}", row.facts.provider))?;
+        let body_ref = unicity::store::bodies::body_ref(&row.body);
+        let sha256 = body_ref.sha256.clone();
+        let event = JournalEvent::DeliveryReceived(DeliveryReceived {
+            origin: source.origin.clone(),
+            received_at: row.received_at,
+            headers: headers(&row),
+            body: body_ref,
+            parse: BodyParse::Json,
+            signature_scheme: match row.facts.provider {
+                Provider::Norefid => "standard_webhooks".to_owned(),
+                Provider::Stripe => "stripe".to_owned(),
+            },
+            secret_index: Some(0),
+        });
+        if self.seen.insert(sha256.clone()) {
+            let size = row.body.len() as i64;
+            batch.raw_bodies.push([
+                sha256.into(),
+                row.body.into(),
+                size.into(),
+                row.received_at.into(),
+            ]);
+        }
+        let id = row.delivery_id.to_string();
+        batch.journal.push([
+            id.clone().into(),
+            // What sqlx writes for the live path's `Json` value: its text.
+            event.data().to_string().into(),
+            row.received_at.into(),
+        ]);
+        let origin = &source.origin;
+        batch.deliveries.push([
+            id.into(),
+            origin.source.clone().into(),
+            origin.tenant.clone().into(),
+            origin.provider.clone().into(),
+            origin.environment.clone().into(),
+            row.received_at.into(),
+        ]);
+        batch.delivered += 1;
+        batch.retries += u64::from(matches!(row.kind, Kind::Retry(_)));
+        Ok(())
+    }
+}
+
+/// The headers ingest would have journaled (signature values masked).
+fn headers(row: &HistoryRow) -> Vec<(String, String)> {
+    let ts = row.received_at.timestamp().to_string();
+    let mut headers = vec![
+        ("content-length".to_owned(), row.body.len().to_string()),
+        ("content-type".to_owned(), "application/json".to_owned()),
+        ("user-agent".to_owned(), "unicity-bench/1".to_owned()),
+        ("host".to_owned(), "127.0.0.1:8080".to_owned()),
+    ];
+    match row.facts.provider {
+        Provider::Norefid => {
+            headers.push(("webhook-id".to_owned(), row.facts.event_id.clone()));
+            headers.push(("webhook-timestamp".to_owned(), ts));
+            headers.push(("webhook-signature".to_owned(), REDACTED.to_owned()));
+        }
+        Provider::Stripe => headers.push(("stripe-signature".to_owned(), REDACTED.to_owned())),
+    }
+    headers
+}
+
+/// Preloads `h` deliveries into the (migrated) database at `database_url`.
+pub async fn preload(database_url: &str, h: usize, seed: u64) -> anyhow::Result<HistoryOutcome> {
+    let started = Instant::now();
+    let db = unicity::store::connect(database_url).await?;
+    let backend = db.get_database_backend();
+    let sources = server::sources()?;
+    let origins = [Provider::Norefid, Provider::Stripe]
+        .into_iter()
+        .map(|p| {
+            let slug = server::source_for(p).0;
+            sources
+                .iter()
+                .find(|s| s.slug() == slug)
+                .cloned()
+                .map(|s| (p, s))
+                .ok_or_else(|| anyhow!("no source {slug}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let spacing_ms = (HISTORY_SPAN_SECS * 1000 / h.max(1) as i64).clamp(1, 2_000);
+    let spacing = TimeDelta::milliseconds(spacing_ms);
+    let mut generator = Generator {
+        plan: Plan::new(seed ^ HISTORY_SALT, h, 1),
+        seed: seed ^ HISTORY_SALT,
+        origins,
+        start: Utc::now() - spacing * h as i32 - TimeDelta::minutes(1),
+        spacing,
+        seen: HashSet::new(),
+    };
+    let mut samples = Vec::new();
+    if let Some(first) = generator.row(0) {
+        samples.push(first.delivery_id);
+    }
+    if let Some(last) = h.checked_sub(1).and_then(|i| generator.row(i)) {
+        samples.push(last.delivery_id);
+    }
+
+    let (batches, mut inbox) = tokio::sync::mpsc::channel::<anyhow::Result<Batch>>(4);
+    let producer = std::thread::Builder::new()
+        .name("history-generator".to_owned())
+        .spawn(move || {
+            let mut index = 0;
+            while index < h {
+                generator.seen.clear();
+                let mut batch = Batch::new(backend);
+                let end = (index + ROWS_PER_STATEMENT).min(h);
+                let mut result = Ok(());
+                for i in index..end {
+                    if let Some(row) = generator.row(i) {
+                        result = result.and_then(|()| generator.push(&mut batch, row));
+                    }
+                }
+                index = end;
+                if batches.blocking_send(result.map(|()| batch)).is_err() {
+                    return;
+                }
+            }
+        })
+        .context("cannot spawn the history generator")?;
+
+    let mut outcome = HistoryOutcome::default();
+    let mut txn = begin(&db, backend).await?;
+    let mut in_txn = 0;
+    let mut last_report = Instant::now();
+    while let Some(batch) = inbox.recv().await {
+        let batch = batch?;
+        outcome.deliveries += batch.delivered;
+        outcome.retries += batch.retries;
+        outcome.bodies += batch.raw_bodies.rows as u64;
+        in_txn += batch.delivered as usize;
+        for table in batch.tables() {
+            if let Some(statement) = table.statement(backend) {
+                txn.execute_raw(statement)
+                    .await
+                    .context("history bulk insert failed")?;
+            }
+        }
+        if in_txn >= ROWS_PER_TRANSACTION {
+            txn.commit().await?;
+            txn = begin(&db, backend).await?;
+            in_txn = 0;
+            if last_report.elapsed() > Duration::from_secs(5) {
+                note!(
+                    "  history: {} / {h} deliveries ({:.0}/s)",
+                    outcome.deliveries,
+                    outcome.deliveries as f64 / started.elapsed().as_secs_f64()
+                );
+                last_report = Instant::now();
+            }
+        }
+    }
+    txn.commit().await?;
+    producer
+        .join()
+        .map_err(|_| anyhow!("the history generator panicked"))?;
+    settle(&db, backend).await;
+    for id in &samples {
+        verify(&db, *id).await?;
+    }
+    let _ = db.close().await;
+    outcome.verified = samples;
+    outcome.elapsed_s = started.elapsed().as_secs_f64();
+    Ok(outcome)
+}
+
+/// A bulk transaction. On SQLite its connection gets a page cache large enough
+/// to hold a whole transaction's dirty pages (the default 2 MB spills them).
+async fn begin(
+    db: &DatabaseConnection,
+    backend: DbBackend,
+) -> anyhow::Result<sea_orm::DatabaseTransaction> {
+    let txn = db.begin().await?;
+    if backend == DbBackend::Sqlite {
+        txn.execute_unprepared("PRAGMA cache_size = -262144")
+            .await?;
+    }
+    Ok(txn)
+}
+
+/// Leaves the database as a server that has been running would be: the WAL
+/// checkpointed (SQLite), statistics and a checkpoint done (PostgreSQL), so
+/// the bulk load's deferred I/O does not land in the measured phase.
+async fn settle(db: &DatabaseConnection, backend: DbBackend) {
+    let statements: &[&str] = match backend {
+        DbBackend::Postgres => &["ANALYZE", "CHECKPOINT"],
+        _ => &["PRAGMA wal_checkpoint(TRUNCATE)", "ANALYZE"],
+    };
+    for sql in statements {
+        if let Err(error) = db.execute_unprepared(sql).await {
+            note!("  history: {sql} failed ({error}); continuing");
+        }
+    }
+}
+
+/// Reads a preloaded delivery back through Unicity's own store: the bulk rows
+/// must decode exactly like ingested ones.
+async fn verify(db: &DatabaseConnection, id: DeliveryId) -> anyhow::Result<()> {
+    let events = unicity::store::journal::for_delivery(db, id)
+        .await
+        .with_context(|| format!("preloaded delivery {id} does not read back"))?;
+    match events.first().map(|e| &e.event) {
+        Some(JournalEvent::DeliveryReceived(received)) => {
+            let body = unicity::store::bodies::get(db, &received.body.sha256).await?;
+            if body.is_none() {
+                return Err(anyhow!("preloaded delivery {id} has no stored body"));
+            }
+            Ok(())
+        }
+        _ => Err(anyhow!("preloaded delivery {id} is not in the journal")),
+    }
+}

@@ -1,0 +1,339 @@
+//! `unicity-bench`: durable ingest measured against the storage engine itself
+//! (issue 5). In one run it starts Unicity in-process on a fresh database,
+//! optionally preloads history, measures the raw storage baseline, sends a
+//! realistic signed delivery mix over HTTP, checks every answer and the
+//! journal, and prints a table and one JSON line.
+//!
+//! ```sh
+//! cargo run --release --bin unicity-bench -- --requests 20000 --clients 32
+//! cargo run --release --bin unicity-bench -- --backend postgres --database-url postgres://postgres@127.0.0.1:5432/postgres
+//! ```
+//!
+//! Progress goes to stderr; stdout carries the table (unless `--json-only`)
+//! and the JSON line. The exit status is non-zero on any refused delivery,
+//! missing decision, lost delivery or duplicate effect.
+
+/// Progress and diagnostics on stderr. A closed stderr is ignored rather than
+/// a panic, so that the run still removes its database.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+mod baseline;
+mod checks;
+mod database;
+mod history;
+mod load;
+mod payloads;
+mod prng;
+mod report;
+mod server;
+mod workload;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+
+use database::{Backend, Fresh};
+use report::{IoPerOp, Phase, Report};
+use workload::Plan;
+
+/// Measures Unicity's durable ingest against the storage engine's own speed.
+#[derive(Debug, Parser)]
+#[command(name = "unicity-bench", version)]
+struct Cli {
+    /// Storage backend.
+    #[arg(long, value_enum, default_value_t = Backend::Sqlite)]
+    backend: Backend,
+    /// PostgreSQL: an existing database on the target server; the run creates
+    /// `unicity_bench_<uuid>` next to it and drops it at the end.
+    #[arg(long, value_name = "URL")]
+    database_url: Option<String>,
+    /// SQLite: directory in which the fresh database file is made (its disk is
+    /// what gets measured; default: the system temp directory).
+    #[arg(long, value_name = "DIR")]
+    sqlite_dir: Option<PathBuf>,
+    /// Signed deliveries to send (and baseline rows to insert).
+    #[arg(long, default_value_t = 20_000)]
+    requests: usize,
+    /// Concurrent HTTP clients (and concurrent baseline writers).
+    #[arg(long, default_value_t = 32)]
+    clients: usize,
+    /// Journaled deliveries to preload before measuring (bulk path).
+    #[arg(long, default_value_t = 0)]
+    history: usize,
+    /// Seed of the delivery mix.
+    #[arg(long, default_value_t = 0x5EED)]
+    seed: u64,
+    /// Print only the JSON line on stdout.
+    #[arg(long)]
+    json_only: bool,
+    /// Internal: preload `--history` deliveries into the database named by
+    /// `PRELOAD_URL_ENV` and print the outcome as JSON. The benchmark runs
+    /// its preload this way, in a child process, so that the bulk loader's
+    /// memory stays out of the measured peak RSS.
+    #[arg(long, hide = true)]
+    preload_child: bool,
+}
+
+/// How the parent passes the database URL to the preloading child (not on
+/// the command line, where a password would show in `ps`).
+const PRELOAD_URL_ENV: &str = "UNICITY_BENCH_PRELOAD_URL";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            note!("unicity-bench: cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = if cli.preload_child {
+        runtime.block_on(preload_child(cli))
+    } else {
+        runtime.block_on(bench(cli))
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            note!("unicity-bench: FAILED: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Creates the fresh database, runs, and removes the database whatever happened.
+async fn bench(cli: Cli) -> anyhow::Result<()> {
+    if cli.requests == 0 || cli.clients == 0 {
+        bail!("--requests and --clients must be at least 1");
+    }
+    let location = match cli.backend {
+        Backend::Sqlite => {
+            if cli.database_url.is_some() {
+                bail!(
+                    "--database-url is for --backend postgres; SQLite always uses a fresh file (see --sqlite-dir)"
+                );
+            }
+            cli.sqlite_dir.as_ref().map(|d| d.display().to_string())
+        }
+        Backend::Postgres => cli.database_url.clone(),
+    };
+    let fresh = Fresh::create(cli.backend, location.as_deref()).await?;
+    let result = run(&cli, &fresh).await;
+    if let Err(error) = fresh.cleanup().await {
+        note!("unicity-bench: cleanup failed: {error:#}");
+    }
+    result
+}
+
+async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
+    note!("unicity-bench: database {}", fresh.describe());
+    let base_url = server::start(&fresh.url)?;
+    note!("unicity-bench: Unicity listening on {base_url}");
+
+    let plan = Arc::new(Plan::new(cli.seed, cli.requests, 2 * cli.clients));
+    let body_bytes_mean = plan.mean_body_bytes();
+
+    let mut peak_rss_preload_mb = None;
+    let history_load = if cli.history > 0 {
+        note!("unicity-bench: preloading {} deliveries", cli.history);
+        let h = preload_history(&fresh.url, cli.history, cli.seed).await?;
+        let load_s = h.elapsed_s;
+        note!(
+            "unicity-bench: history preloaded in {load_s:.1} s ({} read back through the store)",
+            h.verified.len()
+        );
+        peak_rss_preload_mb = h.peak_rss_mb;
+        Some(report::History {
+            deliveries: h.deliveries,
+            retries: h.retries,
+            bodies: h.bodies,
+            load_s,
+            per_s: h.deliveries as f64 / load_s.max(1e-9),
+        })
+    } else {
+        None
+    };
+    let peak_rss_scope = if report::reset_peak_rss() {
+        "run"
+    } else {
+        "process"
+    };
+
+    let sqlite = cli.backend == Backend::Sqlite;
+    let io = || {
+        if sqlite {
+            report::IoCounters::now()
+        } else {
+            None
+        }
+    };
+    // The baseline runs in two halves around the Unicity phase, so that a
+    // drift of the disk's speed during the run weighs on both sides alike.
+    let half = cli.requests / 2;
+    note!(
+        "unicity-bench: baseline (1/2): {half} single-row insert commits of {body_bytes_mean} B, {} writers",
+        cli.clients
+    );
+    let io_before = io();
+    let first = baseline::run(&fresh.url, 0..half, cli.clients, body_bytes_mean, cli.seed)
+        .await
+        .context("baseline failed")?;
+    let io_first = io();
+
+    note!(
+        "unicity-bench: sending {} deliveries from {} clients",
+        cli.requests,
+        cli.clients
+    );
+    let sent = load::run(&base_url, plan.clone(), cli.clients).await?;
+    let io_sent = io();
+    let unicity_io = IoPerOp::between(io_first, io_sent, sent.ok);
+    let failures = sent.failures();
+    let unicity = Phase::measure(sent.latencies_ns.clone(), sent.elapsed, unicity_io);
+
+    note!(
+        "unicity-bench: baseline (2/2): {} single-row insert commits",
+        cli.requests - half
+    );
+    let second = baseline::run(
+        &fresh.url,
+        half..cli.requests,
+        cli.clients,
+        body_bytes_mean,
+        cli.seed,
+    )
+    .await
+    .context("baseline failed")?;
+    let io_after = io();
+    let baseline_halves = [first.per_s(), second.per_s()];
+    let inserted = first.inserted + second.inserted;
+    let baseline_io = match (
+        IoPerOp::between(io_before, io_first, 1),
+        IoPerOp::between(io_sent, io_after, 1),
+    ) {
+        (Some(a), Some(b)) => Some(IoPerOp {
+            disk_kib: (a.disk_kib + b.disk_kib) / inserted.max(1) as f64,
+            write_calls: (a.write_calls + b.write_calls) / inserted.max(1) as f64,
+        }),
+        _ => None,
+    };
+    let mut latencies = first.latencies_ns;
+    latencies.extend(second.latencies_ns);
+    let baseline = Phase::measure(latencies, first.elapsed + second.elapsed, baseline_io);
+    let peak_rss_mb = report::proc_status_mb("VmHWM").unwrap_or(0.0);
+
+    let db = unicity::store::connect(&fresh.url).await?;
+    let journaled = checks::check_journaled(&db, sent.ok + cli.history as u64).await;
+    let exactly_once = checks::check_exactly_once(&db).await;
+    let _ = db.close().await;
+    let (journaled, exactly_once) = (journaled?, exactly_once?);
+
+    let ratio = if baseline.per_s > 0.0 {
+        unicity.per_s / baseline.per_s
+    } else {
+        0.0
+    };
+    let report = Report {
+        bench: "unicity-bench",
+        version: env!("CARGO_PKG_VERSION"),
+        at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        backend: cli.backend,
+        database: fresh.describe(),
+        requests: cli.requests,
+        clients: cli.clients,
+        history: cli.history,
+        seed: cli.seed,
+        body_bytes_mean,
+        targets: Report::targets(cli.backend, ratio, unicity.p99_ms, peak_rss_mb),
+        unicity,
+        baseline,
+        baseline_halves_per_s: baseline_halves,
+        ratio,
+        peak_rss_mb,
+        peak_rss_scope,
+        peak_rss_preload_mb,
+        history_load,
+        mix: plan.mix.clone(),
+        planned_effects: plan.mix.planned_effects(),
+        decisions: sent.decisions.clone(),
+        ok: sent.ok,
+        failures,
+        refused: sent.refused.clone(),
+        missing_decision: sent.missing_decision,
+        transport_errors: sent.transport_errors,
+        journaled,
+        exactly_once,
+    };
+    if !cli.json_only {
+        emit(&report.table())?;
+    }
+    emit(&report.json_line()?)?;
+
+    if failures > 0 {
+        for sample in &sent.samples {
+            note!("  {sample}");
+        }
+        bail!(
+            "{failures} of {} deliveries failed: refused {:?}, missing decision {}, transport errors {}",
+            cli.requests,
+            sent.refused,
+            sent.missing_decision,
+            sent.transport_errors
+        );
+    }
+    Ok(())
+}
+
+/// Runs the preload in a child process (this same program, `--preload-child`).
+async fn preload_history(
+    url: &str,
+    history: usize,
+    seed: u64,
+) -> anyhow::Result<history::HistoryOutcome> {
+    let exe = std::env::current_exe().context("cannot find the benchmark's own executable")?;
+    let mut child = Command::new(exe);
+    child
+        .args(["--preload-child", "--history", &history.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .env(PRELOAD_URL_ENV, url)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    let output = tokio::task::spawn_blocking(move || child.output())
+        .await
+        .context("the preload waiter panicked")?
+        .context("cannot run the preload child")?;
+    if !output.status.success() {
+        bail!("history preload failed ({})", output.status);
+    }
+    serde_json::from_slice(&output.stdout).context("unreadable preload outcome")
+}
+
+/// The child side of `preload_history`.
+async fn preload_child(cli: Cli) -> anyhow::Result<()> {
+    let url = std::env::var(PRELOAD_URL_ENV)
+        .with_context(|| format!("{PRELOAD_URL_ENV} is not set (internal option)"))?;
+    let mut outcome = history::preload(&url, cli.history, cli.seed).await?;
+    outcome.peak_rss_mb = report::proc_status_mb("VmHWM");
+    emit(&serde_json::to_string(&outcome)?)
+}
+
+/// Writes a line to stdout; a closed pipe is an error, not a panic, so the
+/// database is still removed.
+fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")
+        .and_then(|()| out.flush())
+        .context("cannot write to stdout")
+}
