@@ -47,7 +47,6 @@ fn tables(ts: &str, json: &str, big: &str) -> Vec<String> {
             )"
         ),
         "CREATE INDEX deliveries_business_key ON deliveries (business_key, decision)".into(),
-        "CREATE INDEX deliveries_transport_key ON deliveries (transport_key)".into(),
         "CREATE INDEX deliveries_received_at ON deliveries (received_at)".into(),
         "CREATE INDEX deliveries_decision ON deliveries (decision)".into(),
         format!(

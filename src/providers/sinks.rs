@@ -95,11 +95,16 @@ pub struct EffectRequest {
     pub event: Option<Value>,
 }
 
+/// The result the `record` sink reports: the ledger entry is the effect.
+pub fn recorded() -> Value {
+    json!({ "recorded": true })
+}
+
 /// Applies the effect through `sink`.
 pub async fn apply(client: &reqwest::Client, sink: &SinkKind, request: &EffectRequest) -> Attempt {
     match sink {
         SinkKind::Record => Attempt::Applied {
-            result: json!({ "recorded": true }),
+            result: recorded(),
             authoritative_ref: None,
         },
         SinkKind::Http { url, timeout_ms } => post(client, url, *timeout_ms, request).await,

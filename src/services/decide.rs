@@ -15,14 +15,18 @@ use sea_orm::{
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::engine::{Engine, claim};
+use super::engine::{Appends, Engine};
 use crate::domain::decision::{
     self, Action, Decision, DecisionInput, Existing, FailureKind, FieldDifference, Horizon,
     Identity, LedgerEvidence, Reason, TransportMatch,
 };
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{JournalEvent, KeyDerived, KeyReserved, KeySummary, Layer};
+use crate::domain::journal::{
+    EffectSettled, JournalEvent, KeyDerived, KeyReserved, KeySummary, Layer, SettlementOutcome,
+};
+use crate::providers::sinks::{self, SinkKind};
 use crate::store::entities::{effect, reservation, transport_link};
+use crate::store::projections::deliveries;
 
 /// An effect to apply once the transaction that reserved it has committed.
 #[derive(Debug, Clone)]
@@ -42,13 +46,19 @@ pub struct Verdict {
     pub job: Option<EffectJob>,
 }
 
-/// What the transport layer recognises, and the first reception it links to.
-/// Call before the delivery's own `KeyDerived` is recorded.
-pub async fn transport_match<C: ConnectionTrait>(
+/// Claims the transport identity for this delivery (the first reception of
+/// it), or else reports what the existing first reception says about it.
+pub async fn claim_transport<C: ConnectionTrait>(
     conn: &C,
+    delivery_id: DeliveryId,
     derived: &KeyDerived,
     by_header: bool,
+    at: DateTime<Utc>,
 ) -> Result<(TransportMatch, Option<DeliveryId>), DbErr> {
+    let id = delivery_id.to_string();
+    if deliveries::insert_transport_link(conn, &id, derived, at).await? == 1 {
+        return Ok((TransportMatch::FirstSeen, None));
+    }
     let Some(link) = transport_link::Entity::find_by_id(derived.transport_key.clone())
         .one(conn)
         .await?
@@ -91,7 +101,13 @@ pub fn decide_unkeyed(identity: Identity, transport: TransportMatch) -> Decision
     })
 }
 
-/// Decides a keyed delivery and, on `process`, reserves its key.
+/// Decides a keyed delivery and, on `process`, reserves its key. An effect
+/// whose sink is `record` (the ledger itself, no external call) is applied in
+/// the same transaction; any other is returned as a job to run after commit.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the decision's inputs, each distinct"
+)]
 pub async fn decide_keyed<C: ConnectionTrait>(
     conn: &C,
     engine: &Engine,
@@ -100,6 +116,7 @@ pub async fn decide_keyed<C: ConnectionTrait>(
     key: &KeySummary,
     transport: TransportMatch,
     at: DateTime<Utc>,
+    appends: &mut Appends,
 ) -> Result<Verdict, DbErr> {
     // On PostgreSQL a loser of the insert race waits for the winner's commit,
     // then sees its row: two passes always suffice; the third is a safety net.
@@ -171,15 +188,43 @@ pub async fn decide_keyed<C: ConnectionTrait>(
             sink: sink.to_owned(),
             delivery_id,
         };
-        if claim(
-            conn,
-            Some(delivery_id),
-            &JournalEvent::KeyReserved(reserved),
-            at,
-        )
-        .await?
+        if appends
+            .claim(
+                conn,
+                Some(delivery_id),
+                JournalEvent::KeyReserved(reserved),
+                at,
+            )
+            .await?
         {
             decision.effect_id = Some(effect_id);
+            if sink == SinkKind::Record.name() {
+                let settled = EffectSettled {
+                    key: claim_key,
+                    effect_id,
+                    fencing_token: token,
+                    outcome: SettlementOutcome::Applied,
+                    result: Some(sinks::recorded()),
+                    authoritative_ref: None,
+                    error: None,
+                    case_id: None,
+                    delivery_id,
+                };
+                appends
+                    .claim(
+                        conn,
+                        Some(delivery_id),
+                        JournalEvent::EffectApplied(settled),
+                        at,
+                    )
+                    .await?;
+                return Ok(Verdict {
+                    decision,
+                    layer,
+                    matched_key,
+                    job: None,
+                });
+            }
             let job = EffectJob {
                 key: claim_key,
                 effect_id,

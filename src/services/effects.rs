@@ -9,7 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::decide::{EffectJob, base_key, decide_keyed};
-use super::engine::{Engine, SharedEngine, claim, record};
+use super::engine::{Appends, Engine, SharedEngine, claim};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, DeliveryId};
 use crate::domain::journal::{
@@ -18,11 +18,6 @@ use crate::domain::journal::{
 use crate::providers::sinks::{self, Attempt, EffectRequest};
 use crate::store::entities::delivery;
 use crate::store::{bodies, journal};
-
-/// What a re-decision leaves to do after its commit.
-struct Verdict {
-    job: Option<EffectJob>,
-}
 
 /// Runs the effect in the background; failures are journaled or, if the
 /// journal itself fails, left to the lease sweeper (outcome unknown).
@@ -155,6 +150,7 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                     return Ok(None);
                 }
                 let sink = sinks::select(&shared.sinks, &source, &key.effect_type).name();
+                let mut appends = Appends::default();
                 let verdict = decide_keyed(
                     txn,
                     &shared,
@@ -163,6 +159,7 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                     &key,
                     TransportMatch::FirstSeen,
                     at,
+                    &mut appends,
                 )
                 .await?;
                 if verdict.decision.action == Action::Defer {
@@ -180,16 +177,15 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                     redecided: true,
                     decision,
                 };
-                record(txn, Some(delivery_id), JournalEvent::DecisionMade(made), at).await?;
+                appends
+                    .record(txn, Some(delivery_id), JournalEvent::DecisionMade(made), at)
+                    .await?;
+                appends.flush(txn, at).await?;
                 Ok(Some(verdict.job))
             })
         })
         .await?;
-    let Some(verdict_job) = redecided else {
-        return Ok(());
-    };
-    let verdict = Verdict { job: verdict_job };
-    if let Some(job) = verdict.job {
+    if let Some(Some(job)) = redecided {
         let event = body_of(&engine.db, delivery_id).await?;
         spawn(engine.clone(), job, row.source.clone(), event);
     }

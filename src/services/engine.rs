@@ -53,6 +53,54 @@ impl Engine {
     }
 }
 
+/// The journal events of one transaction, appended together at its end (one
+/// statement), in the order they were recorded.
+#[derive(Default)]
+pub struct Appends {
+    events: Vec<(Option<DeliveryId>, JournalEvent)>,
+}
+
+impl Appends {
+    /// Applies `event` to the projections; journals it at `flush`.
+    pub async fn record<C: ConnectionTrait>(
+        &mut self,
+        conn: &C,
+        delivery_id: Option<DeliveryId>,
+        event: JournalEvent,
+        at: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        projections::apply(conn, delivery_id, &event, at).await?;
+        self.events.push((delivery_id, event));
+        Ok(())
+    }
+
+    /// Applies an atomic claim; journals it at `flush` only if it took.
+    pub async fn claim<C: ConnectionTrait>(
+        &mut self,
+        conn: &C,
+        delivery_id: Option<DeliveryId>,
+        event: JournalEvent,
+        at: DateTime<Utc>,
+    ) -> Result<bool, DbErr> {
+        if projections::apply(conn, delivery_id, &event, at).await? != 1 {
+            return Ok(false);
+        }
+        self.events.push((delivery_id, event));
+        Ok(true)
+    }
+
+    /// Journals an event whose projection the caller wrote itself (a folded
+    /// statement equal to what `apply` would write).
+    pub fn push(&mut self, delivery_id: Option<DeliveryId>, event: JournalEvent) {
+        self.events.push((delivery_id, event));
+    }
+
+    /// Appends every recorded event.
+    pub async fn flush<C: ConnectionTrait>(self, conn: &C, at: DateTime<Utc>) -> Result<(), DbErr> {
+        journal::append_many(conn, &self.events, at).await
+    }
+}
+
 /// Applies `event` to the projections and appends it to the journal.
 pub async fn record<C: ConnectionTrait>(
     conn: &C,

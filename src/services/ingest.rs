@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::decide::{self, Verdict};
 use super::effects;
-use super::engine::{SharedEngine, record};
+use super::engine::{Appends, SharedEngine, record};
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers, mask_headers};
@@ -20,6 +20,7 @@ use crate::domain::journal::{
 };
 use crate::providers::signature::{self, SignatureError};
 use crate::store::bodies;
+use crate::store::projections::deliveries;
 use crate::store::writer::Writer;
 
 /// A delivery that is safely journaled, with its decision.
@@ -113,7 +114,7 @@ pub async fn receive(
     let by_header = derivation.transport.id_source.starts_with("header:");
     let id = arrival.delivery_id;
     let at = arrival.received_at;
-    let received = JournalEvent::DeliveryReceived(DeliveryReceived {
+    let received = DeliveryReceived {
         origin: source.origin.clone(),
         received_at: at,
         headers: masked(source, arrival.headers),
@@ -121,7 +122,7 @@ pub async fn receive(
         parse,
         signature_scheme: source.scheme.name().to_owned(),
         secret_index: verified.secret_index,
-    });
+    };
 
     // Everything below the signature check commits together, or not at all.
     let sink = derived
@@ -137,13 +138,25 @@ pub async fn receive(
         .run(move |txn| {
             Box::pin(async move {
                 let derived = derived_for_job;
+                let mut appends = Appends::default();
                 bodies::put(txn, &body, &raw, at).await?;
-                let (transport, first) = decide::transport_match(txn, &derived, by_header).await?;
-                record(txn, Some(id), received, at).await?;
-                record(txn, Some(id), JournalEvent::KeyDerived(derived.clone()), at).await?;
+                let (transport, first) =
+                    decide::claim_transport(txn, id, &derived, by_header, at).await?;
+                appends.push(Some(id), JournalEvent::DeliveryReceived(received.clone()));
+                appends.push(Some(id), JournalEvent::KeyDerived(derived.clone()));
                 let verdict = match (&derived.business, sink) {
                     (Some(key), Some(sink)) => {
-                        decide::decide_keyed(txn, &shared, sink, id, key, transport, at).await?
+                        decide::decide_keyed(
+                            txn,
+                            &shared,
+                            sink,
+                            id,
+                            key,
+                            transport,
+                            at,
+                            &mut appends,
+                        )
+                        .await?
                     }
                     _ => Verdict {
                         decision: decide::decide_unkeyed(identity, transport),
@@ -159,7 +172,11 @@ pub async fn receive(
                     verdict.matched_key,
                     first,
                 );
-                record(txn, Some(id), JournalEvent::DecisionMade(made.clone()), at).await?;
+                // One row for the reception, its key and its decision.
+                deliveries::insert_decided(txn, &id.to_string(), &received, &derived, &made, at)
+                    .await?;
+                appends.push(Some(id), JournalEvent::DecisionMade(made.clone()));
+                appends.flush(txn, at).await?;
                 Ok((made, verdict.job))
             })
         })

@@ -42,6 +42,31 @@ pub async fn append<C: ConnectionTrait>(
     Ok(())
 }
 
+/// Appends events in order with one statement.
+pub async fn append_many<C: ConnectionTrait>(
+    conn: &C,
+    events: &[(Option<DeliveryId>, JournalEvent)],
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let rows = events
+        .iter()
+        .map(|(delivery_id, event)| journal::ActiveModel {
+            position: NotSet,
+            delivery_id: Set(delivery_id.map(|id| id.to_string())),
+            event_type: Set(event.event_type().to_owned()),
+            event_version: Set(event.version()),
+            data: Set(event.data()),
+            recorded_at: Set(at),
+        });
+    journal::Entity::insert_many(rows)
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
+}
+
 /// Error reading the journal.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {

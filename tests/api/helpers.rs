@@ -60,7 +60,6 @@ pub struct TestApp {
     pub db: DatabaseConnection,
     pub client: reqwest::Client,
     pub sources: Vec<Arc<Source>>,
-    pub database_url: String,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -143,7 +142,6 @@ pub async fn spawn_on(database_url: &str, extra: &str, dir: Option<tempfile::Tem
         db,
         client: reqwest::Client::new(),
         sources: sources.into_iter().map(Arc::new).collect(),
-        database_url: database_url.to_owned(),
         _dir: dir,
     }
 }
@@ -267,11 +265,6 @@ impl TestApp {
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-    }
-
-    /// The latest decision of a delivery, as shown by the API.
-    pub async fn decision_of(&self, id: &str) -> Value {
-        self.delivery(id).await.json["decision"].clone()
     }
 }
 

@@ -1,25 +1,31 @@
 //! Projection `deliveries` (one row per delivery, latest decision) and
 //! `transport_links` (first reception of each transport identity).
+//!
+//! Replaying a delivery's events one by one (insert, then key columns, then
+//! decision columns) and the live path's single folded insert (`insert_decided`)
+//! go through the same column builders, so both reach the same row.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{
+    ActiveValue::{NotSet, Set},
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter,
+};
 
 use super::cases::{self, NewCase};
 use super::effects::link_effect;
 use super::rows;
 use crate::domain::decision::Action;
-use crate::domain::journal::{DecisionMade, KeyDerived, Origin};
+use crate::domain::journal::{DecisionMade, DeliveryReceived, KeyDerived, Origin};
 use crate::store::entities::{delivery, transport_link};
 
-pub(super) async fn insert<C: ConnectionTrait>(
-    conn: &C,
+/// The columns a reception sets; key and decision columns empty.
+fn received_columns(
     id: &str,
     origin: &Origin,
     received_at: DateTime<Utc>,
     status: &str,
-) -> Result<u64, DbErr> {
-    let row = delivery::ActiveModel {
+) -> delivery::ActiveModel {
+    delivery::ActiveModel {
         delivery_id: Set(id.to_owned()),
         source: Set(origin.source.clone()),
         tenant: Set(origin.tenant.clone()),
@@ -40,12 +46,90 @@ pub(super) async fn insert<C: ConnectionTrait>(
         effect_id: Set(None),
         case_id: Set(None),
         decided_at: Set(None),
-    };
+    }
+}
+
+/// Sets the columns a derived key fills.
+fn set_key_columns(row: &mut delivery::ActiveModel, e: &KeyDerived) {
+    let business = e.business.as_ref();
+    row.event_type = Set(e.event_type.clone());
+    row.provider_event_id = Set(e.provider_event_id.clone());
+    row.transport_key = Set(Some(e.transport_key.clone()));
+    row.business_key = Set(business.map(|b| b.key.clone()));
+    row.strategy = Set(business.map(|b| b.strategy.clone()));
+    row.strength = Set(business.map(|b| b.strength.as_str().to_owned()));
+}
+
+/// Sets the columns a decision fills.
+fn set_decision_columns(row: &mut delivery::ActiveModel, e: &DecisionMade, at: DateTime<Utc>) {
+    let d = &e.decision;
+    row.decision = Set(Some(d.action.as_str().to_owned()));
+    row.reason = Set(Some(d.reason.as_str().to_owned()));
+    row.layer = Set(Some(e.layer.as_str().to_owned()));
+    row.reference_delivery_id = Set(d.reference_delivery.map(|r| r.to_string()));
+    row.effect_id = Set(d.effect_id.map(|r| r.to_string()));
+    row.case_id = Set(e.case_id.map(|r| r.to_string()));
+    row.decided_at = Set(Some(at));
+}
+
+/// An update touching nothing but what the setter fills.
+fn untouched() -> delivery::ActiveModel {
+    delivery::ActiveModel {
+        delivery_id: NotSet,
+        source: NotSet,
+        tenant: NotSet,
+        provider: NotSet,
+        environment: NotSet,
+        received_at: NotSet,
+        status: NotSet,
+        event_type: NotSet,
+        provider_event_id: NotSet,
+        transport_key: NotSet,
+        business_key: NotSet,
+        strategy: NotSet,
+        strength: NotSet,
+        decision: NotSet,
+        reason: NotSet,
+        layer: NotSet,
+        reference_delivery_id: NotSet,
+        effect_id: NotSet,
+        case_id: NotSet,
+        decided_at: NotSet,
+    }
+}
+
+async fn insert_row<C: ConnectionTrait>(
+    conn: &C,
+    row: delivery::ActiveModel,
+) -> Result<u64, DbErr> {
     delivery::Entity::insert(row)
         .on_conflict_do_nothing()
         .exec_without_returning(conn)
         .await
         .map(rows)
+}
+
+async fn update_row<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    row: delivery::ActiveModel,
+) -> Result<u64, DbErr> {
+    Ok(delivery::Entity::update_many()
+        .set(row)
+        .filter(delivery::Column::DeliveryId.eq(id))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+pub(super) async fn insert<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    origin: &Origin,
+    received_at: DateTime<Utc>,
+    status: &str,
+) -> Result<u64, DbErr> {
+    insert_row(conn, received_columns(id, origin, received_at, status)).await
 }
 
 pub(super) async fn key_derived<C: ConnectionTrait>(
@@ -54,41 +138,25 @@ pub(super) async fn key_derived<C: ConnectionTrait>(
     e: &KeyDerived,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let business = e.business.as_ref();
-    delivery::Entity::update_many()
-        .col_expr(
-            delivery::Column::EventType,
-            Expr::value(e.event_type.clone()),
-        )
-        .col_expr(
-            delivery::Column::ProviderEventId,
-            Expr::value(e.provider_event_id.clone()),
-        )
-        .col_expr(
-            delivery::Column::TransportKey,
-            Expr::value(e.transport_key.clone()),
-        )
-        .col_expr(
-            delivery::Column::BusinessKey,
-            Expr::value(business.map(|b| b.key.clone())),
-        )
-        .col_expr(
-            delivery::Column::Strategy,
-            Expr::value(business.map(|b| b.strategy.clone())),
-        )
-        .col_expr(
-            delivery::Column::Strength,
-            Expr::value(business.map(|b| b.strength.as_str().to_owned())),
-        )
-        .filter(delivery::Column::DeliveryId.eq(id))
-        .exec(conn)
-        .await?;
-    // The first reception of a transport identity; later ones link to it.
+    let mut row = untouched();
+    set_key_columns(&mut row, e);
+    update_row(conn, id, row).await?;
+    insert_transport_link(conn, id, e, at).await
+}
+
+/// The first reception of a transport identity; later ones link to it.
+/// Returns 1 when this delivery is that first reception.
+pub async fn insert_transport_link<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    e: &KeyDerived,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
     let link = transport_link::ActiveModel {
         transport_key: Set(e.transport_key.clone()),
         first_delivery_id: Set(id.to_owned()),
         body_fingerprint: Set(e.body_fingerprint.clone().unwrap_or_default()),
-        business_key: Set(business.map(|b| b.key.clone())),
+        business_key: Set(e.business.as_ref().map(|b| b.key.clone())),
         created_at: Set(at),
     };
     transport_link::Entity::insert(link)
@@ -104,28 +172,39 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     e: &DecisionMade,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
+    let mut row = untouched();
+    set_decision_columns(&mut row, e, at);
+    let changed = update_row(conn, id, row).await?;
+    decision_consequences(conn, id, e, at).await?;
+    Ok(changed)
+}
+
+/// The live path's one statement for a new delivery: what replaying its
+/// `DeliveryReceived`, `KeyDerived` (but the transport link, written when the
+/// link is claimed) and `DecisionMade` would write.
+pub async fn insert_decided<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    received: &DeliveryReceived,
+    derived: &KeyDerived,
+    made: &DecisionMade,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let mut row = received_columns(id, &received.origin, received.received_at, "received");
+    set_key_columns(&mut row, derived);
+    set_decision_columns(&mut row, made, at);
+    insert_row(conn, row).await?;
+    decision_consequences(conn, id, made, at).await
+}
+
+/// A case for what waits; a link from an ignored delivery to its effect.
+async fn decision_consequences<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    e: &DecisionMade,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
     let d = &e.decision;
-    let changed = delivery::Entity::update_many()
-        .col_expr(delivery::Column::Decision, Expr::value(d.action.as_str()))
-        .col_expr(delivery::Column::Reason, Expr::value(d.reason.as_str()))
-        .col_expr(delivery::Column::Layer, Expr::value(e.layer.as_str()))
-        .col_expr(
-            delivery::Column::ReferenceDeliveryId,
-            Expr::value(d.reference_delivery.map(|r| r.to_string())),
-        )
-        .col_expr(
-            delivery::Column::EffectId,
-            Expr::value(d.effect_id.map(|r| r.to_string())),
-        )
-        .col_expr(
-            delivery::Column::CaseId,
-            Expr::value(e.case_id.map(|r| r.to_string())),
-        )
-        .col_expr(delivery::Column::DecidedAt, Expr::value(at))
-        .filter(delivery::Column::DeliveryId.eq(id))
-        .exec(conn)
-        .await?
-        .rows_affected;
     if let Some(case_id) = e.case_id {
         let details = serde_json::json!({
             "summary": e.summary,
@@ -152,5 +231,5 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     if let (Action::Ignore, Some(effect_id)) = (d.action, d.effect_id) {
         link_effect(conn, &effect_id.to_string(), id, at).await?;
     }
-    Ok(changed)
+    Ok(())
 }

@@ -85,11 +85,14 @@ pub(super) async fn reserved<C: ConnectionTrait>(
         .on_conflict_do_nothing_on([effect::Column::EffectId])
         .exec_without_returning(conn)
         .await?;
-    effect::Entity::update_many()
-        .col_expr(effect::Column::Status, Expr::value("pending"))
-        .filter(effect::Column::EffectId.eq(&effect_id))
-        .exec(conn)
-        .await?;
+    if e.fencing_token > 1 {
+        // A new attempt at an effect the ledger already holds.
+        effect::Entity::update_many()
+            .col_expr(effect::Column::Status, Expr::value("pending"))
+            .filter(effect::Column::EffectId.eq(&effect_id))
+            .exec(conn)
+            .await?;
+    }
     link_effect(conn, &effect_id, &delivery_id, at).await?;
     Ok(claimed)
 }

@@ -9,7 +9,7 @@
 
 mod breakers;
 mod cases;
-mod deliveries;
+pub mod deliveries;
 mod effects;
 
 use chrono::{DateTime, Utc};
