@@ -128,7 +128,11 @@ pub async fn decide_keyed<C: ConnectionTrait>(
                 differences(&row.discriminants, &key.discriminants),
                 Horizon::Within,
             ),
-            None => ledger(conn, key).await?,
+            None => match ledger(conn, key).await? {
+                Some(answer) => answer,
+                // A reservation committed between the two reads: look again.
+                None => continue,
+            },
         };
         let layer = if matches!(existing, Existing::Nothing)
             && !matches!(horizon, Horizon::Passed { .. })
@@ -313,17 +317,24 @@ fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
 }
 
 /// Beyond the fast index: what the effects ledger still proves.
+///
+/// Only applied effects leave the fast index, so an effect found here in any
+/// other state belongs to a reservation that committed after the index was
+/// read: `None` asks the caller to read the index again.
 async fn ledger<C: ConnectionTrait>(
     conn: &C,
     key: &KeySummary,
-) -> Result<(Existing, Vec<FieldDifference>, Horizon), DbErr> {
+) -> Result<Option<(Existing, Vec<FieldDifference>, Horizon)>, DbErr> {
     let found = effect::Entity::find()
         .filter(effect::Column::Key.eq(key.key.as_str()))
         .one(conn)
         .await?;
     let Some(effect) = found else {
-        return Ok((Existing::Nothing, Vec::new(), Horizon::Within));
+        return Ok(Some((Existing::Nothing, Vec::new(), Horizon::Within)));
     };
+    if effect.status != "applied" {
+        return Ok(None);
+    }
     let evidence = if effect.evidence_purged_at.is_some() {
         LedgerEvidence::Purged
     } else {
@@ -333,11 +344,11 @@ async fn ledger<C: ConnectionTrait>(
         }
     };
     let differences = differences(&effect.discriminants, &key.discriminants);
-    Ok((
+    Ok(Some((
         Existing::Nothing,
         differences,
         Horizon::Passed { ledger: evidence },
-    ))
+    )))
 }
 
 /// Discriminating fields whose values disagree (an absent field reads as null).

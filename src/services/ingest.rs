@@ -138,6 +138,8 @@ pub async fn receive(
         .run(move |txn| {
             Box::pin(async move {
                 let derived = derived_for_job;
+                // Journal and lease times are write times; the reception keeps its arrival time.
+                let at = Utc::now();
                 let mut appends = Appends::default();
                 bodies::put(txn, &body, &raw, at).await?;
                 let (transport, first) =

@@ -44,16 +44,47 @@ pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
         purged: purge_horizon(engine).await?,
         ..Swept::default()
     };
+    for row in &stale_deferrals(engine).await? {
+        redecide(engine, row).await?;
+        swept.redecided += 1;
+    }
+    Ok(swept)
+}
+
+/// Deferred deliveries whose key is no longer held by a live lease: normally
+/// re-decided by the settlement itself, these were missed (a crash between
+/// settlement and re-decision, or a settlement in another process).
+async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, DbErr> {
     let deferred = delivery::Entity::find()
         .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
         .limit(BATCH)
         .all(&engine.db)
         .await?;
-    for row in &deferred {
-        redecide(engine, row).await?;
-        swept.redecided += 1;
+    if deferred.is_empty() {
+        return Ok(deferred);
     }
-    Ok(swept)
+    let keys: Vec<&str> = deferred
+        .iter()
+        .filter_map(|d| d.business_key.as_deref())
+        .collect();
+    let now = Utc::now();
+    let held: Vec<String> = reservation::Entity::find()
+        .select_only()
+        .column(reservation::Column::Key)
+        .filter(reservation::Column::Key.is_in(keys))
+        .filter(reservation::Column::State.eq("reserved"))
+        .filter(reservation::Column::LeaseUntil.gt(now))
+        .into_tuple()
+        .all(&engine.db)
+        .await?;
+    Ok(deferred
+        .into_iter()
+        .filter(|d| {
+            d.business_key
+                .as_ref()
+                .is_none_or(|key| !held.contains(key))
+        })
+        .collect())
 }
 
 async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {

@@ -12,7 +12,9 @@ use std::time::Duration;
 use anyhow::Context;
 use migration::{Migrator, MigratorTrait};
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, TransactionTrait,
+};
 
 /// How many pooled connections to open per backend. SQLite has one writer at a
 /// time; extra connections serve reads while a write waits on `busy_timeout`.
@@ -47,11 +49,30 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
         .with_context(|| format!("cannot connect to the database at {}", redact_url(url)))
 }
 
-/// Applies every pending migration.
+/// Applies every pending migration. Several processes may start at once on
+/// one database: on PostgreSQL they queue on an advisory lock; on SQLite a
+/// loser of the race retries once the winner is done.
 pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
-    Migrator::up(db, None)
-        .await
-        .context("database migration failed")
+    if backend(db) == DbBackend::Postgres {
+        let lock = db.begin().await?;
+        lock.execute_unprepared("SELECT pg_advisory_xact_lock(7267356843)")
+            .await?;
+        let migrated = Migrator::up(db, None).await;
+        lock.commit().await?;
+        return migrated.context("database migration failed");
+    }
+    let mut attempt = 0;
+    loop {
+        match Migrator::up(db, None).await {
+            Ok(()) => return Ok(()),
+            Err(error) if attempt < 10 => {
+                attempt += 1;
+                tracing::debug!(%error, attempt, "migration raced another process; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(error) => return Err(error).context("database migration failed"),
+        }
+    }
 }
 
 /// True when the database answers and the journal is there (an O(1) read).

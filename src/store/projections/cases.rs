@@ -1,7 +1,8 @@
 //! Projection `cases`: deliveries waiting for reconciliation or review.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 use crate::store::entities::case;
 
@@ -38,4 +39,22 @@ pub(super) async fn open<C: ConnectionTrait>(
         .exec_without_returning(conn)
         .await?;
     Ok(())
+}
+
+/// Closes the open "outcome unknown" cases of a key once its effect is known
+/// to have been applied.
+pub(super) async fn resolve_outcome_unknown<C: ConnectionTrait>(
+    conn: &C,
+    key: &str,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(case::Entity::update_many()
+        .col_expr(case::Column::Status, Expr::value("resolved"))
+        .col_expr(case::Column::ResolvedAt, Expr::value(at))
+        .filter(case::Column::BusinessKey.eq(key))
+        .filter(case::Column::Reason.eq("outcome_unknown"))
+        .filter(case::Column::Status.eq("open"))
+        .exec(conn)
+        .await?
+        .rows_affected)
 }

@@ -148,6 +148,10 @@ pub(super) async fn settled<C: ConnectionTrait>(
             )
             .await?;
         }
+        if e.outcome == SettlementOutcome::Applied {
+            // A late settlement answers the question an expired lease raised.
+            cases::resolve_outcome_unknown(conn, &e.key, at).await?;
+        }
     }
     Ok(rows)
 }
