@@ -10,6 +10,11 @@ use unicity::services::{breakers, projections, retention};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
+/// glibc malloc fragments under many small, short-lived allocations across
+/// threads (a profile showed ~15 % of CPU in it); mimalloc does not.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Unicity: webhook ingest that decides, proves and reconciles what must happen once.
 ///
 /// Sources (what providers post to), strategies, hierarchies and effect sinks come
