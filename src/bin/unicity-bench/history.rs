@@ -5,29 +5,16 @@
 //! next batch. Bodies come from the same generator as the load (another seed),
 //! so history holds the same mix of new events, repeats and retries.
 //!
-//! WHAT IS PRELOADED, AND EXTENDING IT WITH THE SCHEMA. Per delivery this
-//! writes what replaying its `DeliveryReceived` alone would produce, read from
-//! `migrations/src/*.rs`:
-//!   - `journal`: delivery_id, event_type `DeliveryReceived`, event_version 1,
-//!     data = the domain's own `DeliveryReceived` serialised (so the payload's
-//!     shape follows the domain), recorded_at;
-//!   - `raw_bodies`: sha256, body, size, stored_at (once per distinct body);
-//!   - `deliveries` (projection): the row `projections::apply` inserts for a
-//!     received delivery (status `received`, no decision yet).
-//!
-//! It does NOT yet write what the live path adds after reception (journal
-//! `KeyDerived`, `DecisionMade`, `KeyReserved`, `Effect*`; projections
-//! `transport_links`, `reservations`, `effects`, `effect_deliveries`, `cases`,
-//! and the decision columns of `deliveries`). So `--history` today grows the
-//! journal, the body store and the deliveries table, not the key index or the
-//! effects ledger. To add them:
-//!   1. derive what a delivery implies in `Generator::push` from `HistoryRow`
-//!      (it carries the facts: provider, event, payment, amount, reference, and
-//!      whether it is a retry, which must get no second effect);
-//!   2. add one `Table` per table to `Batch` and list it in `Batch::tables`
-//!      (insertion order: parents first);
-//!   3. keep the rows identical to what the live path writes, or the exactly-once
-//!      check at the end of the run will flag the history itself.
+//! WHAT IS PRELOADED. Per delivery: its `DeliveryReceived` in `journal`, its
+//! body in `raw_bodies` (once per distinct body), its `deliveries` row with a
+//! decision, a `transport_links` row, and a settled reservation, an applied
+//! effect and its `effect_deliveries` link under a history-only business key
+//! (`history@1:…`, never one the measured load uses). So every table the hot
+//! path reads or writes grows with `--history`, the key index and the effects
+//! ledger included. The journal holds only the reception of history deliveries
+//! (not their `KeyDerived`/`DecisionMade`/`KeyReserved`/`EffectApplied`), so
+//! `projections rebuild` on a preloaded database would not reproduce those rows:
+//! the preload measures cost growth, it is not a replayable history.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -137,6 +124,10 @@ struct Batch {
     journal: Table,
     raw_bodies: Table,
     deliveries: Table,
+    transport_links: Table,
+    reservations: Table,
+    effects: Table,
+    effect_deliveries: Table,
     delivered: u64,
     retries: u64,
 }
@@ -159,8 +150,45 @@ impl Batch {
                 " ON CONFLICT DO NOTHING",
             ),
             deliveries: Table::new(
-                "INSERT INTO deliveries (delivery_id, source, tenant, provider, environment, received_at, status) VALUES ",
-                "({}, {}, {}, {}, {}, {}, 'received')",
+                "INSERT INTO deliveries (delivery_id, source, tenant, provider, environment, received_at, status, \
+                 transport_key, business_key, strategy, strength, decision, reason, layer) VALUES ",
+                "({}, {}, {}, {}, {}, {}, 'received', {}, {}, 'history@1', 'strong', 'process', 'new_key', 'business')",
+                "",
+            ),
+            transport_links: Table::new(
+                "INSERT INTO transport_links (transport_key, first_delivery_id, body_fingerprint, business_key, created_at) VALUES ",
+                "({}, {}, {}, {}, {})",
+                " ON CONFLICT DO NOTHING",
+            ),
+            reservations: Table::new(
+                "INSERT INTO reservations (key, strategy, strength, effect_type, criticality, state, fencing_token, \
+                 lease_until, first_delivery_id, effect_id, discriminants, expires_at, updated_at) VALUES ",
+                match backend {
+                    DbBackend::Postgres => {
+                        "({}, 'history@1', 'strong', 'refund.create', 'critical', 'applied', 1, NULL, {}, {}, CAST('{ }' AS JSONB), {}, {})"
+                    }
+                    _ => {
+                        "({}, 'history@1', 'strong', 'refund.create', 'critical', 'applied', 1, NULL, {}, {}, '{ }', {}, {})"
+                    }
+                },
+                "",
+            ),
+            effects: Table::new(
+                "INSERT INTO effects (effect_id, key, effect_type, criticality, status, sink, result, authoritative_ref, \
+                 first_delivery_id, discriminants, created_at, settled_at, evidence_purged_at) VALUES ",
+                match backend {
+                    DbBackend::Postgres => {
+                        "({}, {}, 'refund.create', 'critical', 'applied', 'record', NULL, NULL, {}, CAST('{ }' AS JSONB), {}, {}, NULL)"
+                    }
+                    _ => {
+                        "({}, {}, 'refund.create', 'critical', 'applied', 'record', NULL, NULL, {}, '{ }', {}, {}, NULL)"
+                    }
+                },
+                "",
+            ),
+            effect_deliveries: Table::new(
+                "INSERT INTO effect_deliveries (effect_id, delivery_id, linked_at) VALUES ",
+                "({}, {}, {})",
                 "",
             ),
             delivered: 0,
@@ -169,8 +197,16 @@ impl Batch {
     }
 
     /// Tables in insertion order.
-    fn tables(self) -> [Table; 3] {
-        [self.raw_bodies, self.journal, self.deliveries]
+    fn tables(self) -> [Table; 7] {
+        [
+            self.raw_bodies,
+            self.journal,
+            self.deliveries,
+            self.transport_links,
+            self.reservations,
+            self.effects,
+            self.effect_deliveries,
+        ]
     }
 }
 
@@ -216,6 +252,7 @@ impl Generator {
             .ok_or_else(|| anyhow!("no source for {:?}", row.facts.provider))?;
         let body_ref = unicity::store::bodies::body_ref(&row.body);
         let sha256 = body_ref.sha256.clone();
+        let sha256_of_body = sha256.clone();
         let event = JournalEvent::DeliveryReceived(DeliveryReceived {
             origin: source.origin.clone(),
             received_at: row.received_at,
@@ -244,15 +281,55 @@ impl Generator {
             event.data().to_string().into(),
             row.received_at.into(),
         ]);
+        // The key index and the effects ledger grow with history too: every
+        // preloaded delivery holds a transport link, a settled reservation and
+        // an applied effect under a history-only key (never one the load uses).
+        let transport_key = unicity::store::bodies::body_ref(format!("t:{id}").as_bytes()).sha256;
+        let business_key = format!(
+            "history@1:{}",
+            unicity::store::bodies::body_ref(format!("b:{id}").as_bytes()).sha256
+        );
+        let effect_id =
+            uuid::Uuid::from_u128(
+                hash3(self.seed, row.delivery_id.as_uuid().as_u128() as u64, 3) as u128,
+            )
+            .to_string();
+        let far = row.received_at + TimeDelta::days(3650);
         let origin = &source.origin;
         batch.deliveries.push([
-            id.into(),
+            id.clone().into(),
             origin.source.clone().into(),
             origin.tenant.clone().into(),
             origin.provider.clone().into(),
             origin.environment.clone().into(),
             row.received_at.into(),
+            transport_key.clone().into(),
+            business_key.clone().into(),
         ]);
+        batch.transport_links.push([
+            transport_key.into(),
+            id.clone().into(),
+            sha256_of_body.into(),
+            business_key.clone().into(),
+            row.received_at.into(),
+        ]);
+        batch.reservations.push([
+            business_key.clone().into(),
+            id.clone().into(),
+            effect_id.clone().into(),
+            far.into(),
+            row.received_at.into(),
+        ]);
+        batch.effects.push([
+            effect_id.clone().into(),
+            business_key.into(),
+            id.clone().into(),
+            row.received_at.into(),
+            row.received_at.into(),
+        ]);
+        batch
+            .effect_deliveries
+            .push([effect_id.into(), id.into(), row.received_at.into()]);
         batch.delivered += 1;
         batch.retries += u64::from(matches!(row.kind, Kind::Retry(_)));
         Ok(())
