@@ -323,3 +323,68 @@ async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_weak_key_is_processed_again_flagged_on_a_reversible_type_and_reconciled_on_a_critical_one()
+ {
+    let app = spawn_app().await;
+    // GitHub without its delivery header: only a weak fingerprint is left, and
+    // GitHub effects are reversible (notifications, builds).
+    let ping = br#"{"zen":"Keep it logically awesome.","hook_id":42}"#;
+    let secret = crate::helpers::secret_of(app.source("github"));
+    let scheme = &app.source("github").scheme;
+    let mut headers = unicity::providers::signature::sign(scheme, &secret, "m", 0, ping).unwrap();
+    headers.push(("x-github-event".to_owned(), "ping".to_owned()));
+    let first = app.post_raw("github", ping.to_vec(), &headers).await;
+    assert_eq!(first.json["strength"], "weak", "{}", first.json);
+    assert_eq!(first.json["decision"], "process");
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    let again = app.post_raw("github", ping.to_vec(), &headers).await;
+    assert_eq!(again.json["decision"], "process", "{}", again.json);
+    assert_eq!(again.json["reason"], "weak_match_reversible_flagged");
+    assert_eq!(again.json["flagged_for_correction"], true);
+    assert_ne!(
+        again.json["effect_id"], first.json["effect_id"],
+        "its own effect"
+    );
+
+    // The same weakness on money: reconcile, never a second refund.
+    app.post_signed("hmac", &refund("pay_w", 100, None)).await;
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 3)
+        .await;
+    let money = app.post_signed("hmac", &refund("pay_w", 100, None)).await;
+    assert_eq!(money.json["decision"], "reconcile", "{}", money.json);
+    assert_eq!(money.json["reason"], "weak_match_critical");
+}
+
+#[tokio::test]
+async fn a_differing_discriminant_is_quarantined_on_every_path_that_finds_a_record() {
+    // In flight: the first refund's effect is still running downstream.
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1500 }).await;
+    let app = spawn_app_with(&format!("{FAST_SWEEP}{}", downstream.sink_toml(5000))).await;
+    app.post_signed("hmac", &refund("pay_d", 100, Some("rr_d")))
+        .await;
+    let in_flight = app
+        .post_signed("hmac", &refund("pay_d", 200, Some("rr_d")))
+        .await;
+    assert_eq!(
+        in_flight.json["decision"], "quarantine",
+        "not deferred: {}",
+        in_flight.json
+    );
+    assert_eq!(in_flight.json["differences"][0]["field"], "amount");
+
+    // Outcome unknown: quarantined too, the collision is not hidden behind it.
+    let hung = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = spawn_app_with(&format!("{FAST_SWEEP}{}", hung.sink_toml(200))).await;
+    app.post_signed("hmac", &refund("pay_u", 100, Some("rr_u")))
+        .await;
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'unknown'", 1)
+        .await;
+    let unknown = app
+        .post_signed("hmac", &refund("pay_u", 200, Some("rr_u")))
+        .await;
+    assert_eq!(unknown.json["decision"], "quarantine", "{}", unknown.json);
+    assert_eq!(unknown.json["reason"], "discriminants_differ");
+}

@@ -157,3 +157,18 @@ async fn key_explain_shows_the_chosen_strategy_the_skipped_ones_and_the_key() {
     // The volatile send time never enters the material.
     assert!(!without.contains("sent_at\""), "{without}");
 }
+
+#[tokio::test]
+async fn past_the_horizon_the_ledger_still_catches_a_differing_discriminant() {
+    let app = spawn_app_with(&short("1s")).await;
+    app.post_signed("hmac", &refund("pay_l", 800, Some("rr_l")))
+        .await;
+    app.wait_for_count("SELECT COUNT(*) FROM reservations", 0)
+        .await;
+    let late = app
+        .post_signed("hmac", &refund("pay_l", 900, Some("rr_l")))
+        .await;
+    assert_eq!(late.json["decision"], "quarantine", "{}", late.json);
+    assert_eq!(late.json["reason"], "discriminants_differ");
+    assert_eq!(late.json["differences"][0]["existing"], 800);
+}
