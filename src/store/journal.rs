@@ -28,18 +28,7 @@ pub async fn append<C: ConnectionTrait>(
     event: &JournalEvent,
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let row = journal::ActiveModel {
-        position: NotSet,
-        delivery_id: Set(delivery_id.map(|id| id.to_string())),
-        event_type: Set(event.event_type().to_owned()),
-        event_version: Set(event.version()),
-        data: Set(event.data()),
-        recorded_at: Set(at),
-    };
-    journal::Entity::insert(row)
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
+    append_many(conn, &[(delivery_id, event.clone())], at).await
 }
 
 /// Appends events in order with one statement.
