@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::decide::{EffectJob, base_key, decide_keyed};
 use super::engine::{Appends, Engine, SharedEngine, claim};
 use crate::domain::decision::{Action, TransportMatch};
-use crate::domain::delivery::{BodyParse, DeliveryId};
+use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
     DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
 };
@@ -124,7 +124,8 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
     let Ok(delivery_id) = row.delivery_id.parse::<DeliveryId>() else {
         return Ok(());
     };
-    let Some(key) = key_of(&engine.db, delivery_id).await? else {
+    let journaled = Journaled::read(&engine.db, delivery_id).await?;
+    let Some(key) = journaled.key.clone() else {
         return Ok(());
     };
     let at = Utc::now();
@@ -186,35 +187,46 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
         })
         .await?;
     if let Some(Some(job)) = redecided {
-        let event = body_of(&engine.db, delivery_id).await?;
+        let event = journaled.body(&engine.db).await?;
         spawn(engine.clone(), job, row.source.clone(), event);
     }
     Ok(())
 }
 
-/// The business identity journaled for a delivery.
-async fn key_of<C: ConnectionTrait>(conn: &C, id: DeliveryId) -> Result<Option<KeySummary>, DbErr> {
-    let events = journal::for_delivery(conn, id)
-        .await
-        .map_err(|e| DbErr::Custom(e.to_string()))?;
-    Ok(events.into_iter().find_map(|stored| match stored.event {
-        JournalEvent::KeyDerived(derived) => derived.business,
-        _ => None,
-    }))
+/// What the journal holds about a deferred delivery, read once.
+struct Journaled {
+    key: Option<KeySummary>,
+    body: Option<BodyRef>,
 }
 
-/// The parsed body of a delivery, for the downstream service.
-async fn body_of<C: ConnectionTrait>(conn: &C, id: DeliveryId) -> Result<Option<Value>, DbErr> {
-    let events = journal::for_delivery(conn, id)
-        .await
-        .map_err(|e| DbErr::Custom(e.to_string()))?;
-    let Some(body) = events.into_iter().find_map(|stored| match stored.event {
-        JournalEvent::DeliveryReceived(r) if r.parse == BodyParse::Json => Some(r.body),
-        _ => None,
-    }) else {
-        return Ok(None);
-    };
-    Ok(bodies::get(conn, &body.sha256)
-        .await?
-        .and_then(|raw| serde_json::from_slice(&raw).ok()))
+impl Journaled {
+    async fn read<C: ConnectionTrait>(conn: &C, id: DeliveryId) -> Result<Self, DbErr> {
+        let events = journal::for_delivery(conn, id)
+            .await
+            .map_err(|e| DbErr::Custom(e.to_string()))?;
+        let mut journaled = Self {
+            key: None,
+            body: None,
+        };
+        for stored in events {
+            match stored.event {
+                JournalEvent::KeyDerived(derived) => journaled.key = derived.business,
+                JournalEvent::DeliveryReceived(r) if r.parse == BodyParse::Json => {
+                    journaled.body = Some(r.body);
+                }
+                _ => {}
+            }
+        }
+        Ok(journaled)
+    }
+
+    /// The parsed body, for the downstream service.
+    async fn body<C: ConnectionTrait>(&self, conn: &C) -> Result<Option<Value>, DbErr> {
+        let Some(body) = &self.body else {
+            return Ok(None);
+        };
+        Ok(bodies::get(conn, &body.sha256)
+            .await?
+            .and_then(|raw| serde_json::from_slice(&raw).ok()))
+    }
 }

@@ -72,19 +72,7 @@ pub fn source_for(provider: Provider) -> (&'static str, &'static str) {
 /// Builds and runs the application on a dedicated thread; returns its base URL
 /// once it listens. The server lives until the process exits.
 pub fn start(database_url: &str) -> anyhow::Result<String> {
-    // Sources resolved as `sources()` does; the demo key secret is allowed.
-    let _ = sources()?;
-    let settings = Settings::from_toml(
-        SOURCES,
-        "127.0.0.1:0".to_owned(),
-        database_url.to_owned(),
-        |name| match name {
-            "BENCH_NOREFID_SECRET" => Some(NOREFID_SECRET.to_owned()),
-            "BENCH_STRIPE_SECRET" => Some(STRIPE_SECRET.to_owned()),
-            _ => None,
-        },
-        true,
-    )?;
+    let settings = settings(database_url)?;
     let (ready, listening) = mpsc::channel::<Result<u16, String>>();
     std::thread::Builder::new()
         .name("unicity-server".to_owned())
