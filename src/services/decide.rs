@@ -26,7 +26,8 @@ use crate::domain::journal::{
 };
 use crate::providers::sinks::{self, SinkKind};
 use crate::store::entities::{effect, reservation, transport_link};
-use crate::store::projections::deliveries;
+use crate::store::deferred::Deferred;
+use crate::store::projections::{self, deliveries};
 
 /// An effect to apply once the transaction that reserved it has committed.
 #[derive(Debug, Clone)]
@@ -117,6 +118,7 @@ pub async fn decide_keyed<C: ConnectionTrait>(
     transport: TransportMatch,
     at: DateTime<Utc>,
     appends: &mut Appends,
+    rows: &mut Deferred,
 ) -> Result<Verdict, DbErr> {
     // On PostgreSQL a loser of the insert race waits for the winner's commit,
     // then sees its row: two passes always suffice; the third is a safety net.
@@ -192,57 +194,42 @@ pub async fn decide_keyed<C: ConnectionTrait>(
             sink: sink.to_owned(),
             delivery_id,
         };
-        if appends
-            .claim(
-                conn,
-                Some(delivery_id),
-                JournalEvent::KeyReserved(reserved),
-                at,
-            )
-            .await?
-        {
-            decision.effect_id = Some(effect_id);
-            if sink == SinkKind::Record.name() {
-                let settled = EffectSettled {
-                    key: claim_key,
-                    effect_id,
-                    fencing_token: token,
-                    outcome: SettlementOutcome::Applied,
-                    result: Some(sinks::recorded()),
-                    authoritative_ref: None,
-                    error: None,
-                    case_id: None,
-                    delivery_id,
-                };
-                appends
-                    .claim(
-                        conn,
-                        Some(delivery_id),
-                        JournalEvent::EffectApplied(settled),
-                        at,
-                    )
-                    .await?;
-                return Ok(Verdict {
-                    decision,
-                    layer,
-                    matched_key,
-                    job: None,
-                });
+        // A `record` sink's effect is its ledger row: applied with the claim.
+        let applied = (sink == SinkKind::Record.name()).then(|| EffectSettled {
+            key: claim_key.clone(),
+            effect_id,
+            fencing_token: token,
+            outcome: SettlementOutcome::Applied,
+            result: Some(sinks::recorded()),
+            authoritative_ref: None,
+            error: None,
+            case_id: None,
+            delivery_id,
+        });
+        if projections::reserve(conn, rows, &reserved, applied.as_ref(), at).await? != 1 {
+            continue;
+        }
+        decision.effect_id = Some(effect_id);
+        appends.push(Some(delivery_id), JournalEvent::KeyReserved(reserved));
+        let job = match applied {
+            Some(settled) => {
+                appends.push(Some(delivery_id), JournalEvent::EffectApplied(settled));
+                None
             }
-            let job = EffectJob {
+            None => Some(EffectJob {
                 key: claim_key,
                 effect_id,
                 fencing_token: token,
                 effect_type: key.effect_type.clone(),
                 delivery_id,
-            };
-            return Ok(Verdict {
-                decision,
-                layer,
-                matched_key,
-                job: Some(job),
-            });
-        }
+            }),
+        };
+        return Ok(Verdict {
+            decision,
+            layer,
+            matched_key,
+            job,
+        });
     }
     // Never reached in practice; holding the delivery is the safe answer.
     Err(DbErr::Custom(

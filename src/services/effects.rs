@@ -17,6 +17,7 @@ use crate::domain::journal::{
 };
 use crate::providers::sinks::{self, Attempt, EffectRequest};
 use crate::store::entities::delivery;
+use crate::store::deferred::Deferred;
 use crate::store::{bodies, journal};
 
 /// Runs the effect in the background; failures are journaled or, if the
@@ -152,6 +153,7 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                 }
                 let sink = sinks::select(&shared.sinks, &source, &key.effect_type).name();
                 let mut appends = Appends::default();
+                let mut rows = Deferred::default();
                 let verdict = decide_keyed(
                     txn,
                     &shared,
@@ -161,6 +163,7 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                     TransportMatch::FirstSeen,
                     at,
                     &mut appends,
+                    &mut rows,
                 )
                 .await?;
                 if verdict.decision.action == Action::Defer {
@@ -182,6 +185,7 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                     .record(txn, Some(delivery_id), JournalEvent::DecisionMade(made), at)
                     .await?;
                 appends.flush(txn, at).await?;
+                rows.flush(txn).await?;
                 Ok(Some(verdict.job))
             })
         })

@@ -13,6 +13,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::JournalEvent;
 use crate::providers::sinks::SinkConfig;
+use crate::store::deferred::Deferred;
 use crate::store::writer::Writer;
 use crate::store::{journal, projections};
 
@@ -93,6 +94,11 @@ impl Appends {
     /// statement equal to what `apply` would write).
     pub fn push(&mut self, delivery_id: Option<DeliveryId>, event: JournalEvent) {
         self.events.push((delivery_id, event));
+    }
+
+    /// Appends every recorded event with the transaction's deferred rows.
+    pub fn defer(self, rows: &mut Deferred, at: DateTime<Utc>) {
+        rows.journal(self.events, at);
     }
 
     /// Appends every recorded event.

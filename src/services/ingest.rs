@@ -135,13 +135,13 @@ pub async fn receive(
     let raw = raw.to_vec();
     let (decision, job) = engine
         .writer
-        .run(move |txn| {
+        .run_deferring(move |txn, rows| {
             Box::pin(async move {
                 let derived = derived_for_job;
                 // Journal and lease times are write times; the reception keeps its arrival time.
                 let at = Utc::now();
                 let mut appends = Appends::default();
-                bodies::put(txn, &body, &raw, at).await?;
+                rows.body(&body, raw, at);
                 let (transport, first) =
                     decide::claim_transport(txn, id, &derived, by_header, at).await?;
                 appends.push(Some(id), JournalEvent::DeliveryReceived(received.clone()));
@@ -157,6 +157,7 @@ pub async fn receive(
                             transport,
                             at,
                             &mut appends,
+                            rows,
                         )
                         .await?
                     }
@@ -175,10 +176,18 @@ pub async fn receive(
                     first,
                 );
                 // One row for the reception, its key and its decision.
-                deliveries::insert_decided(txn, &id.to_string(), &received, &derived, &made, at)
-                    .await?;
+                deliveries::insert_decided(
+                    txn,
+                    rows,
+                    &id.to_string(),
+                    &received,
+                    &derived,
+                    &made,
+                    at,
+                )
+                .await?;
                 appends.push(Some(id), JournalEvent::DecisionMade(made.clone()));
-                appends.flush(txn, at).await?;
+                appends.defer(rows, at);
                 Ok((made, verdict.job))
             })
         })

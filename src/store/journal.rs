@@ -42,18 +42,27 @@ pub async fn append_many<C: ConnectionTrait>(
     }
     let rows = events
         .iter()
-        .map(|(delivery_id, event)| journal::ActiveModel {
-            position: NotSet,
-            delivery_id: Set(delivery_id.map(|id| id.to_string())),
-            event_type: Set(event.event_type().to_owned()),
-            event_version: Set(event.version()),
-            data: Set(event.data()),
-            recorded_at: Set(at),
-        });
+        .map(|(delivery_id, event)| row(*delivery_id, event, at));
     journal::Entity::insert_many(rows)
         .exec_without_returning(conn)
         .await?;
     Ok(())
+}
+
+/// The row that journals `event`; its position is assigned on insert.
+pub(super) fn row(
+    delivery_id: Option<DeliveryId>,
+    event: &JournalEvent,
+    at: DateTime<Utc>,
+) -> journal::ActiveModel {
+    journal::ActiveModel {
+        position: NotSet,
+        delivery_id: Set(delivery_id.map(|id| id.to_string())),
+        event_type: Set(event.event_type().to_owned()),
+        event_version: Set(event.version()),
+        data: Set(event.data()),
+        recorded_at: Set(at),
+    }
 }
 
 /// Error reading the journal.

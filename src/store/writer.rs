@@ -10,6 +10,8 @@ use futures_util::future::BoxFuture;
 use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait};
 use tokio::sync::{mpsc, oneshot};
 
+use super::deferred::Deferred;
+
 /// Most jobs committed together; bounds the latency a batch adds.
 const MAX_BATCH: usize = 256;
 /// Jobs waiting for the writer before callers wait to enqueue.
@@ -18,7 +20,18 @@ const QUEUE: usize = 4096;
 /// Reports the batch's commit to one job's caller.
 type Completion = Box<dyn FnOnce(Result<(), &DbErr>) + Send>;
 /// One caller's work, run inside the batch transaction.
-type Job = Box<dyn for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Completion> + Send>;
+type Work = Box<
+    dyn for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Completion>
+        + Send,
+>;
+
+/// A job and whether it may read tables whose rows are deferred.
+pub struct Job {
+    /// The job promised not to read deferred tables before the commit: rows
+    /// deferred by earlier jobs of the batch need not be written first.
+    defers: bool,
+    work: Work,
+}
 
 /// Where write transactions run.
 #[derive(Clone)]
@@ -42,6 +55,7 @@ impl Writer {
 
     /// Runs `work` in a write transaction and returns its result once the
     /// transaction committed. An error from `work` rolls back its writes only.
+    /// `work` sees every row written before it, deferred ones included.
     pub async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
     where
         T: Send + 'static,
@@ -49,10 +63,38 @@ impl Writer {
             + Send
             + 'static,
     {
+        self.submit(false, move |txn, _| work(txn)).await
+    }
+
+    /// Like `run`, but `work` may leave rows in `Deferred`, written with other
+    /// jobs' in a few statements before the commit. In exchange `work` must
+    /// not read the tables `Deferred` writes (it would miss deferred rows).
+    pub async fn run_deferring<T, F>(&self, work: F) -> Result<T, DbErr>
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+            + Send
+            + 'static,
+    {
+        self.submit(true, work).await
+    }
+
+    async fn submit<T, F>(&self, defers: bool, work: F) -> Result<T, DbErr>
+    where
+        T: Send + 'static,
+        F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+            + Send
+            + 'static,
+    {
         match self {
             Self::Direct(db) => {
                 let txn = db.begin().await?;
-                match work(&txn).await {
+                let mut rows = Deferred::default();
+                let outcome = match work(&txn, &mut rows).await {
+                    Ok(value) => rows.flush(&txn).await.map(|()| value),
+                    Err(error) => Err(error),
+                };
+                match outcome {
                     Ok(value) => {
                         txn.commit().await?;
                         Ok(value)
@@ -65,9 +107,9 @@ impl Writer {
             }
             Self::Grouped(jobs) => {
                 let (reply, answer) = oneshot::channel::<Result<T, DbErr>>();
-                let job: Job = Box::new(move |txn| {
+                let work: Work = Box::new(move |txn, batch_rows| {
                     Box::pin(async move {
-                        let outcome = in_savepoint(txn, work).await;
+                        let outcome = in_savepoint(txn, batch_rows, work).await;
                         Box::new(move |committed: Result<(), &DbErr>| {
                             let result = match (outcome, committed) {
                                 (Ok(value), Ok(())) => Ok(value),
@@ -80,7 +122,7 @@ impl Writer {
                         }) as Completion
                     })
                 });
-                jobs.send(job)
+                jobs.send(Job { defers, work })
                     .await
                     .map_err(|_| DbErr::Custom("the writer stopped".to_owned()))?;
                 answer
@@ -91,14 +133,22 @@ impl Writer {
     }
 }
 
-async fn in_savepoint<T, F>(txn: &DatabaseTransaction, work: F) -> Result<T, DbErr>
+/// Runs one job in a savepoint. Its deferred rows join the batch's only if
+/// it succeeded: a failed job leaves nothing behind, written or deferred.
+async fn in_savepoint<T, F>(
+    txn: &DatabaseTransaction,
+    batch_rows: &mut Deferred,
+    work: F,
+) -> Result<T, DbErr>
 where
-    F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<T, DbErr>>,
+    F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>,
 {
     let savepoint = txn.begin().await?;
-    match work(&savepoint).await {
+    let mut rows = Deferred::default();
+    match work(&savepoint, &mut rows).await {
         Ok(value) => {
             savepoint.commit().await?;
+            batch_rows.absorb(rows);
             Ok(value)
         }
         Err(error) => {
@@ -121,10 +171,27 @@ async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
             }
         };
         let mut completions = Vec::with_capacity(batch.len());
+        let mut rows = Deferred::default();
+        let mut written = Ok(());
         for job in batch.drain(..) {
-            completions.push(job(&txn).await);
+            if !job.defers && !rows.is_empty() {
+                written = rows.flush(&txn).await;
+                if written.is_err() {
+                    break;
+                }
+            }
+            completions.push((job.work)(&txn, &mut rows).await);
         }
-        let committed = txn.commit().await;
+        // Jobs left in the batch after a failed write are dropped: their
+        // callers get an error, as do those that ran (nothing commits).
+        batch.clear();
+        let committed = match written {
+            Ok(()) => match rows.flush(&txn).await {
+                Ok(()) => txn.commit().await,
+                Err(error) => Err(error),
+            },
+            Err(error) => Err(error),
+        };
         if let Err(error) = &committed {
             tracing::error!(%error, jobs = completions.len(), "group commit failed");
         }

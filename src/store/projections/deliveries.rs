@@ -12,10 +12,10 @@ use sea_orm::{
 };
 
 use super::cases::{self, NewCase};
-use super::effects::link_effect;
 use super::rows;
 use crate::domain::decision::Action;
 use crate::domain::journal::{DecisionMade, DeliveryReceived, KeyDerived, Origin};
+use crate::store::deferred::Deferred;
 use crate::store::entities::{delivery, transport_link};
 
 /// The columns a reception sets; key and decision columns empty.
@@ -175,15 +175,19 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     let mut row = untouched();
     set_decision_columns(&mut row, e, at);
     let changed = update_row(conn, id, row).await?;
-    decision_consequences(conn, id, e, at).await?;
+    let mut rows = Deferred::default();
+    decision_consequences(conn, &mut rows, id, e, at).await?;
+    rows.flush(conn).await?;
     Ok(changed)
 }
 
-/// The live path's one statement for a new delivery: what replaying its
-/// `DeliveryReceived`, `KeyDerived` (but the transport link, written when the
-/// link is claimed) and `DecisionMade` would write.
+/// The live path's one row for a new delivery, deferred to the end of its
+/// transaction: what replaying its `DeliveryReceived`, `KeyDerived` (but the
+/// transport link, written when the link is claimed) and `DecisionMade` would
+/// write.
 pub async fn insert_decided<C: ConnectionTrait>(
     conn: &C,
+    rows: &mut Deferred,
     id: &str,
     received: &DeliveryReceived,
     derived: &KeyDerived,
@@ -193,13 +197,14 @@ pub async fn insert_decided<C: ConnectionTrait>(
     let mut row = received_columns(id, &received.origin, received.received_at, "received");
     set_key_columns(&mut row, derived);
     set_decision_columns(&mut row, made, at);
-    insert_row(conn, row).await?;
-    decision_consequences(conn, id, made, at).await
+    rows.delivery(row);
+    decision_consequences(conn, rows, id, made, at).await
 }
 
 /// A case for what waits; a link from an ignored delivery to its effect.
 async fn decision_consequences<C: ConnectionTrait>(
     conn: &C,
+    rows: &mut Deferred,
     id: &str,
     e: &DecisionMade,
     at: DateTime<Utc>,
@@ -229,7 +234,7 @@ async fn decision_consequences<C: ConnectionTrait>(
         .await?;
     }
     if let (Action::Ignore, Some(effect_id)) = (d.action, d.effect_id) {
-        link_effect(conn, &effect_id.to_string(), id, at).await?;
+        rows.effect_link(&effect_id.to_string(), id, at);
     }
     Ok(())
 }

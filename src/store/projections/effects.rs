@@ -6,21 +6,46 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 use super::cases::{self, NewCase};
-use super::rows;
+use crate::store::deferred::Deferred;
 use crate::domain::decision::Action;
 use crate::domain::journal::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
-use crate::store::entities::{effect, effect_delivery, reservation};
+use crate::store::entities::{effect, reservation};
 
 pub(super) async fn reserved<C: ConnectionTrait>(
     conn: &C,
     e: &KeyReserved,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
+    let mut rows = Deferred::default();
+    let claimed = reserve(conn, &mut rows, e, None, at).await?;
+    rows.flush(conn).await?;
+    Ok(claimed)
+}
+
+/// Claims the key of `e`: an insert that does nothing if the key is taken, or
+/// for a new attempt a compare-and-set on the fencing token. Returns the rows
+/// claimed (1 or 0). The reservation is written at once, since the next
+/// delivery's decision reads it; the ledger row and the delivery's link to it
+/// are deferred (read only once the reservation is gone, after the commit).
+///
+/// `applied` is the settlement of an effect applied in this same transaction
+/// (a `record` sink): the rows are written settled, as replaying `e` then
+/// `applied` would leave them, in one insert instead of an insert and two
+/// updates.
+pub async fn reserve<C: ConnectionTrait>(
+    conn: &C,
+    rows: &mut Deferred,
+    e: &KeyReserved,
+    applied: Option<&EffectSettled>,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
     let effect_id = e.effect_id.to_string();
     let delivery_id = e.delivery_id.to_string();
     let discriminants = serde_json::to_value(&e.discriminants).unwrap_or_default();
+    let folded =
+        applied.filter(|s| e.fencing_token == 1 && s.outcome == SettlementOutcome::Applied);
     let claimed = if e.fencing_token == 1 {
         let row = reservation::ActiveModel {
             key: Set(e.key.clone()),
@@ -28,9 +53,9 @@ pub(super) async fn reserved<C: ConnectionTrait>(
             strength: Set(e.strength.as_str().to_owned()),
             effect_type: Set(e.effect_type.clone()),
             criticality: Set(e.criticality.as_str().to_owned()),
-            state: Set("reserved".to_owned()),
+            state: Set(folded.map_or("reserved", |s| s.outcome.state()).to_owned()),
             fencing_token: Set(1),
-            lease_until: Set(Some(e.lease_until)),
+            lease_until: Set(folded.is_none().then_some(e.lease_until)),
             first_delivery_id: Set(delivery_id.clone()),
             effect_id: Set(effect_id.clone()),
             discriminants: Set(discriminants.clone()),
@@ -41,7 +66,7 @@ pub(super) async fn reserved<C: ConnectionTrait>(
             .on_conflict_do_nothing_on([reservation::Column::Key])
             .exec_without_returning(conn)
             .await
-            .map(rows)?
+            .map(super::rows)?
     } else {
         // A retry after a definitive failure without effect: take the key back
         // only if nobody else did since (compare-and-set on the token).
@@ -66,25 +91,6 @@ pub(super) async fn reserved<C: ConnectionTrait>(
     if claimed != 1 {
         return Ok(claimed);
     }
-    let ledger = effect::ActiveModel {
-        effect_id: Set(effect_id.clone()),
-        key: Set(e.key.clone()),
-        effect_type: Set(e.effect_type.clone()),
-        criticality: Set(e.criticality.as_str().to_owned()),
-        status: Set("pending".to_owned()),
-        sink: Set(e.sink.clone()),
-        result: Set(None),
-        authoritative_ref: Set(None),
-        first_delivery_id: Set(delivery_id.clone()),
-        discriminants: Set(discriminants),
-        created_at: Set(at),
-        settled_at: Set(None),
-        evidence_purged_at: Set(None),
-    };
-    effect::Entity::insert(ledger)
-        .on_conflict_do_nothing_on([effect::Column::EffectId])
-        .exec_without_returning(conn)
-        .await?;
     if e.fencing_token > 1 {
         // A new attempt at an effect the ledger already holds.
         effect::Entity::update_many()
@@ -93,7 +99,27 @@ pub(super) async fn reserved<C: ConnectionTrait>(
             .exec(conn)
             .await?;
     }
-    link_effect(conn, &effect_id, &delivery_id, at).await?;
+    rows.effect(effect::ActiveModel {
+        effect_id: Set(effect_id.clone()),
+        key: Set(e.key.clone()),
+        effect_type: Set(e.effect_type.clone()),
+        criticality: Set(e.criticality.as_str().to_owned()),
+        status: Set(folded.map_or("pending", |s| s.outcome.state()).to_owned()),
+        sink: Set(e.sink.clone()),
+        result: Set(folded.and_then(|s| s.result.clone())),
+        authoritative_ref: Set(folded.and_then(|s| s.authoritative_ref.clone())),
+        first_delivery_id: Set(delivery_id.clone()),
+        discriminants: Set(discriminants),
+        created_at: Set(at),
+        settled_at: Set(folded.map(|_| at)),
+        evidence_purged_at: Set(None),
+    });
+    rows.effect_link(&effect_id, &delivery_id, at);
+    if let (Some(settlement), None) = (applied, folded) {
+        // Not foldable: the ledger row exists already, settle it in place.
+        rows.flush(conn).await?;
+        settled(conn, settlement, at).await?;
+    }
     Ok(claimed)
 }
 
@@ -116,13 +142,8 @@ pub(super) async fn settled<C: ConnectionTrait>(
         .await?
         .rows_affected;
     if rows == 1 {
-        let status = match e.outcome {
-            SettlementOutcome::Applied => "applied",
-            SettlementOutcome::Failed => "failed",
-            SettlementOutcome::Unknown => "unknown",
-        };
         effect::Entity::update_many()
-            .col_expr(effect::Column::Status, Expr::value(status))
+            .col_expr(effect::Column::Status, Expr::value(e.outcome.state()))
             .col_expr(effect::Column::Result, Expr::value(e.result.clone()))
             .col_expr(
                 effect::Column::AuthoritativeRef,
@@ -220,22 +241,4 @@ pub(super) async fn evidence_purged<C: ConnectionTrait>(
         .exec(conn)
         .await?
         .rows_affected)
-}
-
-pub(super) async fn link_effect<C: ConnectionTrait>(
-    conn: &C,
-    effect_id: &str,
-    delivery_id: &str,
-    at: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let link = effect_delivery::ActiveModel {
-        effect_id: Set(effect_id.to_owned()),
-        delivery_id: Set(delivery_id.to_owned()),
-        linked_at: Set(at),
-    };
-    effect_delivery::Entity::insert(link)
-        .on_conflict_do_nothing()
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
 }

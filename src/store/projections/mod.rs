@@ -12,6 +12,8 @@ mod cases;
 pub mod deliveries;
 mod effects;
 
+pub use effects::reserve;
+
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr};
 
