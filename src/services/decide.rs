@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, IdenStatic,
+    Iterable,
+    QueryFilter, QuerySelect, Statement,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -123,14 +125,14 @@ pub async fn decide_keyed<C: ConnectionTrait>(
     // On PostgreSQL a loser of the insert race waits for the winner's commit,
     // then sees its row: two passes always suffice; the third is a safety net.
     for _ in 0..3 {
-        let found = find_reservation(conn, key).await?;
+        let (found, ledger_row) = read_key(conn, key).await?;
         let (existing, differences, horizon) = match &found {
             Some((row, _)) => (
                 existing_of(row, at),
                 differences(&row.discriminants, &key.discriminants),
                 Horizon::Within,
             ),
-            None => match ledger(conn, key).await? {
+            None => match ledger(conn, key, ledger_row).await? {
                 Some(answer) => answer,
                 // A reservation committed between the two reads: look again.
                 None => continue,
@@ -251,33 +253,78 @@ fn horizon_of(key: &KeySummary) -> chrono::Duration {
     chrono::Duration::seconds(i64::try_from(key.horizon_secs).unwrap_or(i64::MAX / 1000))
 }
 
-/// The reservation for the key, else for the key of an older strategy version
-/// still in the index (named in the second element).
-async fn find_reservation<C: ConnectionTrait>(
+/// A reservation found for a key, with the older strategy version's key it
+/// was found under (`None`: the key itself).
+type Found = (reservation::Model, Option<String>);
+
+/// Reads the reservation for the key, else for the key of an older strategy
+/// version still in the index. On SQLite the key's ledger row comes in the
+/// same statement (`Some`), since the single writer pays per statement; on
+/// PostgreSQL the reservations are locked and the ledger is read only if
+/// needed (`None`).
+#[expect(
+    clippy::option_option,
+    reason = "not read, read and absent, read and present"
+)]
+async fn read_key<C: ConnectionTrait>(
     conn: &C,
     key: &KeySummary,
-) -> Result<Option<(reservation::Model, Option<String>)>, DbErr> {
-    let mut query = reservation::Entity::find().filter(
-        reservation::Column::Key.is_in(
-            std::iter::once(&key.key)
-                .chain(&key.older_keys)
-                .map(String::as_str),
-        ),
-    );
-    // Serialise deciders and settlers of one key on PostgreSQL, so that a
-    // delivery deferred here is always seen by the settler's re-decision.
-    if conn.get_database_backend() == DbBackend::Postgres {
-        query = query.lock_exclusive();
+) -> Result<(Option<Found>, Option<Option<effect::Model>>), DbErr> {
+    let keys = std::iter::once(&key.key)
+        .chain(&key.older_keys)
+        .map(String::as_str);
+    if conn.get_database_backend() != DbBackend::Sqlite {
+        // Serialise deciders and settlers of one key on PostgreSQL, so that a
+        // delivery deferred here is always seen by the settler's re-decision.
+        let rows = reservation::Entity::find()
+            .filter(reservation::Column::Key.is_in(keys))
+            .lock_exclusive()
+            .all(conn)
+            .await?;
+        return Ok((pick_current(key, rows), None));
     }
-    let rows = query.all(conn).await?;
+    let columns = |alias: &str, names: Vec<&str>| {
+        names
+            .into_iter()
+            .map(|name| format!("{alias}.{name} AS {alias}_{name}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let keys: Vec<&str> = keys.collect();
+    let sql = format!(
+        "SELECT {}, {} FROM (SELECT 1) AS one \
+         LEFT JOIN reservations AS r ON r.key IN ({}) \
+         LEFT JOIN effects AS e ON e.key = ?",
+        columns("r", reservation::Column::iter().map(|c| c.as_str()).collect()),
+        columns("e", effect::Column::iter().map(|c| c.as_str()).collect()),
+        vec!["?"; keys.len()].join(", "),
+    );
+    let values = keys
+        .iter()
+        .map(|k| sea_orm::Value::from(*k))
+        .chain(std::iter::once(sea_orm::Value::from(key.key.as_str())));
+    let rows = conn
+        .query_all_raw(Statement::from_sql_and_values(DbBackend::Sqlite, sql, values))
+        .await?;
+    let mut reservations = Vec::new();
+    let mut ledger_row = None;
+    for row in &rows {
+        reservations.extend(Option::<reservation::Model>::from_query_result(row, "r_")?);
+        ledger_row = ledger_row.or(Option::<effect::Model>::from_query_result(row, "e_")?);
+    }
+    Ok((pick_current(key, reservations), Some(ledger_row)))
+}
+
+/// The key's own reservation if any, else one of an older version's key.
+fn pick_current(key: &KeySummary, rows: Vec<reservation::Model>) -> Option<Found> {
     let current = rows.iter().find(|r| r.key == key.key).cloned();
-    Ok(match current {
+    match current {
         Some(row) => Some((row, None)),
         None => rows.into_iter().next().map(|row| {
             let matched = row.key.clone();
             (row, Some(matched))
         }),
-    })
+    }
 }
 
 fn uuid_of(text: &str) -> Uuid {
@@ -308,14 +355,21 @@ fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
 /// Only applied effects leave the fast index, so an effect found here in any
 /// other state belongs to a reservation that committed after the index was
 /// read: `None` asks the caller to read the index again.
+#[expect(clippy::option_option, reason = "as returned by `read_key`")]
 async fn ledger<C: ConnectionTrait>(
     conn: &C,
     key: &KeySummary,
+    read: Option<Option<effect::Model>>,
 ) -> Result<Option<(Existing, Vec<FieldDifference>, Horizon)>, DbErr> {
-    let found = effect::Entity::find()
-        .filter(effect::Column::Key.eq(key.key.as_str()))
-        .one(conn)
-        .await?;
+    let found = match read {
+        Some(found) => found,
+        None => {
+            effect::Entity::find()
+                .filter(effect::Column::Key.eq(key.key.as_str()))
+                .one(conn)
+                .await?
+        }
+    };
     let Some(effect) = found else {
         return Ok(Some((Existing::Nothing, Vec::new(), Horizon::Within)));
     };

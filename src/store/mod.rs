@@ -46,6 +46,9 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
                     // of page cache per connection keeps hot index pages.
                     .pragma("wal_autocheckpoint", "10000")
                     .pragma("cache_size", "-16384")
+                    // Savepoint journals (one savepoint per job of a group
+                    // commit) stay in memory instead of spilling to temp files.
+                    .pragma("temp_store", "MEMORY")
             });
     } else {
         options.max_connections(POSTGRES_POOL);

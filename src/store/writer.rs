@@ -7,7 +7,9 @@
 //! server already groups concurrent commits into shared WAL flushes.
 
 use futures_util::future::BoxFuture;
-use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use super::deferred::Deferred;
@@ -135,6 +137,10 @@ impl Writer {
 
 /// Runs one job in a savepoint. Its deferred rows join the batch's only if
 /// it succeeded: a failed job leaves nothing behind, written or deferred.
+///
+/// The savepoint of a job that succeeded is never released: the batch's
+/// commit releases them all, one statement per job fewer. A failed job rolls
+/// back to its own savepoint, the most recent of that name.
 async fn in_savepoint<T, F>(
     txn: &DatabaseTransaction,
     batch_rows: &mut Deferred,
@@ -143,16 +149,15 @@ async fn in_savepoint<T, F>(
 where
     F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>,
 {
-    let savepoint = txn.begin().await?;
+    txn.execute_unprepared("SAVEPOINT job").await?;
     let mut rows = Deferred::default();
-    match work(&savepoint, &mut rows).await {
+    match work(txn, &mut rows).await {
         Ok(value) => {
-            savepoint.commit().await?;
             batch_rows.absorb(rows);
             Ok(value)
         }
         Err(error) => {
-            savepoint.rollback().await?;
+            txn.execute_unprepared("ROLLBACK TO SAVEPOINT job").await?;
             Err(error)
         }
     }
@@ -198,5 +203,124 @@ async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
         for complete in completions {
             complete(committed.as_ref().map(|_| ()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+
+    use super::*;
+    use crate::domain::delivery::BodyRef;
+
+    async fn stored_bodies<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
+        let row = conn
+            .query_one_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "SELECT COUNT(*) AS n FROM raw_bodies",
+            ))
+            .await?
+            .expect("COUNT returns a row");
+        row.try_get("", "n")
+    }
+
+    /// Holds the writer busy so that the jobs sent meanwhile form one batch.
+    async fn hold(writer: &Writer) -> oneshot::Sender<()> {
+        let (release, released) = oneshot::channel::<()>();
+        let (started, running) = oneshot::channel::<()>();
+        let held = writer.clone();
+        tokio::spawn(async move {
+            held.run(move |_| {
+                Box::pin(async move {
+                    let _ = started.send(());
+                    let _ = released.await;
+                    Ok(())
+                })
+            })
+            .await
+        });
+        running.await.expect("the holding job runs");
+        release
+    }
+
+    #[tokio::test]
+    async fn a_job_that_reads_sees_the_rows_deferred_before_it_in_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+        let db = crate::store::connect(&url).await.unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let writer = Writer::start(&db, true);
+
+        let release = hold(&writer).await;
+        let deferring = writer.clone();
+        let deferred = tokio::spawn(async move {
+            deferring
+                .run_deferring(|_, rows| {
+                    Box::pin(async move {
+                        let body = BodyRef {
+                            sha256: "ab".repeat(32),
+                            size: 2,
+                        };
+                        rows.body(&body, b"{}".to_vec(), Utc::now());
+                        Ok(())
+                    })
+                })
+                .await
+        });
+        let reading = writer.clone();
+        let read = tokio::spawn(async move {
+            reading
+                .run(|txn| Box::pin(async move { stored_bodies(txn).await }))
+                .await
+        });
+        // Both wait in the queue while the holding job runs, so they share the
+        // next batch: the body is deferred when the reader runs.
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let _ = release.send(());
+        deferred.await.unwrap().unwrap();
+        assert_eq!(read.await.unwrap().unwrap(), 1);
+        assert_eq!(stored_bodies(&db).await.unwrap(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_job_leaves_no_deferred_row_and_its_batch_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
+        let db = crate::store::connect(&url).await.unwrap();
+        crate::store::migrate(&db).await.unwrap();
+        let writer = Writer::start(&db, true);
+
+        let release = hold(&writer).await;
+        let mut jobs = Vec::new();
+        for (i, fails) in [(1u8, false), (2, true), (3, false)] {
+            let writer = writer.clone();
+            jobs.push(tokio::spawn(async move {
+                writer
+                    .run_deferring(move |_, rows| {
+                        Box::pin(async move {
+                            let body = BodyRef {
+                                sha256: format!("{i:02x}").repeat(32),
+                                size: 1,
+                            };
+                            rows.body(&body, vec![i], Utc::now());
+                            if fails {
+                                return Err(DbErr::Custom("refused".to_owned()));
+                            }
+                            Ok(())
+                        })
+                    })
+                    .await
+            }));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let _ = release.send(());
+        let outcomes: Vec<bool> = futures_util::future::join_all(jobs)
+            .await
+            .into_iter()
+            .map(|joined| joined.unwrap().is_ok())
+            .collect();
+        assert_eq!(outcomes, [true, false, true]);
+        assert_eq!(stored_bodies(&db).await.unwrap(), 2);
     }
 }
