@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, IdenStatic,
-    Iterable,
-    QueryFilter, QuerySelect, Statement,
+    Iterable, QueryFilter, QuerySelect, Statement,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -27,8 +26,9 @@ use crate::domain::journal::{
     EffectSettled, JournalEvent, KeyDerived, KeyReserved, KeySummary, Layer, SettlementOutcome,
 };
 use crate::providers::sinks::{self, SinkKind};
-use crate::store::entities::{effect, reservation, transport_link};
 use crate::store::deferred::Deferred;
+use crate::store::entities::{effect, reservation, transport_link};
+use crate::store::key_index::IndexKeys;
 use crate::store::projections::{self, deliveries};
 
 /// An effect to apply once the transaction that reserved it has committed.
@@ -53,19 +53,35 @@ pub struct Verdict {
 /// it), or else reports what the existing first reception says about it.
 pub async fn claim_transport<C: ConnectionTrait>(
     conn: &C,
+    rows: &mut Deferred,
     delivery_id: DeliveryId,
     derived: &KeyDerived,
     by_header: bool,
     at: DateTime<Utc>,
 ) -> Result<(TransportMatch, Option<DeliveryId>), DbErr> {
     let id = delivery_id.to_string();
-    if deliveries::insert_transport_link(conn, &id, derived, at).await? == 1 {
-        return Ok((TransportMatch::FirstSeen, None));
-    }
-    let Some(link) = transport_link::Entity::find_by_id(derived.transport_key.clone())
-        .one(conn)
-        .await?
-    else {
+    let key = &derived.transport_key;
+    let found = if let Some(index) = rows.index() {
+        if index.link(key).is_none() {
+            let keys = IndexKeys {
+                transport: Some(key.clone()),
+                business: Vec::new(),
+            };
+            index.load(conn, [&keys]).await?;
+        }
+        let known = index.link(key).flatten().cloned();
+        if known.is_none() {
+            rows.link(deliveries::transport_link(&id, derived, at));
+        }
+        known
+    } else if deliveries::insert_transport_link(conn, &id, derived, at).await? == 1 {
+        None
+    } else {
+        transport_link::Entity::find_by_id(key.clone())
+            .one(conn)
+            .await?
+    };
+    let Some(link) = found else {
         return Ok((TransportMatch::FirstSeen, None));
     };
     let first: Option<DeliveryId> = link.first_delivery_id.parse().ok();
@@ -125,7 +141,7 @@ pub async fn decide_keyed<C: ConnectionTrait>(
     // On PostgreSQL a loser of the insert race waits for the winner's commit,
     // then sees its row: two passes always suffice; the third is a safety net.
     for _ in 0..3 {
-        let (found, ledger_row) = read_key(conn, key).await?;
+        let (found, ledger_row) = read_key(conn, rows, key).await?;
         let (existing, differences, horizon) = match &found {
             Some((row, _)) => (
                 existing_of(row, at),
@@ -262,14 +278,27 @@ type Found = (reservation::Model, Option<String>);
 /// same statement (`Some`), since the single writer pays per statement; on
 /// PostgreSQL the reservations are locked and the ledger is read only if
 /// needed (`None`).
-#[expect(
-    clippy::option_option,
-    reason = "not read, read and absent, read and present"
-)]
 async fn read_key<C: ConnectionTrait>(
     conn: &C,
+    rows: &mut Deferred,
     key: &KeySummary,
 ) -> Result<(Option<Found>, Option<Option<effect::Model>>), DbErr> {
+    if let Some(index) = rows.index() {
+        let keys = IndexKeys {
+            transport: None,
+            business: business_keys(key),
+        };
+        if !index.covers(&keys) {
+            index.load(conn, [&keys]).await?;
+        }
+        let found = keys
+            .business
+            .iter()
+            .filter_map(|k| index.reservation(k).flatten().cloned())
+            .collect();
+        let ledger_row = index.ledger(&key.key).flatten().cloned();
+        return Ok((pick_current(key, found), Some(ledger_row)));
+    }
     let keys = std::iter::once(&key.key)
         .chain(&key.older_keys)
         .map(String::as_str);
@@ -295,7 +324,10 @@ async fn read_key<C: ConnectionTrait>(
         "SELECT {}, {} FROM (SELECT 1) AS one \
          LEFT JOIN reservations AS r ON r.key IN ({}) \
          LEFT JOIN effects AS e ON e.key = ?",
-        columns("r", reservation::Column::iter().map(|c| c.as_str()).collect()),
+        columns(
+            "r",
+            reservation::Column::iter().map(|c| c.as_str()).collect()
+        ),
         columns("e", effect::Column::iter().map(|c| c.as_str()).collect()),
         vec!["?"; keys.len()].join(", "),
     );
@@ -304,7 +336,11 @@ async fn read_key<C: ConnectionTrait>(
         .map(|k| sea_orm::Value::from(*k))
         .chain(std::iter::once(sea_orm::Value::from(key.key.as_str())));
     let rows = conn
-        .query_all_raw(Statement::from_sql_and_values(DbBackend::Sqlite, sql, values))
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            sql,
+            values,
+        ))
         .await?;
     let mut reservations = Vec::new();
     let mut ledger_row = None;
@@ -313,6 +349,14 @@ async fn read_key<C: ConnectionTrait>(
         ledger_row = ledger_row.or(Option::<effect::Model>::from_query_result(row, "e_")?);
     }
     Ok((pick_current(key, reservations), Some(ledger_row)))
+}
+
+/// The keys a decision on `key` reads: its own, then older versions'.
+pub fn business_keys(key: &KeySummary) -> Vec<String> {
+    std::iter::once(&key.key)
+        .chain(&key.older_keys)
+        .cloned()
+        .collect()
 }
 
 /// The key's own reservation if any, else one of an older version's key.
@@ -355,7 +399,6 @@ fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
 /// Only applied effects leave the fast index, so an effect found here in any
 /// other state belongs to a reservation that committed after the index was
 /// read: `None` asks the caller to read the index again.
-#[expect(clippy::option_option, reason = "as returned by `read_key`")]
 async fn ledger<C: ConnectionTrait>(
     conn: &C,
     key: &KeySummary,

@@ -16,8 +16,8 @@ use crate::domain::journal::{
     DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
 };
 use crate::providers::sinks::{self, Attempt, EffectRequest};
-use crate::store::entities::delivery;
 use crate::store::deferred::Deferred;
+use crate::store::entities::delivery;
 use crate::store::{bodies, journal};
 
 /// Runs the effect in the background; failures are journaled or, if the

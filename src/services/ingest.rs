@@ -20,6 +20,7 @@ use crate::domain::journal::{
 };
 use crate::providers::signature::{self, SignatureError};
 use crate::store::bodies;
+use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
 use crate::store::writer::Writer;
 
@@ -133,9 +134,17 @@ pub async fn receive(
     let shared = engine.clone();
     let derived_for_job = derived.clone();
     let raw = raw.to_vec();
+    let keys = IndexKeys {
+        transport: Some(derived.transport_key.clone()),
+        business: derived
+            .business
+            .as_ref()
+            .map(decide::business_keys)
+            .unwrap_or_default(),
+    };
     let (decision, job) = engine
         .writer
-        .run_deferring(move |txn, rows| {
+        .run_indexed(keys, move |txn, rows| {
             Box::pin(async move {
                 let derived = derived_for_job;
                 // Journal and lease times are write times; the reception keeps its arrival time.
@@ -143,7 +152,7 @@ pub async fn receive(
                 let mut appends = Appends::default();
                 rows.body(&body, raw, at);
                 let (transport, first) =
-                    decide::claim_transport(txn, id, &derived, by_header, at).await?;
+                    decide::claim_transport(txn, rows, id, &derived, by_header, at).await?;
                 appends.push(Some(id), JournalEvent::DeliveryReceived(received.clone()));
                 appends.push(Some(id), JournalEvent::KeyDerived(derived.clone()));
                 let verdict = match (&derived.business, sink) {
@@ -176,16 +185,7 @@ pub async fn receive(
                     first,
                 );
                 // One row for the reception, its key and its decision.
-                deliveries::insert_decided(
-                    txn,
-                    rows,
-                    &id.to_string(),
-                    &received,
-                    &derived,
-                    &made,
-                    at,
-                )
-                .await?;
+                deliveries::insert_decided(rows, &id.to_string(), &received, &derived, &made, at);
                 appends.push(Some(id), JournalEvent::DecisionMade(made.clone()));
                 appends.defer(rows, at);
                 Ok((made, verdict.job))

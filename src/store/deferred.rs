@@ -12,27 +12,93 @@
 //! flushing before any job that did not make that promise.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DbErr, EntityName, EntityTrait,
+    IntoActiveModel,
+};
 
-use super::entities::{delivery, effect, effect_delivery, journal, raw_body};
+use super::entities::{
+    case, delivery, effect, effect_delivery, journal, raw_body, reservation, transport_link,
+};
+use super::key_index::KeyIndex;
+use super::projections;
 use crate::domain::delivery::{BodyRef, DeliveryId};
-use crate::domain::journal::JournalEvent;
+use crate::domain::journal::{EffectSettled, JournalEvent, KeyReserved};
 
 /// Rows per statement: well under SQLite's 32766 and PostgreSQL's 65535 bound
 /// parameters for the widest row (`deliveries`, 20 columns).
 const ROWS_PER_STATEMENT: usize = 500;
 
 /// Rows waiting for the end of their transaction, in the order they were added.
+///
+/// With an index (`with_index`), transport links and reservations are claimed
+/// in memory against it and written here too; without one, claims go straight
+/// to the database and only append-only rows wait.
 #[derive(Debug, Default)]
 pub struct Deferred {
+    links: Vec<transport_link::Model>,
+    reservations: Vec<reservation::Model>,
+    retakes: Vec<(KeyReserved, DateTime<Utc>)>,
+    settlements: Vec<(EffectSettled, DateTime<Utc>)>,
     bodies: Vec<raw_body::ActiveModel>,
     deliveries: Vec<delivery::ActiveModel>,
     effects: Vec<effect::ActiveModel>,
     effect_links: Vec<effect_delivery::ActiveModel>,
+    cases: Vec<case::ActiveModel>,
     journal: Vec<journal::ActiveModel>,
+    index: Option<KeyIndex>,
 }
 
 impl Deferred {
+    /// Claims are made against `index` (see `key_index`).
+    pub fn with_index(index: KeyIndex) -> Self {
+        Self {
+            index: Some(index),
+            ..Self::default()
+        }
+    }
+
+    /// The index claims are made against, if any.
+    pub fn index(&mut self) -> Option<&mut KeyIndex> {
+        self.index.as_mut()
+    }
+
+    /// Gives back the index, with what this transaction claimed.
+    pub fn take_index(&mut self) -> Option<KeyIndex> {
+        self.index.take()
+    }
+
+    /// A transport link claimed in the index.
+    pub fn link(&mut self, row: transport_link::Model) {
+        if let Some(index) = &mut self.index {
+            index.set_link(row.clone());
+        }
+        self.links.push(row);
+    }
+
+    /// A new reservation claimed in the index.
+    pub fn reservation(&mut self, row: reservation::Model) {
+        if let Some(index) = &mut self.index {
+            index.set_reservation(row.clone());
+        }
+        self.reservations.push(row);
+    }
+
+    /// A reservation taken back (fencing token moved on) in the index.
+    pub fn retake(&mut self, claim: KeyReserved, at: DateTime<Utc>) {
+        self.retakes.push((claim, at));
+    }
+
+    /// A settlement that could not be folded into its reservation's rows.
+    pub fn settlement(&mut self, settled: EffectSettled, at: DateTime<Utc>) {
+        self.settlements.push((settled, at));
+    }
+
+    /// A case to open.
+    pub fn case(&mut self, row: case::ActiveModel) {
+        self.cases.push(row);
+    }
+
     /// Stores `raw` under its hash (a no-op for bytes already stored).
     pub fn body(&mut self, body: &BodyRef, raw: Vec<u8>, at: DateTime<Utc>) {
         self.bodies.push(raw_body::ActiveModel {
@@ -50,8 +116,11 @@ impl Deferred {
     }
 
     /// A new effects-ledger row (a no-op if the effect is already there).
-    pub fn effect(&mut self, row: effect::ActiveModel) {
-        self.effects.push(row);
+    pub fn effect(&mut self, row: effect::Model) {
+        if let Some(index) = &mut self.index {
+            index.set_ledger(row.clone());
+        }
+        self.effects.push(row.into_active_model().reset_all());
     }
 
     /// Links a delivery to the effect it asked for.
@@ -65,35 +134,72 @@ impl Deferred {
 
     /// Journal events, appended in this order.
     pub fn journal(&mut self, events: Vec<(Option<DeliveryId>, JournalEvent)>, at: DateTime<Utc>) {
-        self.journal
-            .extend(events.into_iter().map(|(delivery_id, event)| {
-                super::journal::row(delivery_id, &event, at)
-            }));
+        self.journal.extend(
+            events
+                .into_iter()
+                .map(|(delivery_id, event)| super::journal::row(delivery_id, &event, at)),
+        );
     }
 
-    /// Takes over `other`'s rows after this one's.
+    /// Takes over `other`'s rows after this one's (not its index).
     pub fn absorb(&mut self, other: Self) {
+        self.links.extend(other.links);
+        self.reservations.extend(other.reservations);
+        self.retakes.extend(other.retakes);
+        self.settlements.extend(other.settlements);
         self.bodies.extend(other.bodies);
         self.deliveries.extend(other.deliveries);
         self.effects.extend(other.effects);
         self.effect_links.extend(other.effect_links);
+        self.cases.extend(other.cases);
         self.journal.extend(other.journal);
     }
 
     pub fn is_empty(&self) -> bool {
-        self.bodies.is_empty()
+        self.links.is_empty()
+            && self.reservations.is_empty()
+            && self.retakes.is_empty()
+            && self.settlements.is_empty()
+            && self.bodies.is_empty()
             && self.deliveries.is_empty()
             && self.effects.is_empty()
             && self.effect_links.is_empty()
+            && self.cases.is_empty()
             && self.journal.is_empty()
     }
 
     /// Writes every row, one statement per table and chunk, and empties self.
+    /// A claim made in memory that the database refuses fails the flush.
     pub async fn flush<C: ConnectionTrait>(&mut self, conn: &C) -> Result<(), DbErr> {
+        let links = std::mem::take(&mut self.links);
+        claim_all(
+            conn,
+            links.into_iter().map(|r| r.into_active_model().reset_all()),
+        )
+        .await?;
+        let reservations = std::mem::take(&mut self.reservations);
+        claim_all(
+            conn,
+            reservations
+                .into_iter()
+                .map(|r| r.into_active_model().reset_all()),
+        )
+        .await?;
+        for (claim, at) in std::mem::take(&mut self.retakes) {
+            if projections::retake(conn, &claim, at).await? != 1 {
+                return Err(stale_claim("reservation", &claim.key));
+            }
+        }
+        insert_ignoring_existing(conn, std::mem::take(&mut self.effects)).await?;
+        for (settled, at) in std::mem::take(&mut self.settlements) {
+            if projections::settle(conn, &settled, at).await? != 1 {
+                return Err(stale_claim("settlement", &settled.key));
+            }
+        }
+        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
         insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
         insert_ignoring_existing(conn, std::mem::take(&mut self.deliveries)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effects)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
         // Journal rows have no key to collide on: a plain insert, so that a
         // bug can never silently drop an event.
         let mut rows = std::mem::take(&mut self.journal).into_iter().peekable();
@@ -105,6 +211,40 @@ impl Deferred {
         }
         Ok(())
     }
+}
+
+/// Inserts rows claimed in memory; every one must take.
+async fn claim_all<C, A>(conn: &C, rows: impl Iterator<Item = A>) -> Result<(), DbErr>
+where
+    C: ConnectionTrait,
+    A: ActiveModelTrait + Send,
+{
+    let mut rows = rows.peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<A> = rows.by_ref().take(ROWS_PER_STATEMENT).collect();
+        let expected = chunk.len() as u64;
+        let inserted = match <A::Entity as EntityTrait>::insert_many(chunk)
+            .on_conflict_do_nothing()
+            .exec_without_returning(conn)
+            .await?
+        {
+            sea_orm::TryInsertResult::Inserted(n) => n,
+            _ => 0,
+        };
+        if inserted != expected {
+            let table = A::Entity::default().table_name();
+            return Err(stale_claim(table, "a batch"));
+        }
+    }
+    Ok(())
+}
+
+/// A claim made against a read the database no longer agrees with. Never
+/// expected under the batch's write lock; failing is the safe answer.
+fn stale_claim(what: &str, key: &str) -> DbErr {
+    DbErr::Custom(format!(
+        "a {what} claim for {key} was refused by the database: nothing in this batch is committed"
+    ))
 }
 
 async fn insert_ignoring_existing<C, A>(conn: &C, rows: Vec<A>) -> Result<(), DbErr>

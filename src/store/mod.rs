@@ -5,6 +5,7 @@ pub mod bodies;
 pub mod deferred;
 pub mod entities;
 pub mod journal;
+pub mod key_index;
 pub mod projections;
 pub mod writer;
 

@@ -8,11 +8,13 @@
 
 use futures_util::future::BoxFuture;
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, SqliteTransactionMode,
+    TransactionOptions, TransactionTrait,
 };
 use tokio::sync::{mpsc, oneshot};
 
 use super::deferred::Deferred;
+use super::key_index::{IndexKeys, KeyIndex};
 
 /// Most jobs committed together; bounds the latency a batch adds.
 const MAX_BATCH: usize = 256;
@@ -23,15 +25,19 @@ const QUEUE: usize = 4096;
 type Completion = Box<dyn FnOnce(Result<(), &DbErr>) + Send>;
 /// One caller's work, run inside the batch transaction.
 type Work = Box<
-    dyn for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Completion>
-        + Send,
+    dyn for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Batch) -> BoxFuture<'t, Completion> + Send,
 >;
 
-/// A job and whether it may read tables whose rows are deferred.
+/// What the jobs of one batch have written but not yet sent, and know.
+#[derive(Default)]
+pub struct Batch {
+    rows: Deferred,
+    index: KeyIndex,
+}
+
+/// A job, and the keys it decides on if it works against the batch's index.
 pub struct Job {
-    /// The job promised not to read deferred tables before the commit: rows
-    /// deferred by earlier jobs of the batch need not be written first.
-    defers: bool,
+    keys: Option<IndexKeys>,
     work: Work,
 }
 
@@ -65,26 +71,37 @@ impl Writer {
             + Send
             + 'static,
     {
-        self.submit(false, move |txn, _| work(txn)).await
+        self.submit(None, move |txn, _| work(txn)).await
     }
 
-    /// Like `run`, but `work` may leave rows in `Deferred`, written with other
-    /// jobs' in a few statements before the commit. In exchange `work` must
-    /// not read the tables `Deferred` writes (it would miss deferred rows).
-    pub async fn run_deferring<T, F>(&self, work: F) -> Result<T, DbErr>
+    /// Like `run`, for work that decides on the rows of `keys` only: it may
+    /// leave rows in `Deferred`, and under group commit it gets an index of
+    /// those keys to claim against (loaded for many jobs in a few statements),
+    /// its claims and rows written with other jobs' before the commit.
+    ///
+    /// In exchange `work` writes nothing itself and reads no table `Deferred`
+    /// writes, but through the index: with an index it runs without a
+    /// savepoint, its failure leaving nothing behind since it wrote nothing.
+    pub async fn run_indexed<T, F>(&self, keys: IndexKeys, work: F) -> Result<T, DbErr>
     where
         T: Send + 'static,
-        F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+        F: for<'t> FnOnce(
+                &'t DatabaseTransaction,
+                &'t mut Deferred,
+            ) -> BoxFuture<'t, Result<T, DbErr>>
             + Send
             + 'static,
     {
-        self.submit(true, work).await
+        self.submit(Some(keys), work).await
     }
 
-    async fn submit<T, F>(&self, defers: bool, work: F) -> Result<T, DbErr>
+    async fn submit<T, F>(&self, keys: Option<IndexKeys>, work: F) -> Result<T, DbErr>
     where
         T: Send + 'static,
-        F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+        F: for<'t> FnOnce(
+                &'t DatabaseTransaction,
+                &'t mut Deferred,
+            ) -> BoxFuture<'t, Result<T, DbErr>>
             + Send
             + 'static,
     {
@@ -109,9 +126,13 @@ impl Writer {
             }
             Self::Grouped(jobs) => {
                 let (reply, answer) = oneshot::channel::<Result<T, DbErr>>();
-                let work: Work = Box::new(move |txn, batch_rows| {
+                let job_keys = keys.clone();
+                let work: Work = Box::new(move |txn, batch| {
                     Box::pin(async move {
-                        let outcome = in_savepoint(txn, batch_rows, work).await;
+                        let outcome = match &job_keys {
+                            Some(keys) => against_index(txn, batch, keys, work).await,
+                            None => in_savepoint(txn, &mut batch.rows, work).await,
+                        };
                         Box::new(move |committed: Result<(), &DbErr>| {
                             let result = match (outcome, committed) {
                                 (Ok(value), Ok(())) => Ok(value),
@@ -124,7 +145,7 @@ impl Writer {
                         }) as Completion
                     })
                 });
-                jobs.send(Job { defers, work })
+                jobs.send(Job { keys, work })
                     .await
                     .map_err(|_| DbErr::Custom("the writer stopped".to_owned()))?;
                 answer
@@ -133,6 +154,26 @@ impl Writer {
             }
         }
     }
+}
+
+/// Runs one indexed job on a copy of the batch's index for its keys. What it
+/// claimed joins the batch's index and rows only if it succeeded.
+async fn against_index<T, F>(
+    txn: &DatabaseTransaction,
+    batch: &mut Batch,
+    keys: &IndexKeys,
+    work: F,
+) -> Result<T, DbErr>
+where
+    F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>,
+{
+    let mut rows = Deferred::with_index(batch.index.view(keys));
+    let value = work(txn, &mut rows).await?;
+    if let Some(view) = rows.take_index() {
+        batch.index.merge(view);
+    }
+    batch.rows.absorb(rows);
+    Ok(value)
 }
 
 /// Runs one job in a savepoint. Its deferred rows join the batch's only if
@@ -165,8 +206,14 @@ where
 
 async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // The batch owns the database from its first statement: what it reads
+    // into its index stays true until it commits.
+    let immediate = TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..TransactionOptions::default()
+    };
     while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let txn = match db.begin().await {
+        let txn = match db.begin_with_options(immediate).await {
             Ok(txn) => txn,
             Err(error) => {
                 // Dropping the jobs answers every caller with an error (503, retry).
@@ -175,23 +222,36 @@ async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
                 continue;
             }
         };
+        let keys: Vec<Option<IndexKeys>> = batch.iter().map(|job| job.keys.clone()).collect();
         let mut completions = Vec::with_capacity(batch.len());
-        let mut rows = Deferred::default();
+        let mut state = Batch::default();
         let mut written = Ok(());
-        for job in batch.drain(..) {
-            if !job.defers && !rows.is_empty() {
-                written = rows.flush(&txn).await;
-                if written.is_err() {
-                    break;
+        for (i, job) in batch.drain(..).enumerate() {
+            let prepared = match &keys[i] {
+                // Load the keys of this job and the indexed jobs after it at once.
+                Some(k) if !state.index.covers(k) => {
+                    let run = keys[i..].iter().map_while(Option::as_ref);
+                    state.index.load(&txn, run).await
                 }
+                Some(_) => Ok(()),
+                // A job that may read anything sees every row written so far
+                // and may change any key: the index starts afresh after it.
+                None => {
+                    state.index = KeyIndex::default();
+                    state.rows.flush(&txn).await
+                }
+            };
+            if let Err(error) = prepared {
+                written = Err(error);
+                break;
             }
-            completions.push((job.work)(&txn, &mut rows).await);
+            completions.push((job.work)(&txn, &mut state).await);
         }
         // Jobs left in the batch after a failed write are dropped: their
         // callers get an error, as do those that ran (nothing commits).
         batch.clear();
         let committed = match written {
-            Ok(()) => match rows.flush(&txn).await {
+            Ok(()) => match state.rows.flush(&txn).await {
                 Ok(()) => txn.commit().await,
                 Err(error) => Err(error),
             },
@@ -256,7 +316,7 @@ mod tests {
         let deferring = writer.clone();
         let deferred = tokio::spawn(async move {
             deferring
-                .run_deferring(|_, rows| {
+                .run_indexed(crate::store::key_index::IndexKeys::default(), |_, rows| {
                     Box::pin(async move {
                         let body = BodyRef {
                             sha256: "ab".repeat(32),
@@ -297,19 +357,22 @@ mod tests {
             let writer = writer.clone();
             jobs.push(tokio::spawn(async move {
                 writer
-                    .run_deferring(move |_, rows| {
-                        Box::pin(async move {
-                            let body = BodyRef {
-                                sha256: format!("{i:02x}").repeat(32),
-                                size: 1,
-                            };
-                            rows.body(&body, vec![i], Utc::now());
-                            if fails {
-                                return Err(DbErr::Custom("refused".to_owned()));
-                            }
-                            Ok(())
-                        })
-                    })
+                    .run_indexed(
+                        crate::store::key_index::IndexKeys::default(),
+                        move |_, rows| {
+                            Box::pin(async move {
+                                let body = BodyRef {
+                                    sha256: format!("{i:02x}").repeat(32),
+                                    size: 1,
+                                };
+                                rows.body(&body, vec![i], Utc::now());
+                                if fails {
+                                    return Err(DbErr::Custom("refused".to_owned()));
+                                }
+                                Ok(())
+                            })
+                        },
+                    )
                     .await
             }));
         }

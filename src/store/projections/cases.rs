@@ -22,7 +22,16 @@ pub(super) async fn open<C: ConnectionTrait>(
     new: NewCase<'_>,
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    let row = case::ActiveModel {
+    case::Entity::insert(row(new, at))
+        .on_conflict_do_nothing()
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
+}
+
+/// The row of a newly opened case.
+pub(super) fn row(new: NewCase<'_>, at: DateTime<Utc>) -> case::ActiveModel {
+    case::ActiveModel {
         case_id: Set(new.case_id.to_string()),
         delivery_id: Set(new.delivery_id.to_owned()),
         business_key: Set(new.business_key.map(str::to_owned)),
@@ -33,12 +42,7 @@ pub(super) async fn open<C: ConnectionTrait>(
         details: Set(new.details),
         opened_at: Set(at),
         resolved_at: Set(None),
-    };
-    case::Entity::insert(row)
-        .on_conflict_do_nothing()
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
+    }
 }
 
 /// Closes the open "outcome unknown" cases of a key once its effect is known

@@ -7,8 +7,9 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
+    ActiveModelTrait,
     ActiveValue::{NotSet, Set},
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
 };
 
 use super::cases::{self, NewCase};
@@ -144,6 +145,17 @@ pub(super) async fn key_derived<C: ConnectionTrait>(
     insert_transport_link(conn, id, e, at).await
 }
 
+/// The link a first reception of a transport identity writes.
+pub fn transport_link(id: &str, e: &KeyDerived, at: DateTime<Utc>) -> transport_link::Model {
+    transport_link::Model {
+        transport_key: e.transport_key.clone(),
+        first_delivery_id: id.to_owned(),
+        body_fingerprint: e.body_fingerprint.clone().unwrap_or_default(),
+        business_key: e.business.as_ref().map(|b| b.key.clone()),
+        created_at: at,
+    }
+}
+
 /// The first reception of a transport identity; later ones link to it.
 /// Returns 1 when this delivery is that first reception.
 pub async fn insert_transport_link<C: ConnectionTrait>(
@@ -152,14 +164,7 @@ pub async fn insert_transport_link<C: ConnectionTrait>(
     e: &KeyDerived,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let link = transport_link::ActiveModel {
-        transport_key: Set(e.transport_key.clone()),
-        first_delivery_id: Set(id.to_owned()),
-        body_fingerprint: Set(e.body_fingerprint.clone().unwrap_or_default()),
-        business_key: Set(e.business.as_ref().map(|b| b.key.clone())),
-        created_at: Set(at),
-    };
-    transport_link::Entity::insert(link)
+    transport_link::Entity::insert(transport_link(id, e, at).into_active_model().reset_all())
         .on_conflict_do_nothing()
         .exec_without_returning(conn)
         .await
@@ -176,7 +181,7 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     set_decision_columns(&mut row, e, at);
     let changed = update_row(conn, id, row).await?;
     let mut rows = Deferred::default();
-    decision_consequences(conn, &mut rows, id, e, at).await?;
+    decision_consequences(&mut rows, id, e, at);
     rows.flush(conn).await?;
     Ok(changed)
 }
@@ -185,30 +190,23 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
 /// transaction: what replaying its `DeliveryReceived`, `KeyDerived` (but the
 /// transport link, written when the link is claimed) and `DecisionMade` would
 /// write.
-pub async fn insert_decided<C: ConnectionTrait>(
-    conn: &C,
+pub fn insert_decided(
     rows: &mut Deferred,
     id: &str,
     received: &DeliveryReceived,
     derived: &KeyDerived,
     made: &DecisionMade,
     at: DateTime<Utc>,
-) -> Result<(), DbErr> {
+) {
     let mut row = received_columns(id, &received.origin, received.received_at, "received");
     set_key_columns(&mut row, derived);
     set_decision_columns(&mut row, made, at);
     rows.delivery(row);
-    decision_consequences(conn, rows, id, made, at).await
+    decision_consequences(rows, id, made, at);
 }
 
 /// A case for what waits; a link from an ignored delivery to its effect.
-async fn decision_consequences<C: ConnectionTrait>(
-    conn: &C,
-    rows: &mut Deferred,
-    id: &str,
-    e: &DecisionMade,
-    at: DateTime<Utc>,
-) -> Result<(), DbErr> {
+fn decision_consequences(rows: &mut Deferred, id: &str, e: &DecisionMade, at: DateTime<Utc>) {
     let d = &e.decision;
     if let Some(case_id) = e.case_id {
         let details = serde_json::json!({
@@ -218,8 +216,7 @@ async fn decision_consequences<C: ConnectionTrait>(
             "reference_delivery_id": d.reference_delivery,
             "effect_id": d.effect_id,
         });
-        cases::open(
-            conn,
+        rows.case(cases::row(
             NewCase {
                 case_id,
                 delivery_id: id,
@@ -230,11 +227,9 @@ async fn decision_consequences<C: ConnectionTrait>(
                 details,
             },
             at,
-        )
-        .await?;
+        ));
     }
     if let (Action::Ignore, Some(effect_id)) = (d.action, d.effect_id) {
         rows.effect_link(&effect_id.to_string(), id, at);
     }
-    Ok(())
 }

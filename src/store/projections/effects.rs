@@ -3,14 +3,17 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter,
+};
 
 use super::cases::{self, NewCase};
-use crate::store::deferred::Deferred;
 use crate::domain::decision::Action;
 use crate::domain::journal::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
+use crate::store::deferred::Deferred;
 use crate::store::entities::{effect, reservation};
 
 pub(super) async fn reserved<C: ConnectionTrait>(
@@ -47,83 +50,146 @@ pub async fn reserve<C: ConnectionTrait>(
     let folded =
         applied.filter(|s| e.fencing_token == 1 && s.outcome == SettlementOutcome::Applied);
     let claimed = if e.fencing_token == 1 {
-        let row = reservation::ActiveModel {
-            key: Set(e.key.clone()),
-            strategy: Set(e.strategy.clone()),
-            strength: Set(e.strength.as_str().to_owned()),
-            effect_type: Set(e.effect_type.clone()),
-            criticality: Set(e.criticality.as_str().to_owned()),
-            state: Set(folded.map_or("reserved", |s| s.outcome.state()).to_owned()),
-            fencing_token: Set(1),
-            lease_until: Set(folded.is_none().then_some(e.lease_until)),
-            first_delivery_id: Set(delivery_id.clone()),
-            effect_id: Set(effect_id.clone()),
-            discriminants: Set(discriminants.clone()),
-            expires_at: Set(e.expires_at),
-            updated_at: Set(at),
+        let row = reservation::Model {
+            key: e.key.clone(),
+            strategy: e.strategy.clone(),
+            strength: e.strength.as_str().to_owned(),
+            effect_type: e.effect_type.clone(),
+            criticality: e.criticality.as_str().to_owned(),
+            state: folded.map_or("reserved", |s| s.outcome.state()).to_owned(),
+            fencing_token: 1,
+            lease_until: folded.is_none().then_some(e.lease_until),
+            first_delivery_id: delivery_id.clone(),
+            effect_id: effect_id.clone(),
+            discriminants: discriminants.clone(),
+            expires_at: e.expires_at,
+            updated_at: at,
         };
-        reservation::Entity::insert(row)
-            .on_conflict_do_nothing_on([reservation::Column::Key])
-            .exec_without_returning(conn)
-            .await
-            .map(super::rows)?
+        match current(conn, rows, &e.key).await? {
+            Some(Some(_)) => 0,
+            Some(None) => {
+                rows.reservation(row);
+                1
+            }
+            None => reservation::Entity::insert(row.into_active_model().reset_all())
+                .on_conflict_do_nothing_on([reservation::Column::Key])
+                .exec_without_returning(conn)
+                .await
+                .map(super::rows)?,
+        }
     } else {
-        // A retry after a definitive failure without effect: take the key back
-        // only if nobody else did since (compare-and-set on the token).
-        reservation::Entity::update_many()
-            .col_expr(reservation::Column::State, Expr::value("reserved"))
-            .col_expr(
-                reservation::Column::FencingToken,
-                Expr::value(e.fencing_token),
-            )
-            .col_expr(
-                reservation::Column::LeaseUntil,
-                Expr::value(Some(e.lease_until)),
-            )
-            .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
-            .filter(reservation::Column::Key.eq(&e.key))
-            .filter(reservation::Column::FencingToken.eq(e.fencing_token - 1))
-            .filter(reservation::Column::State.eq("failed"))
-            .exec(conn)
-            .await?
-            .rows_affected
+        match current(conn, rows, &e.key).await? {
+            Some(found) => {
+                let retakable =
+                    found.filter(|r| r.state == "failed" && r.fencing_token == e.fencing_token - 1);
+                match retakable {
+                    Some(mut row) => {
+                        row.state = "reserved".to_owned();
+                        row.fencing_token = e.fencing_token;
+                        row.lease_until = Some(e.lease_until);
+                        row.updated_at = at;
+                        if let Some(index) = rows.index() {
+                            index.set_reservation(row);
+                        }
+                        rows.retake(e.clone(), at);
+                        1
+                    }
+                    None => 0,
+                }
+            }
+            None => retake(conn, e, at).await?,
+        }
     };
     if claimed != 1 {
         return Ok(claimed);
     }
-    if e.fencing_token > 1 {
-        // A new attempt at an effect the ledger already holds.
-        effect::Entity::update_many()
-            .col_expr(effect::Column::Status, Expr::value("pending"))
-            .filter(effect::Column::EffectId.eq(&effect_id))
-            .exec(conn)
-            .await?;
-    }
-    rows.effect(effect::ActiveModel {
-        effect_id: Set(effect_id.clone()),
-        key: Set(e.key.clone()),
-        effect_type: Set(e.effect_type.clone()),
-        criticality: Set(e.criticality.as_str().to_owned()),
-        status: Set(folded.map_or("pending", |s| s.outcome.state()).to_owned()),
-        sink: Set(e.sink.clone()),
-        result: Set(folded.and_then(|s| s.result.clone())),
-        authoritative_ref: Set(folded.and_then(|s| s.authoritative_ref.clone())),
-        first_delivery_id: Set(delivery_id.clone()),
-        discriminants: Set(discriminants),
-        created_at: Set(at),
-        settled_at: Set(folded.map(|_| at)),
-        evidence_purged_at: Set(None),
+    rows.effect(effect::Model {
+        effect_id: effect_id.clone(),
+        key: e.key.clone(),
+        effect_type: e.effect_type.clone(),
+        criticality: e.criticality.as_str().to_owned(),
+        status: folded.map_or("pending", |s| s.outcome.state()).to_owned(),
+        sink: e.sink.clone(),
+        result: folded.and_then(|s| s.result.clone()),
+        authoritative_ref: folded.and_then(|s| s.authoritative_ref.clone()),
+        first_delivery_id: delivery_id.clone(),
+        discriminants,
+        created_at: at,
+        settled_at: folded.map(|_| at),
+        evidence_purged_at: None,
     });
     rows.effect_link(&effect_id, &delivery_id, at);
     if let (Some(settlement), None) = (applied, folded) {
         // Not foldable: the ledger row exists already, settle it in place.
-        rows.flush(conn).await?;
-        settled(conn, settlement, at).await?;
+        if rows.index().is_some() {
+            rows.settlement(settlement.clone(), at);
+        } else {
+            rows.flush(conn).await?;
+            settled(conn, settlement, at).await?;
+        }
     }
     Ok(claimed)
 }
 
-pub(super) async fn settled<C: ConnectionTrait>(
+/// With an index: the key's reservation as the index knows it (read now if
+/// the index had not loaded the key). Without one: `None`, ask the database.
+async fn current<C: ConnectionTrait>(
+    conn: &C,
+    rows: &mut Deferred,
+    key: &str,
+) -> Result<Option<Option<reservation::Model>>, DbErr> {
+    let Some(index) = rows.index() else {
+        return Ok(None);
+    };
+    if let Some(known) = index.reservation(key) {
+        return Ok(Some(known.cloned()));
+    }
+    let found = reservation::Entity::find_by_id(key.to_owned())
+        .one(conn)
+        .await?;
+    match &found {
+        Some(row) => index.set_reservation(row.clone()),
+        None => index.set_no_reservation(key),
+    }
+    Ok(Some(found))
+}
+
+/// A retry after a definitive failure without effect takes the key back only
+/// if nobody else did since (compare-and-set on the token), and the ledger's
+/// effect is pending again. Returns the reservations taken back (1 or 0).
+pub(crate) async fn retake<C: ConnectionTrait>(
+    conn: &C,
+    e: &KeyReserved,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let taken = reservation::Entity::update_many()
+        .col_expr(reservation::Column::State, Expr::value("reserved"))
+        .col_expr(
+            reservation::Column::FencingToken,
+            Expr::value(e.fencing_token),
+        )
+        .col_expr(
+            reservation::Column::LeaseUntil,
+            Expr::value(Some(e.lease_until)),
+        )
+        .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
+        .filter(reservation::Column::Key.eq(&e.key))
+        .filter(reservation::Column::FencingToken.eq(e.fencing_token - 1))
+        .filter(reservation::Column::State.eq("failed"))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    if taken == 1 {
+        effect::Entity::update_many()
+            .col_expr(effect::Column::Status, Expr::value("pending"))
+            .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
+            .exec(conn)
+            .await?;
+    }
+    Ok(taken)
+}
+
+pub(crate) async fn settled<C: ConnectionTrait>(
     conn: &C,
     e: &EffectSettled,
     at: DateTime<Utc>,

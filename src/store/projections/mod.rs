@@ -13,6 +13,7 @@ pub mod deliveries;
 mod effects;
 
 pub use effects::reserve;
+pub(crate) use effects::{retake, settled as settle};
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr};

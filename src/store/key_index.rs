@@ -1,0 +1,182 @@
+//! What a group-commit batch knows of the keys its deliveries touch.
+//!
+//! A delivery's decision reads three rows (its transport link, its business
+//! key's reservation and the key's ledger row) and may claim the first two.
+//! Under group commit one writer owns the database for the whole batch (the
+//! transaction starts `IMMEDIATE`), so the batch can read those rows for many
+//! deliveries in a few statements, decide and claim in memory, one delivery
+//! after the other, and write the claims with the batch's deferred rows. A
+//! claim made here is checked when it is written: an insert that finds the key
+//! taken fails the whole batch rather than act on a stale read.
+
+use std::collections::HashMap;
+
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+
+use super::entities::{effect, reservation, transport_link};
+
+/// Keys per `IN (…)` list, well under either backend's bound-parameter limit.
+const KEYS_PER_STATEMENT: usize = 500;
+
+/// The keys one delivery's decision reads.
+#[derive(Debug, Clone, Default)]
+pub struct IndexKeys {
+    pub transport: Option<String>,
+    /// Its business key, then the keys of older strategy versions.
+    pub business: Vec<String>,
+}
+
+/// Rows known for a set of keys; an entry holding `None` is a key known absent.
+#[derive(Debug, Clone, Default)]
+pub struct KeyIndex {
+    links: HashMap<String, Option<transport_link::Model>>,
+    reservations: HashMap<String, Option<reservation::Model>>,
+    /// Ledger rows by business key.
+    ledger: HashMap<String, Option<effect::Model>>,
+}
+
+impl KeyIndex {
+    /// True when every row `keys` names is known.
+    pub fn covers(&self, keys: &IndexKeys) -> bool {
+        keys.transport
+            .as_ref()
+            .is_none_or(|t| self.links.contains_key(t))
+            && keys
+                .business
+                .iter()
+                .all(|k| self.reservations.contains_key(k))
+            && keys
+                .business
+                .first()
+                .is_none_or(|k| self.ledger.contains_key(k))
+    }
+
+    /// Reads from the database the rows of `keys` not known yet.
+    pub async fn load<'k, C: ConnectionTrait>(
+        &mut self,
+        conn: &C,
+        keys: impl IntoIterator<Item = &'k IndexKeys>,
+    ) -> Result<(), DbErr> {
+        let (mut links, mut reservations, mut ledger) = (Vec::new(), Vec::new(), Vec::new());
+        for k in keys {
+            links.extend(
+                k.transport
+                    .iter()
+                    .filter(|t| !self.links.contains_key(*t))
+                    .cloned(),
+            );
+            reservations.extend(
+                k.business
+                    .iter()
+                    .filter(|b| !self.reservations.contains_key(*b))
+                    .cloned(),
+            );
+            ledger.extend(
+                k.business
+                    .first()
+                    .filter(|b| !self.ledger.contains_key(*b))
+                    .cloned(),
+            );
+        }
+        for chunk in unique(links).chunks(KEYS_PER_STATEMENT) {
+            self.links.extend(chunk.iter().map(|k| (k.clone(), None)));
+            let found = transport_link::Entity::find()
+                .filter(
+                    transport_link::Column::TransportKey.is_in(chunk.iter().map(String::as_str)),
+                )
+                .all(conn)
+                .await?;
+            for row in found {
+                self.links.insert(row.transport_key.clone(), Some(row));
+            }
+        }
+        for chunk in unique(reservations).chunks(KEYS_PER_STATEMENT) {
+            self.reservations
+                .extend(chunk.iter().map(|k| (k.clone(), None)));
+            let found = reservation::Entity::find()
+                .filter(reservation::Column::Key.is_in(chunk.iter().map(String::as_str)))
+                .all(conn)
+                .await?;
+            for row in found {
+                self.reservations.insert(row.key.clone(), Some(row));
+            }
+        }
+        for chunk in unique(ledger).chunks(KEYS_PER_STATEMENT) {
+            self.ledger.extend(chunk.iter().map(|k| (k.clone(), None)));
+            let found = effect::Entity::find()
+                .filter(effect::Column::Key.is_in(chunk.iter().map(String::as_str)))
+                .all(conn)
+                .await?;
+            for row in found {
+                self.ledger.insert(row.key.clone(), Some(row));
+            }
+        }
+        Ok(())
+    }
+
+    /// A copy of what is known about `keys`, for one delivery to work on.
+    pub fn view(&self, keys: &IndexKeys) -> Self {
+        let mut view = Self::default();
+        if let Some((t, link)) = keys
+            .transport
+            .as_ref()
+            .and_then(|t| self.links.get(t).map(|link| (t, link)))
+        {
+            view.links.insert(t.clone(), link.clone());
+        }
+        for k in &keys.business {
+            if let Some(row) = self.reservations.get(k) {
+                view.reservations.insert(k.clone(), row.clone());
+            }
+            if let Some(row) = self.ledger.get(k) {
+                view.ledger.insert(k.clone(), row.clone());
+            }
+        }
+        view
+    }
+
+    /// Takes over what a delivery's view learnt or claimed.
+    pub fn merge(&mut self, view: Self) {
+        self.links.extend(view.links);
+        self.reservations.extend(view.reservations);
+        self.ledger.extend(view.ledger);
+    }
+
+    /// `None` when the key was not loaded; else the row, if any.
+    pub fn link(&self, transport_key: &str) -> Option<Option<&transport_link::Model>> {
+        self.links.get(transport_key).map(Option::as_ref)
+    }
+
+    /// `None` when the key was not loaded; else the row, if any.
+    pub fn reservation(&self, key: &str) -> Option<Option<&reservation::Model>> {
+        self.reservations.get(key).map(Option::as_ref)
+    }
+
+    /// `None` when the key was not loaded; else the row, if any.
+    pub fn ledger(&self, key: &str) -> Option<Option<&effect::Model>> {
+        self.ledger.get(key).map(Option::as_ref)
+    }
+
+    pub fn set_link(&mut self, row: transport_link::Model) {
+        self.links.insert(row.transport_key.clone(), Some(row));
+    }
+
+    pub fn set_reservation(&mut self, row: reservation::Model) {
+        self.reservations.insert(row.key.clone(), Some(row));
+    }
+
+    pub fn set_ledger(&mut self, row: effect::Model) {
+        self.ledger.insert(row.key.clone(), Some(row));
+    }
+
+    /// Records that `key` has no reservation (a key read just now).
+    pub fn set_no_reservation(&mut self, key: &str) {
+        self.reservations.insert(key.to_owned(), None);
+    }
+}
+
+fn unique(mut keys: Vec<String>) -> Vec<String> {
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
