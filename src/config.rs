@@ -105,7 +105,9 @@ pub struct EngineConfig {
     /// How often leases and horizons are checked.
     pub sweep_interval_ms: u64,
     /// Commit concurrent deliveries together (one fsync for a burst, each still
-    /// durable before its answer). Default: on for SQLite, off for PostgreSQL.
+    /// durable before its answer; on PostgreSQL the batches of all processes
+    /// take turns on an advisory lock). Default: on. Off: one transaction per
+    /// delivery.
     pub group_commit: Option<bool>,
     /// Share of a strategy's recent deliveries that may collide before its
     /// breaker trips (0.005 = 0.5 %).

@@ -45,10 +45,7 @@ impl Application {
         if added > 0 {
             tracing::info!(added, "new strategy versions recorded");
         }
-        let grouped = settings
-            .engine
-            .group_commit
-            .unwrap_or(store::backend(&db) == sea_orm::DbBackend::Sqlite);
+        let grouped = settings.engine.group_commit.unwrap_or(true);
         let writer = Writer::start(&db, grouped);
         let engine = Arc::new(Engine {
             writer,

@@ -19,10 +19,10 @@ use crate::domain::journal::{
     DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
 };
 use crate::providers::signature::{self, SignatureError};
-use crate::store::bodies;
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
 use crate::store::writer::Writer;
+use crate::store::{bodies, journal};
 
 /// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
@@ -132,7 +132,14 @@ pub async fn receive(
         .map(|key| engine.sink_name(source, &key.effect_type));
     let identity = identity_of(derivation.unresolved.as_ref());
     let shared = engine.clone();
-    let derived_for_job = derived.clone();
+    // Serialised here, in parallel across requests, not in the writer that
+    // every delivery waits on: the reception's journal rows and row columns.
+    let mut delivery_row = deliveries::received_row(&id.to_string(), &received, &derived);
+    let journaled = [
+        JournalEvent::DeliveryReceived(received),
+        JournalEvent::KeyDerived(derived.clone()),
+    ]
+    .map(|event| journal::row(Some(id), &event, at));
     let raw = raw.to_vec();
     let keys = IndexKeys {
         transport: Some(derived.transport_key.clone()),
@@ -142,19 +149,19 @@ pub async fn receive(
             .map(decide::business_keys)
             .unwrap_or_default(),
     };
-    let (decision, job) = engine
+    let (decision, job, derived) = engine
         .writer
         .run_indexed(keys, move |txn, rows| {
             Box::pin(async move {
-                let derived = derived_for_job;
                 // Journal and lease times are write times; the reception keeps its arrival time.
                 let at = Utc::now();
                 let mut appends = Appends::default();
                 rows.body(&body, raw, at);
                 let (transport, first) =
                     decide::claim_transport(txn, rows, id, &derived, by_header, at).await?;
-                appends.push(Some(id), JournalEvent::DeliveryReceived(received.clone()));
-                appends.push(Some(id), JournalEvent::KeyDerived(derived.clone()));
+                for row in journaled {
+                    rows.journal_row(row, at);
+                }
                 let verdict = match (&derived.business, sink) {
                     (Some(key), Some(sink)) => {
                         decide::decide_keyed(
@@ -185,10 +192,11 @@ pub async fn receive(
                     first,
                 );
                 // One row for the reception, its key and its decision.
-                deliveries::insert_decided(rows, &id.to_string(), &received, &derived, &made, at);
+                deliveries::decide_row(rows, &mut delivery_row, &id.to_string(), &made, at);
+                rows.delivery(delivery_row);
                 appends.push(Some(id), JournalEvent::DecisionMade(made.clone()));
                 appends.defer(rows, at);
-                Ok((made, verdict.job))
+                Ok((made, verdict.job, derived))
             })
         })
         .await

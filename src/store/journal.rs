@@ -50,7 +50,7 @@ pub async fn append_many<C: ConnectionTrait>(
 }
 
 /// The row that journals `event`; its position is assigned on insert.
-pub(super) fn row(
+pub fn row(
     delivery_id: Option<DeliveryId>,
     event: &JournalEvent,
     at: DateTime<Utc>,

@@ -1,15 +1,23 @@
-//! Group commit. On SQLite every write goes through one writer task that runs
-//! the jobs waiting at that moment in one transaction (each job in a savepoint
-//! of its own, so one failing job rolls back alone) and commits them with one
-//! fsync. A caller gets its answer only once that commit is durable: nothing is
+//! Group commit. Every write goes through one writer task that runs the jobs
+//! waiting at that moment in one transaction and commits them with one fsync.
+//! A caller gets its answer only once that commit is durable: nothing is
 //! acknowledged before it is on disk, yet a burst costs one fsync, not one per
-//! delivery. On PostgreSQL each job simply runs in its own transaction: the
-//! server already groups concurrent commits into shared WAL flushes.
+//! delivery.
+//!
+//! The batch owns the database while it runs (SQLite: an `IMMEDIATE`
+//! transaction; PostgreSQL: an advisory lock every process's batches share),
+//! so what it reads stays true until it commits. Deliveries use that
+//! (`run_indexed`): the keys of consecutive deliveries are read in a few
+//! statements, each decision claims its keys in memory, and every row of the
+//! batch is written in a few multi-row statements before the commit. Other
+//! work (`run`) runs in a savepoint of its own after the rows so far are
+//! written. With `group_commit = false` each job runs in its own transaction
+//! and claims are made in the database.
 
 use futures_util::future::BoxFuture;
 use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbErr, SqliteTransactionMode,
-    TransactionOptions, TransactionTrait,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -204,6 +212,20 @@ where
     }
 }
 
+/// Key of the transaction-scoped advisory lock that PostgreSQL batches hold.
+const WRITER_LOCK: i64 = 0x756e_6963_6974_7931; // "unicity1"
+
+/// Makes the batch the only writer until it commits. SQLite's `IMMEDIATE`
+/// transaction already is; on PostgreSQL the batches of every process queue
+/// on one advisory lock, so a batch's index stays true until its commit.
+async fn own_writes(txn: &DatabaseTransaction) -> Result<(), DbErr> {
+    if txn.get_database_backend() == DbBackend::Postgres {
+        txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({WRITER_LOCK})"))
+            .await?;
+    }
+    Ok(())
+}
+
 async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // The batch owns the database from its first statement: what it reads
@@ -222,6 +244,11 @@ async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
                 continue;
             }
         };
+        if let Err(error) = own_writes(&txn).await {
+            tracing::error!(%error, jobs = batch.len(), "group commit could not lock");
+            batch.clear();
+            continue;
+        }
         let keys: Vec<Option<IndexKeys>> = batch.iter().map(|job| job.keys.clone()).collect();
         let mut completions = Vec::with_capacity(batch.len());
         let mut state = Batch::default();

@@ -146,8 +146,19 @@ async fn an_unparseable_body_is_quarantined_with_a_case_not_dropped() {
 
 #[tokio::test]
 async fn fifty_concurrent_identical_deliveries_apply_the_effect_exactly_once() {
+    fifty_concurrent_identical_deliveries(FAST_SWEEP).await;
+}
+
+/// The same race with one transaction per delivery: claims are made in the
+/// database (row locks on PostgreSQL), not in a group commit's batch index.
+#[tokio::test]
+async fn fifty_concurrent_identical_deliveries_apply_once_without_group_commit() {
+    fifty_concurrent_identical_deliveries(&format!("{FAST_SWEEP}group_commit = false\n")).await;
+}
+
+async fn fifty_concurrent_identical_deliveries(engine: &str) {
     let downstream = Downstream::start(Behaviour::Apply { delay_ms: 300 }).await;
-    let app = spawn_app_with(&format!("{FAST_SWEEP}{}", downstream.sink_toml(5000))).await;
+    let app = spawn_app_with(&format!("{engine}{}", downstream.sink_toml(5000))).await;
     let body = refund("pay_50", 4200, Some("rr_50"));
     let secret = crate::helpers::secret_of(app.source("hmac"));
     let now = chrono::Utc::now().timestamp();

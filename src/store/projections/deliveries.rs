@@ -2,7 +2,7 @@
 //! `transport_links` (first reception of each transport identity).
 //!
 //! Replaying a delivery's events one by one (insert, then key columns, then
-//! decision columns) and the live path's single folded insert (`insert_decided`)
+//! decision columns) and the live path's single folded row (`received_row`, `decide_row`)
 //! go through the same column builders, so both reach the same row.
 
 use chrono::{DateTime, Utc};
@@ -186,22 +186,29 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     Ok(changed)
 }
 
-/// The live path's one row for a new delivery, deferred to the end of its
-/// transaction: what replaying its `DeliveryReceived`, `KeyDerived` (but the
-/// transport link, written when the link is claimed) and `DecisionMade` would
-/// write.
-pub fn insert_decided(
-    rows: &mut Deferred,
+/// The live path's one row for a new delivery, before its decision: what
+/// replaying its `DeliveryReceived` and `KeyDerived` (but the transport link,
+/// written when the link is claimed) would write.
+pub fn received_row(
     id: &str,
     received: &DeliveryReceived,
     derived: &KeyDerived,
+) -> delivery::ActiveModel {
+    let mut row = received_columns(id, &received.origin, received.received_at, "received");
+    set_key_columns(&mut row, derived);
+    row
+}
+
+/// Completes `row` with what replaying `DecisionMade` would write, and defers
+/// the decision's consequences (a case, a link to the effect).
+pub fn decide_row(
+    rows: &mut Deferred,
+    row: &mut delivery::ActiveModel,
+    id: &str,
     made: &DecisionMade,
     at: DateTime<Utc>,
 ) {
-    let mut row = received_columns(id, &received.origin, received.received_at, "received");
-    set_key_columns(&mut row, derived);
-    set_decision_columns(&mut row, made, at);
-    rows.delivery(row);
+    set_decision_columns(row, made, at);
     decision_consequences(rows, id, made, at);
 }
 
