@@ -58,6 +58,7 @@ impl Application {
             tripped: Default::default(),
         });
         breakers::refresh(&engine).await?;
+        store::spawn_checkpointer(&engine.db);
         sweeper::spawn(engine.clone());
         breakers::spawn(engine.clone());
         let listener = TcpListener::bind(&settings.listen)

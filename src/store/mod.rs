@@ -93,6 +93,38 @@ pub async fn ping(db: &DatabaseConnection) -> bool {
 }
 
 /// Which backend a connection talks to, for the few places that must know.
+/// How often the background checkpointer copies the SQLite WAL into the
+/// database file.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// On SQLite, copies committed WAL frames into the database file from a
+/// connection of its own, every `CHECKPOINT_INTERVAL`, so that the writer
+/// rarely does it inside a commit. SQLite's automatic checkpoint (every
+/// `wal_autocheckpoint` frames) runs in the committing connection: with the
+/// group-commit writer that stalled every delivery of the batch for tens of
+/// milliseconds (p99 40 ms with it on the writer, 21 ms with no checkpoint at
+/// all). A passive checkpoint waits for nobody; the writer's own automatic one
+/// stays as the backstop and then finds little left to copy.
+pub fn spawn_checkpointer(db: &DatabaseConnection) -> Option<tokio::task::JoinHandle<()>> {
+    if backend(db) != DbBackend::Sqlite {
+        return None;
+    }
+    let db = db.clone();
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(CHECKPOINT_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(error) = db
+                .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
+                .await
+            {
+                tracing::warn!(%error, "background checkpoint failed");
+            }
+        }
+    }))
+}
+
 pub fn backend(db: &DatabaseConnection) -> DbBackend {
     db.get_database_backend()
 }
