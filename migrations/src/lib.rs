@@ -7,6 +7,7 @@ mod m20261130_000001_journal;
 mod m20261130_000002_strategy_versions;
 mod m20261130_000003_projections;
 mod m20261130_000004_breakers;
+mod m20261130_000005_deferred_indexes;
 mod sql;
 
 pub struct Migrator;
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000002_strategy_versions::Migration),
             Box::new(m20261130_000003_projections::Migration),
             Box::new(m20261130_000004_breakers::Migration),
+            Box::new(m20261130_000005_deferred_indexes::Migration),
         ]
     }
 }

@@ -18,6 +18,7 @@ use crate::domain::journal::{
 use crate::providers::sinks::{self, Attempt, EffectRequest};
 use crate::store::deferred::Deferred;
 use crate::store::entities::delivery;
+use crate::store::projections::deliveries;
 use crate::store::{bodies, journal};
 
 /// Runs the effect in the background; failures are journaled or, if the
@@ -108,11 +109,7 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
 
 /// Re-decides every delivery deferred on `key`.
 pub async fn redecide_deferred(engine: &SharedEngine, key: &str) -> Result<(), DbErr> {
-    let waiting = delivery::Entity::find()
-        .filter(delivery::Column::BusinessKey.eq(key))
-        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
-        .all(&engine.db)
-        .await?;
+    let waiting = deliveries::deferred_on(key).all(&engine.db).await?;
     for row in waiting {
         redecide(engine, &row).await?;
     }

@@ -11,9 +11,9 @@ use uuid::Uuid;
 use super::decide::base_key;
 use super::effects::{redecide, redecide_deferred};
 use super::engine::{SharedEngine, claim, record};
-use crate::domain::decision::Action;
 use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
 use crate::store::entities::{delivery, reservation};
+use crate::store::projections::deliveries;
 
 const BATCH: u64 = 200;
 
@@ -55,11 +55,7 @@ pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
 /// re-decided by the settlement itself, these were missed (a crash between
 /// settlement and re-decision, or a settlement in another process).
 async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, DbErr> {
-    let deferred = delivery::Entity::find()
-        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
-        .limit(BATCH)
-        .all(&engine.db)
-        .await?;
+    let deferred = deliveries::oldest_deferred(BATCH).all(&engine.db).await?;
     if deferred.is_empty() {
         return Ok(deferred);
     }
