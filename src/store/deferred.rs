@@ -18,28 +18,64 @@ use sea_orm::{
 };
 
 use super::entities::{
-    case, delivery, effect, effect_delivery, journal, raw_body, reservation, transport_link,
+    case, delivery, effect, effect_delivery, raw_body, reservation, transport_link,
 };
+use super::journal as journal_store;
 use super::key_index::KeyIndex;
 use super::projections;
 use crate::domain::delivery::{BodyRef, DeliveryId};
 use crate::domain::journal::{EffectSettled, JournalEvent, KeyReserved};
 
-/// Rows per statement on SQLite: well under its 32766 bound parameters for
-/// the widest row (`deliveries`, 20 columns).
-const SQLITE_ROWS_PER_STATEMENT: usize = 500;
-/// Rows per statement on PostgreSQL. sqlx does not set `TCP_NODELAY`, so a
-/// statement larger than one TCP segment (64 KiB on loopback) waits ~40 ms for
-/// a delayed ACK before its tail is sent; 16 rows of ~2 KiB journal events
-/// stay under it (measured: a 64-row journal insert took 45 ms, 16-row ones
-/// under 1 ms).
-const POSTGRES_ROWS_PER_STATEMENT: usize = 16;
+/// Most rows per statement on SQLite: well under its 32766 bound parameters
+/// for the widest row (`deliveries`, 20 columns).
+const SQLITE_MAX_ROWS: usize = 500;
+/// Most bytes per statement on PostgreSQL, roughly. sqlx 0.9.0 does not set
+/// `TCP_NODELAY` (sqlx issue #4335, fixed upstream after 0.9.0), so a
+/// statement that does not fit the socket's send buffer in one write (16 KiB
+/// by default on Linux) has its tail held back by Nagle's algorithm until the
+/// server's delayed ACK, ~40 ms later. Measured: 16-row journal inserts (~11
+/// KiB) under 1 ms, 32-row ones (~22 KiB) 40 ms and more. A single row larger
+/// than this (a big body) still pays it.
+const POSTGRES_MAX_BYTES: usize = 12 * 1024;
+/// Assumed size of a row whose size is not weighed.
+const ROW_BYTES: usize = 640;
 
-fn rows_per_statement<C: ConnectionTrait>(conn: &C) -> usize {
-    match conn.get_database_backend() {
-        sea_orm::DbBackend::Postgres => POSTGRES_ROWS_PER_STATEMENT,
-        _ => SQLITE_ROWS_PER_STATEMENT,
+/// A raw body's bytes on the wire, roughly.
+fn body_weight(row: &raw_body::ActiveModel) -> usize {
+    match &row.size {
+        sea_orm::ActiveValue::Set(size) => usize::try_from(*size).unwrap_or(usize::MAX / 2) + 128,
+        _ => ROW_BYTES,
     }
+}
+
+/// Splits `rows` into statements: on SQLite up to `SQLITE_MAX_ROWS` rows, on
+/// PostgreSQL as many rows as fit `POSTGRES_MAX_BYTES` by `weight` (at least
+/// one).
+pub(super) fn statements<C: ConnectionTrait, A>(
+    conn: &C,
+    rows: Vec<A>,
+    weight: impl Fn(&A) -> usize,
+) -> Vec<Vec<A>> {
+    let postgres = conn.get_database_backend() == sea_orm::DbBackend::Postgres;
+    let mut out: Vec<Vec<A>> = Vec::new();
+    let mut bytes = 0;
+    for row in rows {
+        let w = weight(&row);
+        let full = match out.last() {
+            None => true,
+            Some(last) if postgres => bytes + w > POSTGRES_MAX_BYTES && !last.is_empty(),
+            Some(last) => last.len() >= SQLITE_MAX_ROWS,
+        };
+        if full {
+            out.push(Vec::new());
+            bytes = 0;
+        }
+        bytes += w;
+        if let Some(last) = out.last_mut() {
+            last.push(row);
+        }
+    }
+    out
 }
 
 /// Rows waiting for the end of their transaction, in the order they were added.
@@ -58,7 +94,7 @@ pub struct Deferred {
     effects: Vec<effect::ActiveModel>,
     effect_links: Vec<effect_delivery::ActiveModel>,
     cases: Vec<case::ActiveModel>,
-    journal: Vec<journal::ActiveModel>,
+    journal: Vec<journal_store::Row>,
     index: Option<KeyIndex>,
 }
 
@@ -146,8 +182,8 @@ impl Deferred {
     }
 
     /// A journal row built ahead, recorded at `at`.
-    pub fn journal_row(&mut self, mut row: journal::ActiveModel, at: DateTime<Utc>) {
-        row.recorded_at = Set(at);
+    pub fn journal_row(&mut self, mut row: journal_store::Row, at: DateTime<Utc>) {
+        row.recorded_at(at);
         self.journal.push(row);
     }
 
@@ -156,7 +192,7 @@ impl Deferred {
         self.journal.extend(
             events
                 .into_iter()
-                .map(|(delivery_id, event)| super::journal::row(delivery_id, &event, at)),
+                .map(|(delivery_id, event)| journal_store::row(delivery_id, &event, at)),
         );
     }
 
@@ -209,25 +245,20 @@ impl Deferred {
                 return Err(stale_claim("reservation", &claim.key));
             }
         }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effects)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.effects), |_| ROW_BYTES).await?;
         for (settled, at) in std::mem::take(&mut self.settlements) {
             if projections::settle(conn, &settled, at).await? != 1 {
                 return Err(stale_claim("settlement", &settled.key));
             }
         }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.deliveries)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links), |_| ROW_BYTES)
+            .await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.cases), |_| ROW_BYTES).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies), body_weight).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.deliveries), |_| ROW_BYTES).await?;
         // Journal rows have no key to collide on: a plain insert, so that a
         // bug can never silently drop an event.
-        let mut rows = std::mem::take(&mut self.journal).into_iter().peekable();
-        while rows.peek().is_some() {
-            let chunk: Vec<_> = rows.by_ref().take(rows_per_statement(conn)).collect();
-            journal::Entity::insert_many(chunk)
-                .exec_without_returning(conn)
-                .await?;
-        }
+        journal_store::insert(conn, std::mem::take(&mut self.journal)).await?;
         Ok(())
     }
 }
@@ -238,9 +269,7 @@ where
     C: ConnectionTrait,
     A: ActiveModelTrait + Send,
 {
-    let mut rows = rows.peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<A> = rows.by_ref().take(rows_per_statement(conn)).collect();
+    for chunk in statements(conn, rows.collect(), |_| ROW_BYTES) {
         let expected = chunk.len() as u64;
         let inserted = match <A::Entity as EntityTrait>::insert_many(chunk)
             .on_conflict_do_nothing()
@@ -266,14 +295,16 @@ fn stale_claim(what: &str, key: &str) -> DbErr {
     ))
 }
 
-async fn insert_ignoring_existing<C, A>(conn: &C, rows: Vec<A>) -> Result<(), DbErr>
+async fn insert_ignoring_existing<C, A>(
+    conn: &C,
+    rows: Vec<A>,
+    weight: impl Fn(&A) -> usize,
+) -> Result<(), DbErr>
 where
     C: ConnectionTrait,
     A: sea_orm::ActiveModelTrait + Send,
 {
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<A> = rows.by_ref().take(rows_per_statement(conn)).collect();
+    for chunk in statements(conn, rows, weight) {
         <A::Entity as EntityTrait>::insert_many(chunk)
             .on_conflict_do_nothing()
             .exec_without_returning(conn)

@@ -2,9 +2,9 @@
 //! deleted (the database refuses it); positions are assigned by the database.
 
 use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
-    ActiveValue::{NotSet, Set},
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
 };
 
 use super::entities::journal;
@@ -31,38 +31,82 @@ pub async fn append<C: ConnectionTrait>(
     append_many(conn, &[(delivery_id, event.clone())], at).await
 }
 
-/// Appends events in order with one statement.
+/// Appends events in order.
 pub async fn append_many<C: ConnectionTrait>(
     conn: &C,
     events: &[(Option<DeliveryId>, JournalEvent)],
     at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
-    if events.is_empty() {
-        return Ok(());
-    }
     let rows = events
         .iter()
-        .map(|(delivery_id, event)| row(*delivery_id, event, at));
-    journal::Entity::insert_many(rows)
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
+        .map(|(delivery_id, event)| row(*delivery_id, event, at))
+        .collect();
+    insert(conn, rows).await
+}
+
+/// A journal row, its payload serialised ahead (outside the writer where
+/// possible) so that its size is known before it is sent.
+#[derive(Debug, Clone)]
+pub struct Row {
+    delivery_id: Option<String>,
+    event_type: &'static str,
+    event_version: i32,
+    data: String,
+    recorded_at: DateTime<Utc>,
+}
+
+impl Row {
+    /// Sets the time the row is recorded at (the write time).
+    pub fn recorded_at(&mut self, at: DateTime<Utc>) {
+        self.recorded_at = at;
+    }
+
+    /// Bytes the row puts on the wire, roughly.
+    pub fn weight(&self) -> usize {
+        self.data.len() + 96
+    }
 }
 
 /// The row that journals `event`; its position is assigned on insert.
-pub fn row(
-    delivery_id: Option<DeliveryId>,
-    event: &JournalEvent,
-    at: DateTime<Utc>,
-) -> journal::ActiveModel {
-    journal::ActiveModel {
-        position: NotSet,
-        delivery_id: Set(delivery_id.map(|id| id.to_string())),
-        event_type: Set(event.event_type().to_owned()),
-        event_version: Set(event.version()),
-        data: Set(event.data()),
-        recorded_at: Set(at),
+pub fn row(delivery_id: Option<DeliveryId>, event: &JournalEvent, at: DateTime<Utc>) -> Row {
+    Row {
+        delivery_id: delivery_id.map(|id| id.to_string()),
+        event_type: event.event_type(),
+        event_version: event.version(),
+        data: event.data_text(),
+        recorded_at: at,
     }
+}
+
+/// Inserts `rows` in order, in as few statements as `deferred::statements`
+/// allows. The payload is bound as text, cast to `jsonb` on PostgreSQL.
+pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
+    let backend = conn.get_database_backend();
+    for chunk in super::deferred::statements(conn, rows, Row::weight) {
+        let mut insert = Query::insert();
+        insert.into_table(journal::Entity).columns([
+            journal::Column::DeliveryId,
+            journal::Column::EventType,
+            journal::Column::EventVersion,
+            journal::Column::Data,
+            journal::Column::RecordedAt,
+        ]);
+        for row in chunk {
+            let data = match backend {
+                DbBackend::Postgres => Expr::val(row.data).cast_as("jsonb"),
+                _ => Expr::val(row.data).into(),
+            };
+            insert.values_panic([
+                row.delivery_id.into(),
+                row.event_type.into(),
+                row.event_version.into(),
+                data,
+                row.recorded_at.into(),
+            ]);
+        }
+        conn.execute(&insert).await?;
+    }
+    Ok(())
 }
 
 /// Error reading the journal.

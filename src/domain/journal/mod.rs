@@ -61,6 +61,14 @@ macro_rules! journal_events {
                 value.unwrap_or(serde_json::Value::Null)
             }
 
+            /// The same payload as `data`, serialised (what is bound on insert).
+            pub fn data_text(&self) -> String {
+                let text = match self {
+                    $(Self::$variant(e) => serde_json::to_string(e),)*
+                };
+                text.unwrap_or_else(|_| "null".to_owned())
+            }
+
             /// Reads a stored event back, upcasting older versions where needed.
             pub fn from_stored(
                 event_type: &str,
