@@ -94,7 +94,7 @@ pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Resu
         for row in chunk {
             let data = match backend {
                 DbBackend::Postgres => Expr::val(row.data).cast_as("jsonb"),
-                _ => Expr::val(row.data).into(),
+                _ => Expr::val(row.data),
             };
             insert.values_panic([
                 row.delivery_id.into(),
