@@ -46,7 +46,7 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
                     // copied to the database file once per checkpoint; 16 MiB
                     // of page cache per connection keeps hot index pages.
                     .pragma("wal_autocheckpoint", "10000")
-                    .pragma("cache_size", "-16384")
+                    .pragma("cache_size", "-49152")
                     // Savepoint journals (one savepoint per job of a group
                     // commit) stay in memory instead of spilling to temp files.
                     .pragma("temp_store", "MEMORY")
