@@ -46,7 +46,14 @@ impl Application {
             tracing::info!(added, "new strategy versions recorded");
         }
         let grouped = settings.engine.group_commit.unwrap_or(true);
-        let writer = Writer::start(&db, grouped);
+        let writer = if grouped {
+            Writer::start(
+                &store::connect_writer(&settings.database_url, &db).await?,
+                true,
+            )
+        } else {
+            Writer::start(&db, false)
+        };
         let engine = Arc::new(Engine {
             writer,
             db,
