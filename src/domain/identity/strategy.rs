@@ -119,6 +119,19 @@ pub struct StrategyDef {
     /// A retired version is kept for the record but keys nothing any more.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retired: bool,
+    /// `fingerprint()`, computed once: every keyed delivery names it.
+    #[serde(skip)]
+    fingerprint: Memo,
+}
+
+/// A value computed once and then read; no part of what it memoises.
+#[derive(Debug, Clone, Default)]
+struct Memo(std::sync::OnceLock<String>);
+
+impl PartialEq for Memo {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 fn default_true() -> bool {
@@ -143,7 +156,10 @@ impl StrategyDef {
 
     /// SHA-256 (hex) of the RFC 8785 form of the key-relevant definition.
     pub fn fingerprint(&self) -> String {
-        fingerprint_of(&self.definition())
+        self.fingerprint
+            .0
+            .get_or_init(|| fingerprint_of(&self.definition()))
+            .clone()
     }
 
     pub fn applies_to(&self, event_type: &str) -> bool {
