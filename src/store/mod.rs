@@ -119,8 +119,12 @@ pub async fn ping(db: &DatabaseConnection) -> bool {
 
 /// Which backend a connection talks to, for the few places that must know.
 /// How often the background checkpointer copies the SQLite WAL into the
-/// database file.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
+/// database file. Shorter rewrites hot pages more often (fewer deliveries/s);
+/// longer makes each checkpoint's fsync big enough to hold up the writer's
+/// commits (p99). Measured at 32 clients: 30 ms p99 18 ms, ratio 0.84–0.90;
+/// 70 ms p99 21–25 ms, ratio 0.86–1.07; 100 ms p99 25–26 ms, ratio 0.92–1.14;
+/// 300 ms p99 27–28 ms.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(70);
 
 /// On SQLite, copies committed WAL frames into the database file from a
 /// connection of its own, every `CHECKPOINT_INTERVAL`, so that the writer
