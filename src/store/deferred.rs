@@ -332,10 +332,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_claim_made_in_memory_that_the_database_already_holds_fails_the_flush() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("d.db").display());
-        let db = crate::store::connect(&url).await.unwrap();
-        crate::store::migrate(&db).await.unwrap();
+        let (_dir, db) = crate::store::test_database().await;
         transport_link::Entity::insert(link("t1", "first").into_active_model().reset_all())
             .exec_without_returning(&db)
             .await

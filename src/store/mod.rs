@@ -170,6 +170,20 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// A fresh, migrated SQLite database in a temporary directory, for unit tests
+/// of the store (the directory lives as long as the returned guard).
+#[cfg(test)]
+pub(crate) async fn test_database() -> (tempfile::TempDir, DatabaseConnection) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("unicity.db").display()
+    );
+    let db = connect(&url).await.expect("SQLite opens");
+    migrate(&db).await.expect("migrations apply");
+    (dir, db)
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact_url;

@@ -333,10 +333,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_job_that_reads_sees_the_rows_deferred_before_it_in_its_batch() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
-        let db = crate::store::connect(&url).await.unwrap();
-        crate::store::migrate(&db).await.unwrap();
+        let (_dir, db) = crate::store::test_database().await;
         let writer = Writer::start(&db, true);
 
         let release = hold(&writer).await;
@@ -372,10 +369,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_job_leaves_no_deferred_row_and_its_batch_commits() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("w.db").display());
-        let db = crate::store::connect(&url).await.unwrap();
-        crate::store::migrate(&db).await.unwrap();
+        let (_dir, db) = crate::store::test_database().await;
         let writer = Writer::start(&db, true);
 
         let release = hold(&writer).await;

@@ -272,10 +272,7 @@ mod tests {
 
     #[tokio::test]
     async fn deferred_lookups_read_the_partial_indexes_not_the_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("p.db").display());
-        let db = crate::store::connect(&url).await.unwrap();
-        crate::store::migrate(&db).await.unwrap();
+        let (_dir, db) = crate::store::test_database().await;
         // Many decided deliveries, two deferred, and statistics that say so:
         // the planner's choice then follows from the indexes, not from an
         // empty table (any plan is cheapest on an empty table).
