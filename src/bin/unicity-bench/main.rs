@@ -80,6 +80,10 @@ struct Cli {
     /// Print only the JSON line on stdout.
     #[arg(long)]
     json_only: bool,
+    /// Keep the run's database afterwards (its location goes to stderr), to
+    /// look at table and index sizes or replay queries against it.
+    #[arg(long)]
+    keep_database: bool,
     /// Internal: preload `--history` deliveries into the database named by
     /// `PRELOAD_URL_ENV` and print the outcome as JSON. The benchmark runs
     /// its preload this way, in a child process, so that the bulk loader's
@@ -118,7 +122,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Creates the fresh database, runs, and removes the database whatever happened.
+/// Creates the fresh database, runs, and removes the database whatever
+/// happened (unless `--keep-database`).
 async fn bench(cli: Cli) -> anyhow::Result<()> {
     if cli.requests == 0 || cli.clients == 0 {
         bail!("--requests and --clients must be at least 1");
@@ -136,7 +141,9 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
     };
     let fresh = Fresh::create(cli.backend, location.as_deref()).await?;
     let result = run(&cli, &fresh).await;
-    if let Err(error) = fresh.cleanup().await {
+    if cli.keep_database {
+        note!("unicity-bench: database kept: {}", fresh.describe());
+    } else if let Err(error) = fresh.cleanup().await {
         note!("unicity-bench: cleanup failed: {error:#}");
     }
     result
