@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, IdenStatic,
-    Iterable, QueryFilter, QuerySelect, Statement,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -274,10 +273,9 @@ fn horizon_of(key: &KeySummary) -> chrono::Duration {
 type Found = (reservation::Model, Option<String>);
 
 /// Reads the reservation for the key, else for the key of an older strategy
-/// version still in the index. On SQLite the key's ledger row comes in the
-/// same statement (`Some`), since the single writer pays per statement; on
-/// PostgreSQL the reservations are locked and the ledger is read only if
-/// needed (`None`).
+/// version still in the index. With a batch index the key's ledger row comes
+/// from it too (`Some`); without one the ledger is read only if needed
+/// (`None`).
 async fn read_key<C: ConnectionTrait>(
     conn: &C,
     rows: &mut Deferred,
@@ -299,56 +297,14 @@ async fn read_key<C: ConnectionTrait>(
         let ledger_row = index.ledger(&key.key).flatten().cloned();
         return Ok((pick_current(key, found), Some(ledger_row)));
     }
-    let keys = std::iter::once(&key.key)
-        .chain(&key.older_keys)
-        .map(String::as_str);
-    if conn.get_database_backend() != DbBackend::Sqlite {
-        // Serialise deciders and settlers of one key on PostgreSQL, so that a
-        // delivery deferred here is always seen by the settler's re-decision.
-        let rows = reservation::Entity::find()
-            .filter(reservation::Column::Key.is_in(keys))
-            .lock_exclusive()
-            .all(conn)
-            .await?;
-        return Ok((pick_current(key, rows), None));
+    let mut query =
+        reservation::Entity::find().filter(reservation::Column::Key.is_in(business_keys(key)));
+    // Serialise deciders and settlers of one key on PostgreSQL, so that a
+    // delivery deferred here is always seen by the settler's re-decision.
+    if conn.get_database_backend() == DbBackend::Postgres {
+        query = query.lock_exclusive();
     }
-    let columns = |alias: &str, names: Vec<&str>| {
-        names
-            .into_iter()
-            .map(|name| format!("{alias}.{name} AS {alias}_{name}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let keys: Vec<&str> = keys.collect();
-    let sql = format!(
-        "SELECT {}, {} FROM (SELECT 1) AS one \
-         LEFT JOIN reservations AS r ON r.key IN ({}) \
-         LEFT JOIN effects AS e ON e.key = ?",
-        columns(
-            "r",
-            reservation::Column::iter().map(|c| c.as_str()).collect()
-        ),
-        columns("e", effect::Column::iter().map(|c| c.as_str()).collect()),
-        vec!["?"; keys.len()].join(", "),
-    );
-    let values = keys
-        .iter()
-        .map(|k| sea_orm::Value::from(*k))
-        .chain(std::iter::once(sea_orm::Value::from(key.key.as_str())));
-    let rows = conn
-        .query_all_raw(Statement::from_sql_and_values(
-            DbBackend::Sqlite,
-            sql,
-            values,
-        ))
-        .await?;
-    let mut reservations = Vec::new();
-    let mut ledger_row = None;
-    for row in &rows {
-        reservations.extend(Option::<reservation::Model>::from_query_result(row, "r_")?);
-        ledger_row = ledger_row.or(Option::<effect::Model>::from_query_result(row, "e_")?);
-    }
-    Ok((pick_current(key, reservations), Some(ledger_row)))
+    Ok((pick_current(key, query.all(conn).await?), None))
 }
 
 /// The keys a decision on `key` reads: its own, then older versions'.

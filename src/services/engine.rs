@@ -75,21 +75,6 @@ impl Appends {
         Ok(())
     }
 
-    /// Applies an atomic claim; journals it at `flush` only if it took.
-    pub async fn claim<C: ConnectionTrait>(
-        &mut self,
-        conn: &C,
-        delivery_id: Option<DeliveryId>,
-        event: JournalEvent,
-        at: DateTime<Utc>,
-    ) -> Result<bool, DbErr> {
-        if projections::apply(conn, delivery_id, &event, at).await? != 1 {
-            return Ok(false);
-        }
-        self.events.push((delivery_id, event));
-        Ok(true)
-    }
-
     /// Journals an event whose projection the caller wrote itself (a folded
     /// statement equal to what `apply` would write).
     pub fn push(&mut self, delivery_id: Option<DeliveryId>, event: JournalEvent) {

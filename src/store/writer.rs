@@ -29,6 +29,17 @@ const MAX_BATCH: usize = 256;
 /// Jobs waiting for the writer before callers wait to enqueue.
 const QUEUE: usize = 4096;
 
+/// A job's work: runs in the write transaction, may leave rows in `Deferred`.
+pub trait TxnWork<T>:
+    for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+{
+}
+
+impl<T, F> TxnWork<T> for F where
+    F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+{
+}
+
 /// Reports the batch's commit to one job's caller.
 type Completion = Box<dyn FnOnce(Result<(), &DbErr>) + Send>;
 /// One caller's work, run inside the batch transaction.
@@ -93,12 +104,7 @@ impl Writer {
     pub async fn run_indexed<T, F>(&self, keys: IndexKeys, work: F) -> Result<T, DbErr>
     where
         T: Send + 'static,
-        F: for<'t> FnOnce(
-                &'t DatabaseTransaction,
-                &'t mut Deferred,
-            ) -> BoxFuture<'t, Result<T, DbErr>>
-            + Send
-            + 'static,
+        F: TxnWork<T> + Send + 'static,
     {
         self.submit(Some(keys), work).await
     }
@@ -106,12 +112,7 @@ impl Writer {
     async fn submit<T, F>(&self, keys: Option<IndexKeys>, work: F) -> Result<T, DbErr>
     where
         T: Send + 'static,
-        F: for<'t> FnOnce(
-                &'t DatabaseTransaction,
-                &'t mut Deferred,
-            ) -> BoxFuture<'t, Result<T, DbErr>>
-            + Send
-            + 'static,
+        F: TxnWork<T> + Send + 'static,
     {
         match self {
             Self::Direct(db) => {
@@ -173,7 +174,7 @@ async fn against_index<T, F>(
     work: F,
 ) -> Result<T, DbErr>
 where
-    F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>,
+    F: TxnWork<T>,
 {
     let mut rows = Deferred::with_index(batch.index.view(keys));
     let value = work(txn, &mut rows).await?;
@@ -196,7 +197,7 @@ async fn in_savepoint<T, F>(
     work: F,
 ) -> Result<T, DbErr>
 where
-    F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>,
+    F: TxnWork<T>,
 {
     txn.execute_unprepared("SAVEPOINT job").await?;
     let mut rows = Deferred::default();
