@@ -47,10 +47,7 @@ impl Application {
         }
         let grouped = settings.engine.group_commit.unwrap_or(true);
         let writer = if grouped {
-            Writer::start(
-                &store::connect_writer(&settings.database_url, &db).await?,
-                true,
-            )
+            Writer::start(&store::connect_writer(&settings.database_url).await?, true)
         } else {
             Writer::start(&db, false)
         };

@@ -26,54 +26,19 @@ use super::projections;
 use crate::domain::delivery::{BodyRef, DeliveryId};
 use crate::domain::journal::{EffectSettled, JournalEvent, KeyReserved};
 
-/// Most rows per statement on SQLite: well under its 32766 bound parameters
-/// for the widest row (`deliveries`, 20 columns).
-const SQLITE_MAX_ROWS: usize = 500;
-/// Most bytes per statement on PostgreSQL, roughly. sqlx 0.9.0 does not set
-/// `TCP_NODELAY` (sqlx issue #4335, fixed upstream after 0.9.0), so a
-/// statement that does not fit the socket's send buffer in one write (16 KiB
-/// by default on Linux) has its tail held back by Nagle's algorithm until the
-/// server's delayed ACK, ~40 ms later. Measured: 16-row journal inserts (~11
-/// KiB) under 1 ms, 32-row ones (~22 KiB) 40 ms and more. A single row larger
-/// than this (a big body) still pays it.
-const POSTGRES_MAX_BYTES: usize = 12 * 1024;
-/// Assumed size of a row whose size is not weighed.
-const ROW_BYTES: usize = 640;
+/// Most rows per statement: well under SQLite's 32766 and PostgreSQL's 65535
+/// bound parameters for the widest row (`deliveries`, 20 columns). On
+/// PostgreSQL a statement this large leaves in one go only because the
+/// connections have `TCP_NODELAY` (see `nodelay`); without it anything over
+/// ~16 KiB waited ~40 ms for a delayed ACK.
+const MAX_ROWS: usize = 500;
 
-/// A raw body's bytes on the wire, roughly.
-fn body_weight(row: &raw_body::ActiveModel) -> usize {
-    match &row.size {
-        sea_orm::ActiveValue::Set(size) => usize::try_from(*size).unwrap_or(usize::MAX / 2) + 128,
-        _ => ROW_BYTES,
-    }
-}
-
-/// Splits `rows` into statements: on SQLite up to `SQLITE_MAX_ROWS` rows, on
-/// PostgreSQL as many rows as fit `POSTGRES_MAX_BYTES` by `weight` (at least
-/// one).
-pub(super) fn statements<C: ConnectionTrait, A>(
-    conn: &C,
-    rows: Vec<A>,
-    weight: impl Fn(&A) -> usize,
-) -> Vec<Vec<A>> {
-    let postgres = conn.get_database_backend() == sea_orm::DbBackend::Postgres;
-    let mut out: Vec<Vec<A>> = Vec::new();
-    let mut bytes = 0;
-    for row in rows {
-        let w = weight(&row);
-        let full = match out.last() {
-            None => true,
-            Some(last) if postgres => bytes + w > POSTGRES_MAX_BYTES && !last.is_empty(),
-            Some(last) => last.len() >= SQLITE_MAX_ROWS,
-        };
-        if full {
-            out.push(Vec::new());
-            bytes = 0;
-        }
-        bytes += w;
-        if let Some(last) = out.last_mut() {
-            last.push(row);
-        }
+/// Splits `rows` into statements of at most `MAX_ROWS` rows, in order.
+pub(super) fn statements<A>(rows: Vec<A>) -> Vec<Vec<A>> {
+    let mut out = Vec::with_capacity(rows.len().div_ceil(MAX_ROWS));
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        out.push(rows.by_ref().take(MAX_ROWS).collect());
     }
     out
 }
@@ -245,17 +210,16 @@ impl Deferred {
                 return Err(stale_claim("reservation", &claim.key));
             }
         }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effects), |_| ROW_BYTES).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.effects)).await?;
         for (settled, at) in std::mem::take(&mut self.settlements) {
             if projections::settle(conn, &settled, at).await? != 1 {
                 return Err(stale_claim("settlement", &settled.key));
             }
         }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links), |_| ROW_BYTES)
-            .await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.cases), |_| ROW_BYTES).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies), body_weight).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.deliveries), |_| ROW_BYTES).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.deliveries)).await?;
         // Journal rows have no key to collide on: a plain insert, so that a
         // bug can never silently drop an event.
         journal_store::insert(conn, std::mem::take(&mut self.journal)).await?;
@@ -269,7 +233,7 @@ where
     C: ConnectionTrait,
     A: ActiveModelTrait + Send,
 {
-    for chunk in statements(conn, rows.collect(), |_| ROW_BYTES) {
+    for chunk in statements(rows.collect()) {
         let expected = chunk.len() as u64;
         let inserted = match <A::Entity as EntityTrait>::insert_many(chunk)
             .on_conflict_do_nothing()
@@ -295,16 +259,12 @@ fn stale_claim(what: &str, key: &str) -> DbErr {
     ))
 }
 
-async fn insert_ignoring_existing<C, A>(
-    conn: &C,
-    rows: Vec<A>,
-    weight: impl Fn(&A) -> usize,
-) -> Result<(), DbErr>
+async fn insert_ignoring_existing<C, A>(conn: &C, rows: Vec<A>) -> Result<(), DbErr>
 where
     C: ConnectionTrait,
     A: sea_orm::ActiveModelTrait + Send,
 {
-    for chunk in statements(conn, rows, weight) {
+    for chunk in statements(rows) {
         <A::Entity as EntityTrait>::insert_many(chunk)
             .on_conflict_do_nothing()
             .exec_without_returning(conn)

@@ -45,7 +45,7 @@ pub async fn append_many<C: ConnectionTrait>(
 }
 
 /// A journal row, its payload serialised ahead (outside the writer where
-/// possible) so that its size is known before it is sent.
+/// possible).
 #[derive(Debug, Clone)]
 pub struct Row {
     delivery_id: Option<String>,
@@ -59,11 +59,6 @@ impl Row {
     /// Sets the time the row is recorded at (the write time).
     pub fn recorded_at(&mut self, at: DateTime<Utc>) {
         self.recorded_at = at;
-    }
-
-    /// Bytes the row puts on the wire, roughly.
-    pub fn weight(&self) -> usize {
-        self.data.len() + 96
     }
 }
 
@@ -82,7 +77,7 @@ pub fn row(delivery_id: Option<DeliveryId>, event: &JournalEvent, at: DateTime<U
 /// allows. The payload is bound as text, cast to `jsonb` on PostgreSQL.
 pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
     let backend = conn.get_database_backend();
-    for chunk in super::deferred::statements(conn, rows, Row::weight) {
+    for chunk in super::deferred::statements(rows) {
         let mut insert = Query::insert();
         insert.into_table(journal::Entity).columns([
             journal::Column::DeliveryId,

@@ -6,6 +6,7 @@ pub mod deferred;
 pub mod entities;
 pub mod journal;
 pub mod key_index;
+pub mod nodelay;
 pub mod projections;
 pub mod writer;
 
@@ -22,6 +23,8 @@ use sea_orm::{
 /// time; extra connections serve reads while a write waits on `busy_timeout`.
 const SQLITE_POOL: u32 = 4;
 const POSTGRES_POOL: u32 = 16;
+/// Connections of one group-commit writer on PostgreSQL (see `connect_writer`).
+const WRITER_POSTGRES_CONNECTIONS: u32 = 2;
 
 /// SQLite page cache of a pooled (mostly reading) connection.
 const SQLITE_CACHE_KIB: u32 = 8 * 1024;
@@ -37,31 +40,45 @@ const SQLITE_WRITER_CACHE_KIB: u32 = 64 * 1024;
 /// SQLite runs in WAL mode with `synchronous=FULL`: an acknowledged delivery
 /// survives a power failure, not only a process crash.
 pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
-    open(url, SQLITE_POOL, SQLITE_CACHE_KIB).await
+    open(url, Pool::Shared).await
 }
 
-/// A connection of its own for the group-commit writer. On SQLite: one
-/// connection with a large page cache; on PostgreSQL, `db` itself.
-pub async fn connect_writer(
-    url: &str,
-    db: &DatabaseConnection,
-) -> anyhow::Result<DatabaseConnection> {
-    if backend(db) == DbBackend::Sqlite {
-        open(url, 1, SQLITE_WRITER_CACHE_KIB).await
-    } else {
-        Ok(db.clone())
-    }
+/// Connections of its own for a group-commit writer, which takes one for every
+/// batch. They are not pinged before a batch (a round trip each on
+/// PostgreSQL); a broken connection fails its batch, whose callers get an error
+/// and retry. sqlx pings a connection when it goes back to the pool, so on
+/// PostgreSQL the writer has two: the next batch begins on one while the other
+/// is pinged (measured: `BEGIN` 1.2 → 0.66 ms under load). SQLite: one, with
+/// a large page cache.
+pub async fn connect_writer(url: &str) -> anyhow::Result<DatabaseConnection> {
+    open(url, Pool::Writer).await
 }
 
-async fn open(url: &str, sqlite_pool: u32, cache_kib: u32) -> anyhow::Result<DatabaseConnection> {
+/// Which pool `open` makes.
+#[derive(Clone, Copy, PartialEq)]
+enum Pool {
+    Shared,
+    Writer,
+}
+
+async fn open(url: &str, pool: Pool) -> anyhow::Result<DatabaseConnection> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .sqlx_logging(false)
         .connect_timeout(Duration::from_secs(5))
         .acquire_timeout(Duration::from_secs(5));
-    if url.starts_with("sqlite:") {
+    if pool == Pool::Writer {
         options
-            .max_connections(sqlite_pool)
+            .max_connections(WRITER_POSTGRES_CONNECTIONS)
+            .test_before_acquire(false);
+    }
+    if url.starts_with("sqlite:") {
+        let (connections, cache_kib) = match pool {
+            Pool::Shared => (SQLITE_POOL, SQLITE_CACHE_KIB),
+            Pool::Writer => (1, SQLITE_WRITER_CACHE_KIB),
+        };
+        options
+            .max_connections(connections)
             .map_sqlx_sqlite_opts(move |o| {
                 o.journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Full)
@@ -77,7 +94,18 @@ async fn open(url: &str, sqlite_pool: u32, cache_kib: u32) -> anyhow::Result<Dat
                     .pragma("temp_store", "MEMORY")
             });
     } else {
-        options.max_connections(POSTGRES_POOL);
+        // Every new connection: see `nodelay` (sqlx 0.9.0 leaves Nagle on).
+        let servers = std::sync::Arc::new(nodelay::server_addresses(url).await);
+        options.map_sqlx_postgres_pool_opts(move |pool| {
+            let servers = servers.clone();
+            pool.after_connect(move |_, _| {
+                nodelay::set_on_connections_to(&servers);
+                Box::pin(async { Ok(()) })
+            })
+        });
+        if pool == Pool::Shared {
+            options.max_connections(POSTGRES_POOL);
+        }
     }
     Database::connect(options)
         .await
