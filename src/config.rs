@@ -105,10 +105,14 @@ pub struct EngineConfig {
     /// How often leases and horizons are checked.
     pub sweep_interval_ms: u64,
     /// Commit concurrent deliveries together (one fsync for a burst, each still
-    /// durable before its answer; on PostgreSQL the batches of all processes
-    /// take turns on an advisory lock). Default: on. Off: one transaction per
-    /// delivery.
+    /// durable before its answer; on PostgreSQL batches lock the shards of the
+    /// keys they decide on, shared by all processes). Default: on. Off: one
+    /// transaction per delivery.
     pub group_commit: Option<bool>,
+    /// Group-commit writers on PostgreSQL, each committing the deliveries of
+    /// its own key shards, so that one batch's round trips and fsync overlap
+    /// another's. SQLite has one writer at a time whatever this says.
+    pub postgres_writers: usize,
     /// Share of a strategy's recent deliveries that may collide before its
     /// breaker trips (0.005 = 0.5 %).
     pub breaker_threshold: f64,
@@ -126,6 +130,7 @@ impl Default for EngineConfig {
             lease_secs: 30,
             sweep_interval_ms: 1000,
             group_commit: None,
+            postgres_writers: 2,
             breaker_threshold: 0.005,
             breaker_min_deliveries: 200,
             breaker_window_secs: 3600,

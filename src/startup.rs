@@ -47,7 +47,11 @@ impl Application {
         }
         let grouped = settings.engine.group_commit.unwrap_or(true);
         let writer = if grouped {
-            Writer::start(&store::connect_writer(&settings.database_url).await?, true)
+            let count = match store::backend(&db) {
+                sea_orm::DbBackend::Postgres => settings.engine.postgres_writers.max(1),
+                _ => 1,
+            };
+            Writer::start_on_threads(&settings.database_url, count).await?
         } else {
             Writer::start(&db, false)
         };

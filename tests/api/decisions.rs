@@ -399,3 +399,66 @@ async fn a_differing_discriminant_is_quarantined_on_every_path_that_finds_a_reco
     assert_eq!(unknown.json["decision"], "quarantine", "{}", unknown.json);
     assert_eq!(unknown.json["reason"], "discriminants_differ");
 }
+
+/// On PostgreSQL several writers commit at once, each owning the shards of its
+/// business keys; transport links are claimed without a lock. Pairs that share
+/// a GitHub delivery GUID but open different issues have different business
+/// keys, so most pairs are decided by two writers concurrently, both reading
+/// "no link yet". Exactly one of each pair may be the first reception; the
+/// other must be the transport collision — never two first receptions. A
+/// batch whose claim lost the race fails (503) and is retried, as a provider
+/// would. (SQLite: one writer; the same outcome must hold.)
+#[tokio::test]
+async fn a_delivery_guid_raced_across_writers_has_one_first_reception() {
+    let app = spawn_app_with("[engine]\npostgres_writers = 4\n").await;
+    let secret = crate::helpers::secret_of(app.source("github"));
+    let scheme = app.source("github").scheme.clone();
+    let post = |guid: String, issue: u64| {
+        let (app, secret, scheme) = (&app, &secret, &scheme);
+        async move {
+            let body = serde_json::to_vec(&serde_json::json!({
+                "action": "opened",
+                "issue": { "id": issue, "number": issue, "title": format!("issue {issue}") },
+                "repository": { "id": 77 },
+            }))
+            .unwrap();
+            let mut headers =
+                unicity::providers::signature::sign(scheme, secret, "m", 0, &body).unwrap();
+            headers.push(("x-github-event".to_owned(), "issues".to_owned()));
+            headers.push(("x-github-delivery".to_owned(), guid));
+            for _ in 0..20 {
+                let reply = app.post_raw("github", body.clone(), &headers).await;
+                if reply.status != 503 {
+                    return reply;
+                }
+            }
+            panic!("still refused after 20 tries");
+        }
+    };
+    let pairs = 24u64;
+    let replies = futures_util::future::join_all((0..pairs).flat_map(|n| {
+        let guid = format!("guid-{n}");
+        [post(guid.clone(), 1000 + n), post(guid, 5000 + n)]
+    }))
+    .await;
+    for (n, pair) in replies.chunks(2).enumerate() {
+        let reasons: Vec<&str> = pair
+            .iter()
+            .map(|r| r.json["reason"].as_str().unwrap_or("?"))
+            .collect();
+        let collisions = reasons
+            .iter()
+            .filter(|r| **r == "transport_id_collision")
+            .count();
+        assert_eq!(collisions, 1, "pair {n}: {reasons:?}");
+        assert!(
+            pair.iter().any(|r| r.json["decision"] == "process"),
+            "pair {n}: {:?}",
+            pair.iter().map(|r| &r.json).collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM transport_links").await,
+        pairs as i64
+    );
+}

@@ -80,6 +80,10 @@ struct Cli {
     /// Print only the JSON line on stdout.
     #[arg(long)]
     json_only: bool,
+    /// PostgreSQL: group-commit writers (`[engine] postgres_writers`; default:
+    /// the server's default).
+    #[arg(long, value_name = "N")]
+    postgres_writers: Option<usize>,
     /// Keep the run's database afterwards (its location goes to stderr), to
     /// look at table and index sizes or replay queries against it.
     #[arg(long)]
@@ -151,7 +155,7 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
 
 async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
     note!("unicity-bench: database {}", fresh.describe());
-    let base_url = server::start(&fresh.url)?;
+    let base_url = server::start(&fresh.url, cli.postgres_writers)?;
     note!("unicity-bench: Unicity listening on {base_url}");
 
     let plan = Arc::new(Plan::new(cli.seed, cli.requests, 2 * cli.clients));

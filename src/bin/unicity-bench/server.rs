@@ -71,8 +71,11 @@ pub fn source_for(provider: Provider) -> (&'static str, &'static str) {
 
 /// Builds and runs the application on a dedicated thread; returns its base URL
 /// once it listens. The server lives until the process exits.
-pub fn start(database_url: &str) -> anyhow::Result<String> {
-    let settings = settings(database_url)?;
+pub fn start(database_url: &str, postgres_writers: Option<usize>) -> anyhow::Result<String> {
+    let mut settings = settings(database_url)?;
+    if let Some(writers) = postgres_writers {
+        settings.engine.postgres_writers = writers;
+    }
     let (ready, listening) = mpsc::channel::<Result<u16, String>>();
     std::thread::Builder::new()
         .name("unicity-server".to_owned())
