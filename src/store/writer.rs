@@ -8,13 +8,13 @@
 //! database, in an `IMMEDIATE` transaction; PostgreSQL: advisory locks on the
 //! shards of those keys, shared by every writer of every process), so what it
 //! reads stays true until it commits. On PostgreSQL several writers may run,
-//! each taking the jobs of its own shards (`[engine] writers`). Deliveries use that
-//! (`run_indexed`): the keys of consecutive deliveries are read in a few
-//! statements, each decision claims its keys in memory, and every row of the
-//! batch is written in a few multi-row statements before the commit. Other
-//! work (`run`) runs in a savepoint of its own after the rows so far are
-//! written. With `group_commit = false` each job runs in its own transaction
-//! and claims are made in the database.
+//! each taking the jobs of its own shards (`[engine] postgres_writers`).
+//! Deliveries use that (`run_indexed`): the keys of consecutive deliveries are
+//! read in a few statements, each decision claims its keys in memory, and
+//! every row of the batch is written in a few multi-row statements before the
+//! commit. Other work (`run`) runs in a savepoint of its own after the rows so
+//! far are written. With `group_commit = false` each job runs in its own
+//! transaction and claims are made in the database.
 
 use futures_util::future::BoxFuture;
 use sea_orm::{
