@@ -3,11 +3,11 @@
 //! sqlx 0.9.0 opens its TCP sockets without it (sqlx issue #4335; fixed
 //! upstream by #4336, not released as of 0.9.0). Without it, a statement that
 //! does not leave in one segment has its tail held back by Nagle's algorithm
-//! until the server's delayed ACK: measured ~40 ms for any insert over ~16 KiB,
-//! which is every batch's insert (`postgres::insert_batch`). sqlx offers no
-//! hook on the socket, so each new connection (the pool's `after_connect`)
-//! finds the process's sockets whose peer is the database server and sets the
-//! option on those that lack it. Remove this once sqlx sets it itself.
+//! until the server's delayed ACK: measured ~40 ms for any statement over ~16
+//! KiB, such as a batch's journal rows or a large body. sqlx offers no hook on
+//! the socket, so each new connection (the pool's `after_connect`) finds the
+//! process's sockets whose peer is the database server and sets the option on
+//! those that lack it. Remove this once sqlx sets it itself.
 
 use std::net::SocketAddr;
 use std::str::FromStr;
