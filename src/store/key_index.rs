@@ -78,39 +78,26 @@ impl KeyIndex {
                     .cloned(),
             );
         }
-        for chunk in unique(links).chunks(KEYS_PER_STATEMENT) {
-            self.links.extend(chunk.iter().map(|k| (k.clone(), None)));
-            let found = transport_link::Entity::find()
-                .filter(
-                    transport_link::Column::TransportKey.is_in(chunk.iter().map(String::as_str)),
-                )
-                .all(conn)
-                .await?;
-            for row in found {
-                self.links.insert(row.transport_key.clone(), Some(row));
-            }
-        }
-        for chunk in unique(reservations).chunks(KEYS_PER_STATEMENT) {
-            self.reservations
-                .extend(chunk.iter().map(|k| (k.clone(), None)));
-            let found = reservation::Entity::find()
-                .filter(reservation::Column::Key.is_in(chunk.iter().map(String::as_str)))
-                .all(conn)
-                .await?;
-            for row in found {
-                self.reservations.insert(row.key.clone(), Some(row));
-            }
-        }
-        for chunk in unique(ledger).chunks(KEYS_PER_STATEMENT) {
-            self.ledger.extend(chunk.iter().map(|k| (k.clone(), None)));
-            let found = effect::Entity::find()
-                .filter(effect::Column::Key.is_in(chunk.iter().map(String::as_str)))
-                .all(conn)
-                .await?;
-            for row in found {
-                self.ledger.insert(row.key.clone(), Some(row));
-            }
-        }
+        read_rows::<_, transport_link::Entity>(
+            conn,
+            links,
+            transport_link::Column::TransportKey,
+            &mut self.links,
+            |r| &r.transport_key,
+        )
+        .await?;
+        read_rows::<_, reservation::Entity>(
+            conn,
+            reservations,
+            reservation::Column::Key,
+            &mut self.reservations,
+            |r| &r.key,
+        )
+        .await?;
+        read_rows::<_, effect::Entity>(conn, ledger, effect::Column::Key, &mut self.ledger, |r| {
+            &r.key
+        })
+        .await?;
         Ok(())
     }
 
@@ -173,6 +160,32 @@ impl KeyIndex {
     pub fn set_no_reservation(&mut self, key: &str) {
         self.reservations.insert(key.to_owned(), None);
     }
+}
+
+/// Reads the rows of `keys` by `column` into `known`, a few hundred keys to a
+/// statement; a key with no row is recorded as known absent.
+async fn read_rows<C, E>(
+    conn: &C,
+    keys: Vec<String>,
+    column: E::Column,
+    known: &mut HashMap<String, Option<E::Model>>,
+    key_of: fn(&E::Model) -> &String,
+) -> Result<(), DbErr>
+where
+    C: ConnectionTrait,
+    E: EntityTrait,
+{
+    for chunk in unique(keys).chunks(KEYS_PER_STATEMENT) {
+        known.extend(chunk.iter().map(|k| (k.clone(), None)));
+        let found = E::find()
+            .filter(column.is_in(chunk.iter().map(String::as_str)))
+            .all(conn)
+            .await?;
+        for row in found {
+            known.insert(key_of(&row).clone(), Some(row));
+        }
+    }
+    Ok(())
 }
 
 fn unique(mut keys: Vec<String>) -> Vec<String> {
