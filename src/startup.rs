@@ -53,7 +53,7 @@ impl Application {
             };
             Writer::start_on_threads(&settings.database_url, count).await?
         } else {
-            Writer::start(&db, false)
+            Writer::direct(&settings.database_url).await?
         };
         let engine = Arc::new(Engine {
             writer,

@@ -8,6 +8,7 @@ mod m20261130_000002_strategy_versions;
 mod m20261130_000003_projections;
 mod m20261130_000004_breakers;
 mod m20261130_000005_deferred_indexes;
+mod m20261201_000006_writer_probes;
 mod sql;
 
 pub struct Migrator;
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000003_projections::Migration),
             Box::new(m20261130_000004_breakers::Migration),
             Box::new(m20261130_000005_deferred_indexes::Migration),
+            Box::new(m20261201_000006_writer_probes::Migration),
         ]
     }
 }

@@ -1,4 +1,5 @@
-//! Liveness (the process answers) and readiness (the database answers).
+//! Liveness (the process answers) and readiness (the database answers and
+//! every writer can commit).
 
 use actix_web::{HttpResponse, get, web};
 use serde_json::json;
@@ -13,7 +14,12 @@ pub async fn healthz() -> HttpResponse {
 
 #[get("/readyz")]
 pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    if store::ping(state.db()).await {
+    if !state.engine.writer.is_healthy() {
+        HttpResponse::ServiceUnavailable().json(json!({
+            "code": "writer_unavailable",
+            "message": "the writer's last commit failed; it retries on its own",
+        }))
+    } else if store::ping(state.db()).await {
         HttpResponse::Ok().json(json!({ "status": "ready" }))
     } else {
         HttpResponse::ServiceUnavailable().json(json!({

@@ -31,7 +31,8 @@ pub struct IndexKeys {
 pub struct KeyIndex {
     links: HashMap<String, Option<transport_link::Model>>,
     reservations: HashMap<String, Option<reservation::Model>>,
-    /// Ledger rows by business key.
+    /// Ledger rows by business key (every version's: a late retry after a
+    /// version bump is found under the older key).
     ledger: HashMap<String, Option<effect::Model>>,
 }
 
@@ -45,10 +46,7 @@ impl KeyIndex {
                 .business
                 .iter()
                 .all(|k| self.reservations.contains_key(k))
-            && keys
-                .business
-                .first()
-                .is_none_or(|k| self.ledger.contains_key(k))
+            && keys.business.iter().all(|k| self.ledger.contains_key(k))
     }
 
     /// Reads from the database the rows of `keys` not known yet.
@@ -73,7 +71,7 @@ impl KeyIndex {
             );
             ledger.extend(
                 k.business
-                    .first()
+                    .iter()
                     .filter(|b| !self.ledger.contains_key(*b))
                     .cloned(),
             );

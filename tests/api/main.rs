@@ -4,6 +4,7 @@
 mod connections;
 mod decisions;
 mod downstream;
+mod faults;
 mod helpers;
 mod identity;
 mod ingest;

@@ -15,14 +15,28 @@
 //! commit. Other work (`run`) runs in a savepoint of its own after the rows so
 //! far are written. With `group_commit = false` each job runs in its own
 //! transaction and claims are made in the database.
+//!
+//! A storage error anywhere in a batch fails the whole batch (every caller
+//! gets an error and the provider retries) and the writer's connection is
+//! replaced (`connection`): a job's failure is contained only when the
+//! database proves its transaction intact, by rolling back to the job's
+//! savepoint.
+
+mod connection;
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
     SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot};
 
+use self::connection::{Connection, probe};
+pub use self::connection::{Health, is_storage_error};
+use super::Pool;
 use super::deferred::Deferred;
 use super::key_index::{IndexKeys, KeyIndex};
 
@@ -30,6 +44,9 @@ use super::key_index::{IndexKeys, KeyIndex};
 const MAX_BATCH: usize = 256;
 /// Jobs waiting for the writer before callers wait to enqueue.
 const QUEUE: usize = 4096;
+/// How often a writer whose last batch failed tries a probe commit while no
+/// job arrives.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A job's work: runs in the write transaction, may leave rows in `Deferred`.
 pub trait TxnWork<T>:
@@ -54,6 +71,17 @@ type Work = Box<
 pub struct Batch {
     rows: Deferred,
     index: KeyIndex,
+    /// A storage error a job met that its transaction may not have survived:
+    /// the batch must not commit.
+    broken: Option<String>,
+}
+
+impl Batch {
+    fn break_on(&mut self, error: &DbErr) {
+        if self.broken.is_none() {
+            self.broken = Some(error.to_string());
+        }
+    }
 }
 
 /// A job, and the keys it decides on if it works against the batch's index.
@@ -65,24 +93,29 @@ pub struct Job {
 /// Where write transactions run.
 #[derive(Clone)]
 pub enum Writer {
-    /// One transaction per job.
-    Direct(DatabaseConnection),
+    /// One transaction per job, on a pool of the writer's own.
+    Direct(Arc<Direct>),
     /// Jobs batched by writer tasks, one queue each; a job goes to the writer
     /// of its keys' shard (see `shard`).
-    Grouped(Vec<mpsc::Sender<Job>>),
+    Grouped {
+        queues: Vec<mpsc::Sender<Job>>,
+        health: Vec<Arc<Health>>,
+    },
+}
+
+/// The pool of direct mode, replaced after a storage error like a writer's.
+pub struct Direct {
+    connection: Mutex<Connection>,
+    health: Health,
 }
 
 impl Writer {
-    /// One group-commit writer on `db`, on the current runtime, if `grouped`;
-    /// else a transaction per job.
-    pub fn start(db: &DatabaseConnection, grouped: bool) -> Self {
-        if grouped {
-            let (sender, receiver) = mpsc::channel(QUEUE);
-            tokio::spawn(write_loop(db.clone(), receiver));
-            Self::Grouped(vec![sender])
-        } else {
-            Self::Direct(db.clone())
-        }
+    /// A transaction per job, on a pool of its own opened on `url`.
+    pub async fn direct(url: &str) -> anyhow::Result<Self> {
+        Ok(Self::Direct(Arc::new(Direct {
+            connection: Mutex::new(Connection::open(url, Pool::Shared).await?),
+            health: Health::default(),
+        })))
     }
 
     /// `count` group-commit writers on the database at `url`, each on a
@@ -93,12 +126,16 @@ impl Writer {
     /// ~2100).
     pub async fn start_on_threads(url: &str, count: usize) -> anyhow::Result<Self> {
         let mut queues = Vec::with_capacity(count);
+        let mut health = Vec::with_capacity(count);
         for n in 0..count {
             let (sender, receiver) = mpsc::channel(QUEUE);
             let (opened, open) = oneshot::channel::<anyhow::Result<()>>();
             let url = url.to_owned();
+            let name = format!("unicity-writer-{n}");
+            let state = Arc::new(Health::default());
+            let shared = state.clone();
             std::thread::Builder::new()
-                .name(format!("unicity-writer-{n}"))
+                .name(name.clone())
                 .spawn(move || {
                     let runtime = match tokio::runtime::Builder::new_current_thread()
                         .enable_all()
@@ -111,10 +148,10 @@ impl Writer {
                         }
                     };
                     runtime.block_on(async move {
-                        match super::connect_writer(&url).await {
-                            Ok(db) => {
+                        match Connection::open(&url, Pool::Writer).await {
+                            Ok(connection) => {
                                 let _ = opened.send(Ok(()));
-                                write_loop(db, receiver).await;
+                                write_loop(connection, &shared, &name, receiver).await;
                             }
                             Err(error) => {
                                 let _ = opened.send(Err(error));
@@ -125,8 +162,18 @@ impl Writer {
             open.await
                 .map_err(|_| anyhow::anyhow!("writer thread {n} stopped while starting"))??;
             queues.push(sender);
+            health.push(state);
         }
-        Ok(Self::Grouped(queues))
+        Ok(Self::Grouped { queues, health })
+    }
+
+    /// False while a writer cannot commit (its last batch failed and nothing
+    /// has committed since): `/readyz` reports it.
+    pub fn is_healthy(&self) -> bool {
+        match self {
+            Self::Direct(direct) => direct.health.is_ok(),
+            Self::Grouped { health, .. } => health.iter().all(|h| h.is_ok()),
+        }
     }
 
     /// Runs `work` in a write transaction and returns its result once the
@@ -164,25 +211,8 @@ impl Writer {
         F: TxnWork<T> + Send + 'static,
     {
         match self {
-            Self::Direct(db) => {
-                let txn = db.begin().await?;
-                let mut rows = Deferred::default();
-                let outcome = match work(&txn, &mut rows).await {
-                    Ok(value) => rows.flush(&txn).await.map(|()| value),
-                    Err(error) => Err(error),
-                };
-                match outcome {
-                    Ok(value) => {
-                        txn.commit().await?;
-                        Ok(value)
-                    }
-                    Err(error) => {
-                        let _ = txn.rollback().await;
-                        Err(error)
-                    }
-                }
-            }
-            Self::Grouped(queues) => {
+            Self::Direct(direct) => direct.run(work).await,
+            Self::Grouped { queues, .. } => {
                 let jobs = &queues[keys.as_ref().and_then(shard).unwrap_or(0) % queues.len()];
                 let (reply, answer) = oneshot::channel::<Result<T, DbErr>>();
                 let job_keys = keys.clone();
@@ -190,7 +220,7 @@ impl Writer {
                     Box::pin(async move {
                         let outcome = match &job_keys {
                             Some(keys) => against_index(txn, batch, keys, work).await,
-                            None => in_savepoint(txn, &mut batch.rows, work).await,
+                            None => in_savepoint(txn, batch, work).await,
                         };
                         Box::new(move |committed: Result<(), &DbErr>| {
                             let result = match (outcome, committed) {
@@ -215,8 +245,57 @@ impl Writer {
     }
 }
 
+impl Direct {
+    /// One job in its own transaction. Any storage error, and any failed
+    /// commit or rollback, replaces the pool the job used.
+    async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
+    where
+        F: TxnWork<T>,
+    {
+        let (db, generation) = self.connection.lock().await.get().await?;
+        let outcome = Self::attempt(&db, work).await;
+        match &outcome {
+            Ok(_) => self.health.set(true),
+            Err((error, broken)) => {
+                if *broken {
+                    tracing::error!(%error, "write transaction failed; reopening its connection");
+                    self.health.set(false);
+                    self.connection.lock().await.discard(generation).await;
+                }
+            }
+        }
+        outcome.map_err(|(error, _)| error)
+    }
+
+    /// The job's result, or its error and whether the connection must go.
+    async fn attempt<T, F>(db: &DatabaseConnection, work: F) -> Result<T, (DbErr, bool)>
+    where
+        F: TxnWork<T>,
+    {
+        let txn = db.begin().await.map_err(|error| (error, true))?;
+        let mut rows = Deferred::default();
+        let outcome = match work(&txn, &mut rows).await {
+            Ok(value) => rows.flush(&txn).await.map(|()| value),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(value) => match txn.commit().await {
+                Ok(()) => Ok(value),
+                Err(error) => Err((error, true)),
+            },
+            Err(error) => {
+                let rolled_back = txn.rollback().await.is_ok();
+                let broken = is_storage_error(&error) || !rolled_back;
+                Err((error, broken))
+            }
+        }
+    }
+}
+
 /// Runs one indexed job on a copy of the batch's index for its keys. What it
-/// claimed joins the batch's index and rows only if it succeeded.
+/// claimed joins the batch's index and rows only if it succeeded. The job
+/// writes nothing, so its own refusal leaves the transaction as it was; a
+/// storage error it met may not have, and breaks the batch.
 async fn against_index<T, F>(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
@@ -227,7 +306,15 @@ where
     F: TxnWork<T>,
 {
     let mut rows = Deferred::with_index(batch.index.view(keys));
-    let value = work(txn, &mut rows).await?;
+    let value = match work(txn, &mut rows).await {
+        Ok(value) => value,
+        Err(error) => {
+            if is_storage_error(&error) {
+                batch.break_on(&error);
+            }
+            return Err(error);
+        }
+    };
     if let Some(view) = rows.take_index() {
         batch.index.merge(view);
     }
@@ -237,27 +324,34 @@ where
 
 /// Runs one job in a savepoint. Its deferred rows join the batch's only if
 /// it succeeded: a failed job leaves nothing behind, written or deferred.
+/// Rolling back to its savepoint proves the transaction survived the job's
+/// error; if that rollback fails, the batch is broken.
 ///
 /// The savepoint of a job that succeeded is never released: the batch's
 /// commit releases them all, one statement per job fewer. A failed job rolls
 /// back to its own savepoint, the most recent of that name.
 async fn in_savepoint<T, F>(
     txn: &DatabaseTransaction,
-    batch_rows: &mut Deferred,
+    batch: &mut Batch,
     work: F,
 ) -> Result<T, DbErr>
 where
     F: TxnWork<T>,
 {
-    txn.execute_unprepared("SAVEPOINT job").await?;
+    if let Err(error) = txn.execute_unprepared("SAVEPOINT job").await {
+        batch.break_on(&error);
+        return Err(error);
+    }
     let mut rows = Deferred::default();
     match work(txn, &mut rows).await {
         Ok(value) => {
-            batch_rows.absorb(rows);
+            batch.rows.absorb(rows);
             Ok(value)
         }
         Err(error) => {
-            txn.execute_unprepared("ROLLBACK TO SAVEPOINT job").await?;
+            if let Err(rollback) = txn.execute_unprepared("ROLLBACK TO SAVEPOINT job").await {
+                batch.break_on(&rollback);
+            }
             Err(error)
         }
     }
@@ -330,73 +424,135 @@ async fn own_writes(txn: &DatabaseTransaction, shards: &[u32]) -> Result<(), DbE
     Ok(())
 }
 
-async fn write_loop(db: DatabaseConnection, mut jobs: mpsc::Receiver<Job>) {
+/// Runs batches until every sender is gone. After a failed batch the writer
+/// reports itself unhealthy and, while idle, probes until a commit succeeds.
+async fn write_loop(
+    mut connection: Connection,
+    health: &Health,
+    name: &str,
+    mut jobs: mpsc::Receiver<Job>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    loop {
+        let received = if health.is_ok() {
+            jobs.recv_many(&mut batch, MAX_BATCH).await
+        } else {
+            tokio::select! {
+                received = jobs.recv_many(&mut batch, MAX_BATCH) => received,
+                () = tokio::time::sleep(PROBE_INTERVAL) => {
+                    let probed = match connection.get().await {
+                        Ok((db, generation)) => match probe(&db, name).await {
+                            Ok(()) => true,
+                            Err(error) => {
+                                tracing::warn!(%error, writer = name, "writer probe failed");
+                                connection.discard(generation).await;
+                                false
+                            }
+                        },
+                        Err(_) => false,
+                    };
+                    health.set(probed);
+                    continue;
+                }
+            }
+        };
+        if received == 0 {
+            return;
+        }
+        let jobs_in_batch = batch.len();
+        match write_batch(&mut connection, &mut batch).await {
+            Ok(()) => health.set(true),
+            Err(error) => {
+                // Jobs not yet run are dropped: their callers get an error too.
+                batch.clear();
+                tracing::error!(%error, jobs = jobs_in_batch, writer = name, "group commit failed");
+                health.set(false);
+            }
+        }
+    }
+}
+
+/// Begins a batch's transaction. A batch that has sent nothing yet may try
+/// once more on a fresh connection: one that broke while idle (a PostgreSQL
+/// backend killed, a server restarted) costs a reconnect, not the batch.
+async fn begin(connection: &mut Connection) -> Result<(DatabaseTransaction, u64), DbErr> {
     // The batch owns the database from its first statement: what it reads
     // into its index stays true until it commits.
     let immediate = TransactionOptions {
         sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
         ..TransactionOptions::default()
     };
-    while jobs.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let txn = match db.begin_with_options(immediate).await {
-            Ok(txn) => txn,
-            Err(error) => {
-                // Dropping the jobs answers every caller with an error (503, retry).
-                tracing::error!(%error, jobs = batch.len(), "group commit could not begin");
-                batch.clear();
-                continue;
-            }
-        };
-        if let Err(error) =
-            own_writes(&txn, &lock_set(batch.iter().map(|job| job.keys.as_ref()))).await
-        {
-            tracing::error!(%error, jobs = batch.len(), "group commit could not lock");
-            batch.clear();
-            continue;
-        }
-        let keys: Vec<Option<IndexKeys>> = batch.iter().map(|job| job.keys.clone()).collect();
-        let mut completions = Vec::with_capacity(batch.len());
-        let mut state = Batch::default();
-        let mut written = Ok(());
-        for (i, job) in batch.drain(..).enumerate() {
-            let prepared = match &keys[i] {
-                // Load the keys of this job and the indexed jobs after it at once.
-                Some(k) if !state.index.covers(k) => {
-                    let run = keys[i..].iter().map_while(Option::as_ref);
-                    state.index.load(&txn, run).await
-                }
-                Some(_) => Ok(()),
-                // A job that may read anything sees every row written so far
-                // and may change any key: the index starts afresh after it.
-                None => {
-                    state.index = KeyIndex::default();
-                    state.rows.flush(&txn).await
-                }
-            };
-            if let Err(error) = prepared {
-                written = Err(error);
-                break;
-            }
-            completions.push((job.work)(&txn, &mut state).await);
-        }
-        // Jobs left in the batch after a failed write are dropped: their
-        // callers get an error, as do those that ran (nothing commits).
-        batch.clear();
-        let committed = match written {
-            Ok(()) => match state.rows.flush(&txn).await {
-                Ok(()) => txn.commit().await,
-                Err(error) => Err(error),
-            },
-            Err(error) => Err(error),
-        };
-        if let Err(error) = &committed {
-            tracing::error!(%error, jobs = completions.len(), "group commit failed");
-        }
-        for complete in completions {
-            complete(committed.as_ref().map(|_| ()));
+    let (db, generation) = connection.get().await?;
+    match db.begin_with_options(immediate).await {
+        Ok(txn) => Ok((txn, generation)),
+        Err(error) => {
+            tracing::warn!(%error, "a writer connection could not begin; reopening it");
+            connection.discard(generation).await;
+            let (db, generation) = connection.get().await?;
+            Ok((db.begin_with_options(immediate).await?, generation))
         }
     }
+}
+
+/// Runs the jobs of one batch in one transaction and reports its commit to
+/// each. Any failure fails every job and discards the connection.
+async fn write_batch(connection: &mut Connection, jobs: &mut Vec<Job>) -> Result<(), DbErr> {
+    let (txn, generation) = begin(connection).await?;
+    let (completions, committed) = run_jobs(txn, jobs).await;
+    if let Err(error) = &committed {
+        connection.discard(generation).await;
+        tracing::debug!(%error, "writer connection discarded after a failed batch");
+    }
+    for complete in completions {
+        complete(committed.as_ref().map(|_| ()));
+    }
+    committed
+}
+
+/// Runs `jobs` in `txn` and commits unless anything failed that the
+/// transaction may not have survived.
+async fn run_jobs(
+    txn: DatabaseTransaction,
+    jobs: &mut Vec<Job>,
+) -> (Vec<Completion>, Result<(), DbErr>) {
+    let mut completions = Vec::with_capacity(jobs.len());
+    if let Err(error) = own_writes(&txn, &lock_set(jobs.iter().map(|job| job.keys.as_ref()))).await
+    {
+        return (completions, Err(error));
+    }
+    let keys: Vec<Option<IndexKeys>> = jobs.iter().map(|job| job.keys.clone()).collect();
+    let mut state = Batch::default();
+    for (i, job) in jobs.drain(..).enumerate() {
+        let prepared = match &keys[i] {
+            // Load the keys of this job and the indexed jobs after it at once.
+            Some(k) if !state.index.covers(k) => {
+                let run = keys[i..].iter().map_while(Option::as_ref);
+                state.index.load(&txn, run).await
+            }
+            Some(_) => Ok(()),
+            // A job that may read anything sees every row written so far
+            // and may change any key: the index starts afresh after it.
+            None => {
+                state.index = KeyIndex::default();
+                state.rows.flush(&txn).await
+            }
+        };
+        if let Err(error) = prepared {
+            // Jobs left in the batch are dropped; their callers get an error,
+            // as do those that ran (nothing commits).
+            return (completions, Err(error));
+        }
+        completions.push((job.work)(&txn, &mut state).await);
+        if let Some(broken) = &state.broken {
+            let error = DbErr::Custom(format!("a job's storage error broke the batch: {broken}"));
+            return (completions, Err(error));
+        }
+    }
+    let committed = match state.rows.flush(&txn).await {
+        Ok(()) => txn.commit().await,
+        Err(error) => Err(error),
+    };
+    (completions, committed)
 }
 
 #[cfg(test)]
@@ -477,8 +633,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_job_that_reads_sees_the_rows_deferred_before_it_in_its_batch() {
-        let (_dir, db) = crate::store::test_database().await;
-        let writer = Writer::start(&db, true);
+        let (dir, db) = crate::store::test_database().await;
+        let writer = Writer::start_on_threads(&crate::store::test_url(&dir), 1)
+            .await
+            .unwrap();
 
         let release = hold(&writer).await;
         let deferring = writer.clone();
@@ -513,8 +671,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_job_leaves_no_deferred_row_and_its_batch_commits() {
-        let (_dir, db) = crate::store::test_database().await;
-        let writer = Writer::start(&db, true);
+        let (dir, db) = crate::store::test_database().await;
+        let writer = Writer::start_on_threads(&crate::store::test_url(&dir), 1)
+            .await
+            .unwrap();
 
         let release = hold(&writer).await;
         let mut jobs = Vec::new();
