@@ -88,6 +88,8 @@ fn accepted_response(source: &str, accepted: &Accepted) -> HttpResponse {
         "strategy": business.map(|b| &b.strategy),
         "strength": business.map(|b| b.strength),
         "key": business.map(|b| &b.key),
+        "matched_key": made.matched_key,
+        "matched_strategy": made.matched_strategy(),
         "transport_key": accepted.derived.transport_key,
         "reference_delivery_id": decision.reference_delivery.or(made.first_delivery_id.map(|d| d.as_uuid())),
         "effect_id": decision.effect_id,

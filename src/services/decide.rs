@@ -140,14 +140,19 @@ pub async fn decide_keyed<C: ConnectionTrait>(
     // On PostgreSQL a loser of the insert race waits for the winner's commit,
     // then sees its row: two passes always suffice; the third is a safety net.
     for _ in 0..3 {
-        let (found, ledger_row) = read_key(conn, rows, key).await?;
-        let (existing, differences, horizon) = match &found {
-            Some((row, _)) => (
-                existing_of(row, at),
-                differences(&row.discriminants, &key.discriminants),
-                Horizon::Within,
-            ),
-            None => match ledger(conn, key, ledger_row).await? {
+        let (found, ledger_rows) = read_key(conn, rows, key).await?;
+        let (existing, differences, missing, horizon, matched_key) = match &found {
+            Some((row, matched)) => {
+                let seen = seen_by(key, matched.as_deref());
+                (
+                    existing_of(row, at),
+                    seen.differences(&row.discriminants),
+                    seen.missing,
+                    Horizon::Within,
+                    matched.clone(),
+                )
+            }
+            None => match ledger(conn, key, ledger_rows).await? {
                 Some(answer) => answer,
                 // A reservation committed between the two reads: look again.
                 None => continue,
@@ -171,13 +176,12 @@ pub async fn decide_keyed<C: ConnectionTrait>(
             existing,
             horizon,
             differences,
-            missing_fields: key.missing_discriminants.clone(),
+            missing_fields: missing,
             criticality: key.criticality,
             lookup_available: false,
             breaker_tripped: engine.is_tripped(&key.strategy),
         };
         let mut decision = decision::decide(&input);
-        let matched_key = found.as_ref().and_then(|(_, m)| m.clone());
         if decision.action != Action::Process {
             return Ok(Verdict {
                 decision,
@@ -273,14 +277,14 @@ fn horizon_of(key: &KeySummary) -> chrono::Duration {
 type Found = (reservation::Model, Option<String>);
 
 /// Reads the reservation for the key, else for the key of an older strategy
-/// version still in the index. With a batch index the key's ledger row comes
+/// version still in the index. With a batch index the keys' ledger rows come
 /// from it too (`Some`); without one the ledger is read only if needed
 /// (`None`).
 async fn read_key<C: ConnectionTrait>(
     conn: &C,
     rows: &mut Deferred,
     key: &KeySummary,
-) -> Result<(Option<Found>, Option<Option<effect::Model>>), DbErr> {
+) -> Result<(Option<Found>, Option<Vec<effect::Model>>), DbErr> {
     if let Some(index) = rows.index() {
         let keys = IndexKeys {
             transport: None,
@@ -294,8 +298,12 @@ async fn read_key<C: ConnectionTrait>(
             .iter()
             .filter_map(|k| index.reservation(k).flatten().cloned())
             .collect();
-        let ledger_row = index.ledger(&key.key).flatten().cloned();
-        return Ok((pick_current(key, found), Some(ledger_row)));
+        let ledger_rows = keys
+            .business
+            .iter()
+            .filter_map(|k| index.ledger(k).flatten().cloned())
+            .collect();
+        return Ok((pick_current(key, found), Some(ledger_rows)));
     }
     let mut query =
         reservation::Entity::find().filter(reservation::Column::Key.is_in(business_keys(key)));
@@ -315,15 +323,75 @@ pub fn business_keys(key: &KeySummary) -> Vec<String> {
         .collect()
 }
 
-/// The key's own reservation if any, else one of an older version's key.
+/// The row of the key itself if any, else the one of the newest older
+/// version that has one (`older_keys` is newest first), with the older key
+/// it was found under.
+fn pick<T>(
+    key: &KeySummary,
+    mut rows: Vec<T>,
+    key_of: fn(&T) -> &str,
+) -> Option<(T, Option<String>)> {
+    for (n, wanted) in business_keys(key).iter().enumerate() {
+        if let Some(at) = rows.iter().position(|row| key_of(row) == wanted) {
+            let row = rows.swap_remove(at);
+            return Some((row, (n > 0).then(|| wanted.clone())));
+        }
+    }
+    None
+}
+
 fn pick_current(key: &KeySummary, rows: Vec<reservation::Model>) -> Option<Found> {
-    let current = rows.iter().find(|r| r.key == key.key).cloned();
-    match current {
-        Some(row) => Some((row, None)),
-        None => rows.into_iter().next().map(|row| {
-            let matched = row.key.clone();
-            (row, Some(matched))
-        }),
+    pick(key, rows, |row| &row.key)
+}
+
+/// The delivery as the version that keyed a match sees it.
+struct Seen<'k> {
+    discriminants: &'k BTreeMap<String, Value>,
+    missing: Vec<String>,
+    /// Compare only the fields both sides have (see `seen_by`).
+    shared_only: bool,
+}
+
+impl Seen<'_> {
+    fn differences(&self, existing: &Value) -> Vec<FieldDifference> {
+        let mut found = differences(existing, self.discriminants);
+        if self.shared_only {
+            let recorded = existing.as_object();
+            found.retain(|d| {
+                self.discriminants.contains_key(&d.field)
+                    && recorded.is_some_and(|r| r.contains_key(&d.field))
+            });
+        }
+        found
+    }
+}
+
+/// What a match through `matched` (an older version's key; `None`: the
+/// current one) is judged on: that version's discriminants, as recorded when
+/// its key was reserved, against the delivery's under the same version —
+/// never the newer version's, whose added fields the older one never
+/// recorded. A delivery journaled before older versions' discriminants were
+/// kept (re-decided after deferral) is compared on the fields both sides have.
+fn seen_by<'k>(key: &'k KeySummary, matched: Option<&str>) -> Seen<'k> {
+    let current = Seen {
+        discriminants: &key.discriminants,
+        missing: key.missing_discriminants.clone(),
+        shared_only: false,
+    };
+    let Some(matched) = matched else {
+        return current;
+    };
+    match key.older.get(matched) {
+        Some(older) => Seen {
+            discriminants: &older.discriminants,
+            missing: older.missing_discriminants.clone(),
+            shared_only: false,
+        },
+        None => Seen {
+            missing: Vec::new(),
+            shared_only: true,
+            ..current
+        },
     }
 }
 
@@ -350,7 +418,20 @@ fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
     }
 }
 
-/// Beyond the fast index: what the effects ledger still proves.
+/// What the decision reads for a key: what exists, the discriminating
+/// fields that disagree, those missing, the horizon, and the older version's
+/// key the match was made through.
+type Answer = (
+    Existing,
+    Vec<FieldDifference>,
+    Vec<String>,
+    Horizon,
+    Option<String>,
+);
+
+/// Beyond the fast index: what the effects ledger still proves, searched
+/// with every key in force (the current version's, then older ones'), so a
+/// version bump never turns a late retry into a second effect.
 ///
 /// Only applied effects leave the fast index, so an effect found here in any
 /// other state belongs to a reservation that committed after the index was
@@ -358,19 +439,25 @@ fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
 async fn ledger<C: ConnectionTrait>(
     conn: &C,
     key: &KeySummary,
-    read: Option<Option<effect::Model>>,
-) -> Result<Option<(Existing, Vec<FieldDifference>, Horizon)>, DbErr> {
-    let found = match read {
-        Some(found) => found,
+    read: Option<Vec<effect::Model>>,
+) -> Result<Option<Answer>, DbErr> {
+    let rows = match read {
+        Some(rows) => rows,
         None => {
             effect::Entity::find()
-                .filter(effect::Column::Key.eq(key.key.as_str()))
-                .one(conn)
+                .filter(effect::Column::Key.is_in(business_keys(key)))
+                .all(conn)
                 .await?
         }
     };
-    let Some(effect) = found else {
-        return Ok(Some((Existing::Nothing, Vec::new(), Horizon::Within)));
+    let Some((effect, matched)) = pick(key, rows, |row| &row.key) else {
+        return Ok(Some((
+            Existing::Nothing,
+            Vec::new(),
+            key.missing_discriminants.clone(),
+            Horizon::Within,
+            None,
+        )));
     };
     if effect.status != "applied" {
         return Ok(None);
@@ -383,11 +470,13 @@ async fn ledger<C: ConnectionTrait>(
             effect_id: uuid_of(&effect.effect_id),
         }
     };
-    let differences = differences(&effect.discriminants, &key.discriminants);
+    let seen = seen_by(key, matched.as_deref());
     Ok(Some((
         Existing::Nothing,
-        differences,
+        seen.differences(&effect.discriminants),
+        seen.missing,
         Horizon::Passed { ledger: evidence },
+        matched,
     )))
 }
 

@@ -24,6 +24,9 @@ pub struct DeliveryView {
     pub identity: Option<KeyDerived>,
     /// The latest decision, with its reasoning.
     pub decision: Option<DecisionMade>,
+    /// `name@version` of the older strategy version a match was made
+    /// through, when it was not the current one.
+    pub matched_strategy: Option<String>,
     pub events: Vec<EventView>,
 }
 
@@ -102,6 +105,10 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
         parse,
         body,
         identity,
+        matched_strategy: decision
+            .as_ref()
+            .and_then(|d| d.matched_strategy())
+            .map(str::to_owned),
         decision,
         events,
     })

@@ -166,18 +166,18 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                 if verdict.decision.action == Action::Defer {
                     return Ok(None);
                 }
-                let decision = verdict.decision;
-                let made = DecisionMade {
-                    summary: decision.summary(),
-                    case_id: matches!(decision.action, Action::Quarantine | Action::Reconcile)
-                        .then(Uuid::now_v7),
-                    layer: verdict.layer,
-                    business_key: Some(key.key.clone()),
-                    matched_key: verdict.matched_key,
-                    first_delivery_id: None,
-                    redecided: true,
-                    decision,
-                };
+                let case = matches!(
+                    verdict.decision.action,
+                    Action::Quarantine | Action::Reconcile
+                );
+                let mut made = DecisionMade::new(
+                    verdict.decision,
+                    verdict.layer,
+                    Some(key.key.clone()),
+                    verdict.matched_key,
+                );
+                made.case_id = case.then(Uuid::now_v7);
+                made.redecided = true;
                 appends
                     .record(txn, Some(delivery_id), JournalEvent::DecisionMade(made), at)
                     .await?;

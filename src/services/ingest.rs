@@ -17,6 +17,7 @@ use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers, mask_head
 use crate::domain::identity::{Derivation, Unresolved};
 use crate::domain::journal::{
     DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
+    OlderKey,
 };
 use crate::providers::signature::{self, SignatureError};
 use crate::store::key_index::IndexKeys;
@@ -221,17 +222,16 @@ fn decision_made(
     matched_key: Option<String>,
     first: Option<DeliveryId>,
 ) -> DecisionMade {
-    DecisionMade {
-        summary: decision.summary(),
-        case_id: matches!(decision.action, Action::Quarantine | Action::Reconcile)
-            .then(Uuid::now_v7),
-        layer,
-        business_key: business.map(|b| b.key.clone()),
-        matched_key,
-        first_delivery_id: first,
-        redecided: false,
+    let case = matches!(decision.action, Action::Quarantine | Action::Reconcile);
+    let mut made = DecisionMade::new(
         decision,
-    }
+        layer,
+        business.map(|b| b.key.clone()),
+        matched_key,
+    );
+    made.case_id = case.then(Uuid::now_v7);
+    made.first_delivery_id = first;
+    made
 }
 
 fn identity_of(unresolved: Option<&Unresolved>) -> Identity {
@@ -270,6 +270,17 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
             discriminants: b.discriminants.clone(),
             missing_discriminants: b.missing_discriminants.clone(),
             older_keys: d.older_versions.iter().map(|o| o.key.full()).collect(),
+            older: d
+                .older_versions
+                .iter()
+                .map(|o| {
+                    let seen = OlderKey {
+                        discriminants: o.discriminants.clone(),
+                        missing_discriminants: o.missing_discriminants.clone(),
+                    };
+                    (o.key.full(), seen)
+                })
+                .collect(),
         }),
         unresolved: d.unresolved.as_ref().map(|u| u.code().to_owned()),
         derivation: serde_json::to_value(d).unwrap_or_default(),

@@ -11,3 +11,4 @@ mod ingest;
 mod journal;
 mod processes;
 mod reads;
+mod versions;

@@ -24,6 +24,18 @@ pub struct KeySummary {
     pub missing_discriminants: Vec<String>,
     /// Keys of older, non-retired versions of the same strategy.
     pub older_keys: Vec<String>,
+    /// The delivery as each older version (by key, one of `older_keys`) sees
+    /// it: a match through that key is judged on these. Absent from events
+    /// journaled before 2026-12-01.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub older: BTreeMap<String, OlderKey>,
+}
+
+/// What an older strategy version discriminates on, for one delivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OlderKey {
+    pub discriminants: BTreeMap<String, serde_json::Value>,
+    pub missing_discriminants: Vec<String>,
 }
 
 /// The identity engine's answer for one delivery.
@@ -72,4 +84,41 @@ pub struct DecisionMade {
     pub first_delivery_id: Option<DeliveryId>,
     pub summary: String,
     pub redecided: bool,
+}
+
+impl DecisionMade {
+    /// A decision as journaled, its summary naming the older strategy version
+    /// a match was made through. Case, first delivery and re-decision are set
+    /// by the caller.
+    pub fn new(
+        decision: Decision,
+        layer: Layer,
+        business_key: Option<String>,
+        matched_key: Option<String>,
+    ) -> Self {
+        let mut summary = decision.summary();
+        if let Some(strategy) = matched_key.as_deref().and_then(strategy_of_key) {
+            summary.push_str(&format!(" (matched through the older version {strategy})"));
+        }
+        Self {
+            summary,
+            case_id: None,
+            layer,
+            business_key,
+            matched_key,
+            first_delivery_id: None,
+            redecided: false,
+            decision,
+        }
+    }
+
+    /// `name@version` of the older strategy version whose key matched.
+    pub fn matched_strategy(&self) -> Option<&str> {
+        self.matched_key.as_deref().and_then(strategy_of_key)
+    }
+}
+
+/// The `name@version` part of a stored key (`name@version:hex`).
+fn strategy_of_key(key: &str) -> Option<&str> {
+    key.split_once(':').map(|(strategy, _)| strategy)
 }

@@ -7,7 +7,7 @@ mod delivery;
 mod effect;
 mod strategy;
 
-pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer};
+pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, Origin};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,

@@ -1,0 +1,285 @@
+//! Strategy versions against late retries, through real HTTP with an HTTP
+//! sink counting refunds: a version bump must never turn a retry into a
+//! second effect, and a match through an older version is judged on that
+//! version's discriminating fields.
+
+use serde_json::{Value, json};
+
+use crate::downstream::{Behaviour, Downstream};
+use crate::helpers::{Reply, TestApp, fresh_database, spawn_on};
+
+/// A refund strategy version: its number, horizon, discriminating fields and
+/// criticality.
+struct Version {
+    number: u32,
+    horizon: &'static str,
+    discriminants: &'static [&'static str],
+    retired: bool,
+    effect: (&'static str, &'static str),
+}
+
+const REFUND: (&str, &str) = ("refund.create", "critical");
+const NOTICE: (&str, &str) = ("refund.notify", "reversible");
+
+fn version(number: u32, horizon: &'static str, discriminants: &'static [&'static str]) -> Version {
+    Version {
+        number,
+        horizon,
+        discriminants,
+        retired: false,
+        effect: REFUND,
+    }
+}
+
+/// The configuration of a server knowing `versions` of `vref`, its effects
+/// sent to `downstream`.
+fn config(downstream: &Downstream, versions: &[Version]) -> String {
+    let mut text = format!(
+        "[engine]\nsweep_interval_ms = 100\nlease_secs = 30\n\n{}\n",
+        downstream.sink_toml(2000)
+    );
+    for v in versions {
+        let discriminants: Vec<String> = v
+            .discriminants
+            .iter()
+            .map(|d| format!("{{ name = \"{d}\", path = \"$.{d}\" }}"))
+            .collect();
+        text.push_str(&format!(
+            r#"
+[[strategies]]
+name = "vref"
+version = {}
+retired = {}
+provider = "norefid"
+event_types = ["refund.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "{}"
+effect_type = "{}"
+criticality = "{}"
+fields = [
+  {{ name = "payment", path = "$.payment_id" }},
+  {{ name = "refund_reference", path = "$.refund_reference" }},
+]
+discriminants = [{}]
+"#,
+            v.number,
+            v.retired,
+            v.horizon,
+            v.effect.0,
+            v.effect.1,
+            discriminants.join(", ")
+        ));
+    }
+    text.push_str(
+        "\n[[hierarchies]]\nprovider = \"norefid\"\nevent_type = \"refund.*\"\nstrategies = [\"vref\"]\n",
+    );
+    text
+}
+
+/// One refund, sent again on every retry with a new send time (volatile).
+fn refund(amount: u64) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "type": "refund.created",
+        "payment_id": "pay_v",
+        "refund_reference": "rr_v",
+        "amount": amount,
+        "currency": "EUR",
+        "status": "succeeded",
+        "sent_at": chrono::Utc::now().to_rfc3339(),
+    }))
+    .expect("json")
+}
+
+/// A database, a downstream, and servers started on them one after the
+/// other as the configuration changes (each a restart).
+struct Scenario {
+    url: String,
+    _dir: Option<tempfile::TempDir>,
+    downstream: Downstream,
+    app: Option<TestApp>,
+}
+
+impl Scenario {
+    async fn start(versions: &[Version]) -> Self {
+        let (url, dir) = fresh_database().await;
+        let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+        let mut scenario = Self {
+            url,
+            _dir: dir,
+            downstream,
+            app: None,
+        };
+        scenario.restart(versions).await;
+        scenario
+    }
+
+    async fn restart(&mut self, versions: &[Version]) {
+        let config = config(&self.downstream, versions);
+        self.app = Some(spawn_on(&self.url, &config, None).await);
+    }
+
+    fn app(&self) -> &TestApp {
+        self.app.as_ref().expect("a running server")
+    }
+
+    async fn send(&self, amount: u64) -> Reply {
+        self.app().post_signed("hmac", &refund(amount)).await
+    }
+
+    /// The first refund, applied downstream.
+    async fn first_refund(&self) -> Reply {
+        let first = self.send(1500).await;
+        assert_eq!(first.json["decision"], "process", "{}", first.json);
+        self.downstream.wait_calls(1).await;
+        self.app()
+            .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+            .await;
+        first
+    }
+
+    /// Past the horizon the sweeper purges the key from the fast index.
+    async fn wait_for_purge(&self) {
+        self.app()
+            .wait_for_count("SELECT COUNT(*) FROM reservations", 0)
+            .await;
+    }
+
+    /// Exactly one refund reached the downstream, however long we look.
+    async fn assert_one_refund(&self) {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(self.downstream.calls().len(), 1, "a second refund was sent");
+        assert_eq!(self.app().count("SELECT COUNT(*) FROM effects").await, 1);
+    }
+}
+
+fn assert_ignored(reply: &Reply, reason: &str, first: &Reply, through: Option<&str>) {
+    assert_eq!(reply.status, 200, "{}", reply.json);
+    assert_eq!(reply.json["decision"], "ignore", "{}", reply.json);
+    assert_eq!(reply.json["reason"], reason, "{}", reply.json);
+    assert_eq!(
+        reply.json["reference_delivery_id"],
+        first.json["delivery_id"]
+    );
+    let expected = through.map_or(Value::Null, |s| Value::String(s.to_owned()));
+    assert_eq!(reply.json["matched_strategy"], expected, "{}", reply.json);
+}
+
+#[tokio::test]
+async fn a_version_bump_after_the_key_was_purged_finds_the_refund_in_the_ledger() {
+    let mut s = Scenario::start(&[version(1, "2s", &["amount", "currency"])]).await;
+    let first = s.first_refund().await;
+    s.wait_for_purge().await;
+    let late = s.send(1500).await;
+    assert_ignored(&late, "late_replay_found_effect", &first, None);
+
+    // v2 drops a discriminant; v1 stays in force.
+    s.restart(&[
+        version(1, "2s", &["amount", "currency"]),
+        version(2, "2s", &["amount"]),
+    ])
+    .await;
+    let later = s.send(1500).await;
+    assert_eq!(later.json["strategy"], "vref@2");
+    assert_ignored(&later, "late_replay_found_effect", &first, Some("vref@1"));
+    s.assert_one_refund().await;
+}
+
+#[tokio::test]
+async fn a_match_through_an_older_version_is_judged_on_that_versions_discriminants() {
+    let mut s = Scenario::start(&[version(1, "90d", &["amount", "currency"])]).await;
+    let first = s.first_refund().await;
+    // v2 adds `status`, which v1 never recorded.
+    s.restart(&[
+        version(1, "90d", &["amount", "currency"]),
+        version(2, "90d", &["amount", "currency", "status"]),
+    ])
+    .await;
+    let retry = s.send(1500).await;
+    assert_ignored(&retry, "duplicate_of_applied", &first, Some("vref@1"));
+    assert!(
+        retry.json["summary"]
+            .as_str()
+            .is_some_and(|t| t.contains("vref@1")),
+        "{}",
+        retry.json
+    );
+    // The delivery's page says the same.
+    let shown = s
+        .app()
+        .delivery(retry.json["delivery_id"].as_str().unwrap())
+        .await;
+    assert_eq!(shown.json["matched_strategy"], "vref@1");
+
+    // What v1 discriminates on is still checked: another amount collides.
+    let other = s.send(1600).await;
+    assert_eq!(other.json["decision"], "quarantine", "{}", other.json);
+    assert_eq!(other.json["reason"], "discriminants_differ");
+    let fields: Vec<&str> = other.json["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["amount"], "{}", other.json);
+    s.assert_one_refund().await;
+}
+
+#[tokio::test]
+async fn a_bump_before_the_purge_still_finds_the_refund_past_the_horizon() {
+    let mut s = Scenario::start(&[version(1, "2s", &["amount", "currency"])]).await;
+    let first = s.first_refund().await;
+    s.restart(&[
+        version(1, "2s", &["amount", "currency"]),
+        version(2, "2s", &["amount", "currency", "status"]),
+    ])
+    .await;
+    s.wait_for_purge().await;
+    let late = s.send(1500).await;
+    assert_ignored(&late, "late_replay_found_effect", &first, Some("vref@1"));
+    s.assert_one_refund().await;
+}
+
+#[tokio::test]
+async fn two_bumps_still_find_the_refund_keyed_by_the_first_version() {
+    let mut s = Scenario::start(&[version(1, "2s", &["amount", "currency"])]).await;
+    let first = s.first_refund().await;
+    s.restart(&[
+        version(1, "2s", &["amount", "currency"]),
+        version(2, "2s", &["amount"]),
+    ])
+    .await;
+    s.restart(&[
+        version(1, "2s", &["amount", "currency"]),
+        version(2, "2s", &["amount"]),
+        version(3, "2s", &["amount", "status"]),
+    ])
+    .await;
+    let retry = s.send(1500).await;
+    assert_ignored(&retry, "duplicate_of_applied", &first, Some("vref@1"));
+    s.wait_for_purge().await;
+    let late = s.send(1500).await;
+    assert_ignored(&late, "late_replay_found_effect", &first, Some("vref@1"));
+    s.assert_one_refund().await;
+}
+
+#[tokio::test]
+async fn a_reversible_effect_past_the_horizon_after_a_bump_is_never_resent_unflagged() {
+    let reversible = |number, discriminants| Version {
+        effect: NOTICE,
+        ..version(number, "2s", discriminants)
+    };
+    let mut s = Scenario::start(&[reversible(1, &["amount"])]).await;
+    let first = s.first_refund().await;
+    s.wait_for_purge().await;
+    s.restart(&[
+        reversible(1, &["amount"]),
+        reversible(2, &["amount", "status"]),
+    ])
+    .await;
+    let late = s.send(1500).await;
+    // The ledger still knows the notice: found, not sent again. A second
+    // effect would be allowed here only flagged for correction.
+    assert_ignored(&late, "late_replay_found_effect", &first, Some("vref@1"));
+    s.assert_one_refund().await;
+}
