@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
-use unicity::services::{breakers, projections, retention};
+use unicity::services::{breakers, projections, retention, strategies};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
@@ -57,6 +57,11 @@ enum Command {
         #[command(subcommand)]
         command: ProjectionsCommand,
     },
+    /// Strategy versions.
+    Strategies {
+        #[command(subcommand)]
+        command: StrategiesCommand,
+    },
     /// Collision breakers.
     Breaker {
         #[command(subcommand)]
@@ -67,6 +72,15 @@ enum Command {
         #[command(subcommand)]
         command: RetentionCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum StrategiesCommand {
+    /// Before retiring a version (`name@version`): re-derive, under the
+    /// current version, the key of every effect it keyed from the retained
+    /// body, so that a late retry still finds its effect. Then mark the version
+    /// `retired = true`; the server refuses to start with it retired before.
+    Migrate { strategy: String },
 }
 
 #[derive(Subcommand)]
@@ -148,6 +162,25 @@ async fn main() -> anyhow::Result<()> {
             store::migrate(&db).await?;
             let replayed = projections::rebuild(&db).await?;
             println!("projections rebuilt from {replayed} journal events");
+        }
+        Some(Command::Strategies {
+            command: StrategiesCommand::Migrate { strategy },
+        }) => {
+            let settings = settings(&cli, default_listen())?;
+            let db = store::connect(&cli.database_url).await?;
+            store::migrate(&db).await?;
+            let done = strategies::migrate(
+                &db,
+                &settings.catalog,
+                &settings.sources,
+                &settings.key_secret,
+                strategy,
+            )
+            .await?;
+            println!(
+                "{strategy}: {} keys migrated, {} left for reconciliation (body gone); it may now be retired",
+                done.migrated, done.unmigrated
+            );
         }
         Some(Command::Breaker {
             command: BreakerCommand::Reset { strategy },

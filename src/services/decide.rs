@@ -28,7 +28,7 @@ use crate::providers::sinks::{self, SinkKind};
 use crate::store::deferred::Deferred;
 use crate::store::entities::{effect, reservation, transport_link};
 use crate::store::key_index::IndexKeys;
-use crate::store::projections::{self, deliveries};
+use crate::store::projections::{self, deliveries, migrations};
 
 /// An effect to apply once the transaction that reserved it has committed.
 #[derive(Debug, Clone)]
@@ -451,13 +451,7 @@ async fn ledger<C: ConnectionTrait>(
         }
     };
     let Some((effect, matched)) = pick(key, rows, |row| &row.key) else {
-        return Ok(Some((
-            Existing::Nothing,
-            Vec::new(),
-            key.missing_discriminants.clone(),
-            Horizon::Within,
-            None,
-        )));
+        return retired(conn, key).await.map(Some);
     };
     if effect.status != "applied" {
         return Ok(None);
@@ -478,6 +472,59 @@ async fn ledger<C: ConnectionTrait>(
         Horizon::Passed { ledger: evidence },
         matched,
     )))
+}
+
+/// Past every key in force: the effects that retired versions keyed. A
+/// migrated key stands for the effect its retained body was re-derived from,
+/// judged on that body's discriminants under the current version; an effect
+/// found only through a retired version's own key could not be migrated (its
+/// body was gone), so nothing proves what it was: an approval is needed,
+/// never a silent second effect.
+async fn retired<C: ConnectionTrait>(conn: &C, key: &KeySummary) -> Result<Answer, DbErr> {
+    let nothing = (
+        Existing::Nothing,
+        Vec::new(),
+        key.missing_discriminants.clone(),
+        Horizon::Within,
+        None,
+    );
+    if key.retired_keys.is_empty() {
+        return Ok(nothing);
+    }
+    if let Some((alias, effect)) = migrations::migrated_effects(conn, &business_keys(key))
+        .await?
+        .into_iter()
+        .next()
+    {
+        let evidence = if effect.status == "applied" && effect.evidence_purged_at.is_none() {
+            LedgerEvidence::Found {
+                reference_delivery: uuid_of(&effect.first_delivery_id),
+                effect_id: uuid_of(&effect.effect_id),
+            }
+        } else {
+            LedgerEvidence::Purged
+        };
+        return Ok((
+            Existing::Nothing,
+            differences(&alias.discriminants, &key.discriminants),
+            key.missing_discriminants.clone(),
+            Horizon::Passed { ledger: evidence },
+            Some(effect.key),
+        ));
+    }
+    let found = migrations::effects_of(conn, &key.retired_keys).await?;
+    Ok(match found.into_iter().next() {
+        Some(effect) => (
+            Existing::Nothing,
+            Vec::new(),
+            Vec::new(),
+            Horizon::Passed {
+                ledger: LedgerEvidence::Purged,
+            },
+            Some(effect.key),
+        ),
+        None => nothing,
+    })
 }
 
 /// Discriminating fields whose values disagree (an absent field reads as null).

@@ -281,6 +281,7 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
                     (o.key.full(), seen)
                 })
                 .collect(),
+            retired_keys: d.retired_versions.iter().map(|o| o.key.full()).collect(),
         }),
         unresolved: d.unresolved.as_ref().map(|u| u.code().to_owned()),
         derivation: serde_json::to_value(d).unwrap_or_default(),

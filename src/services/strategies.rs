@@ -1,14 +1,25 @@
 //! Strategy versions: recorded (and journaled) on first use; a definition that
-//! changed without a version bump stops the server with what changed.
+//! changed without a version bump stops the server with what changed; a
+//! version is retired only after the identities it keyed were migrated.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use chrono::Utc;
-use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait, TransactionTrait};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait,
+};
 
 use super::engine::record;
-use crate::domain::identity::{Catalog, StrategyVersionRecord, check_versions};
-use crate::domain::journal::{JournalEvent, StrategyVersionRecorded};
-use crate::store::entities::strategy_version;
+use crate::config::Source;
+use crate::domain::delivery::BodyParse;
+use crate::domain::identity::{
+    BusinessIdentity, Catalog, KeySecret, StrategyVersionRecord, check_versions,
+};
+use crate::domain::journal::{
+    JournalEvent, KeyMigrated, StrategyMigrated, StrategyVersionRecorded,
+};
+use crate::store::entities::{effect, strategy_version};
+use crate::store::projections::migrations;
+use crate::store::{bodies, journal};
 
 /// Refuses to start on a changed-but-not-bumped strategy; records new versions.
 pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> anyhow::Result<usize> {
@@ -31,6 +42,7 @@ pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> any
             lines.join("; ")
         );
     }
+    refuse_unmigrated_retirements(db, catalog, &recorded).await?;
     let now = Utc::now();
     let txn = db.begin().await?;
     let mut added = 0;
@@ -65,4 +77,159 @@ pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> any
     }
     txn.commit().await?;
     Ok(added)
+}
+
+/// A version retired in the configuration that keyed deliveries in this
+/// database must have had its keys migrated first (`migrate`): retiring it
+/// otherwise would let a late retry of an effect it keyed find nothing.
+async fn refuse_unmigrated_retirements(
+    db: &DatabaseConnection,
+    catalog: &Catalog,
+    recorded: &[StrategyVersionRecord],
+) -> anyhow::Result<()> {
+    let migrated = migrations::migrated_strategies(db).await?;
+    let pending: Vec<String> = catalog
+        .strategies()
+        .filter(|s| s.retired)
+        .filter(|s| {
+            recorded
+                .iter()
+                .any(|r| r.name == s.name && r.version == s.version)
+        })
+        .map(|s| s.strategy_ref().to_string())
+        .filter(|strategy| !migrated.contains(strategy))
+        .collect();
+    if let Some(first) = pending.first() {
+        bail!(
+            "refusing to start: {} retired before the identities {} keyed were migrated. \
+             Run `unicity strategies migrate {first}` (it re-derives them under the current \
+             version from the retained bodies), then start again.",
+            pending.join(", "),
+            if pending.len() == 1 { "it" } else { "they" },
+        );
+    }
+    Ok(())
+}
+
+/// Why a key could not be carried over to the current version.
+const BODY_PURGED: &str = "body_purged";
+const SOURCE_GONE: &str = "source_not_configured";
+const NO_CURRENT_KEY: &str = "no_current_key";
+
+/// Migrates the identities `strategy` (`name@version`) keyed before it is
+/// retired: every effect in the ledger under one of its keys is re-derived
+/// under the current configuration from the body of the delivery that asked
+/// for it, and the newer key is recorded to stand for that effect. An effect
+/// whose body is gone (or that no current strategy keys) keeps only its old
+/// key: a late retry found through it goes to reconciliation. One
+/// transaction, journaled (`KeyMigrated` per effect, then `StrategyMigrated`).
+pub async fn migrate(
+    db: &DatabaseConnection,
+    catalog: &Catalog,
+    sources: &[Source],
+    secret: &KeySecret,
+    strategy: &str,
+) -> anyhow::Result<StrategyMigrated> {
+    let (name, version) = strategy
+        .split_once('@')
+        .and_then(|(n, v)| Some((n, v.parse::<u32>().ok()?)))
+        .with_context(|| format!("{strategy:?} is not name@version"))?;
+    if catalog.strategy(name, version).is_none() {
+        bail!("{strategy} is not in the configuration");
+    }
+    let Some(current) = catalog.current(name).filter(|c| c.version > version) else {
+        bail!("{strategy} has no newer, non-retired version to migrate its keys to");
+    };
+    if migrations::migrated_strategies(db)
+        .await?
+        .contains(strategy)
+    {
+        bail!("{strategy} was already migrated");
+    }
+    let prefix = format!("{strategy}:");
+    let keyed: Vec<effect::Model> = effect::Entity::find()
+        .filter(effect::Column::Key.starts_with(prefix.as_str()))
+        .all(db)
+        .await?
+        .into_iter()
+        // An effect processed as distinct under a matched key is never
+        // looked up by a retry: only the keys themselves are migrated.
+        .filter(|e| !e.key.contains('~'))
+        .collect();
+    // Read everything first, then write in one short transaction.
+    let mut events = Vec::with_capacity(keyed.len());
+    for effect in keyed {
+        let (to_key, discriminants, reason) =
+            match rederive(db, catalog, sources, secret, &effect).await? {
+                Ok(business) => (Some(business.key.full()), business.discriminants, None),
+                Err(reason) => (None, Default::default(), Some(reason.to_owned())),
+            };
+        events.push(KeyMigrated {
+            strategy: strategy.to_owned(),
+            from_key: effect.key.clone(),
+            effect_id: effect.effect_id.parse().unwrap_or_default(),
+            to_key,
+            discriminants,
+            reason,
+        });
+    }
+    let migrated = events.iter().filter(|e| e.to_key.is_some()).count() as u64;
+    let unmigrated = events.len() as u64 - migrated;
+    let now = Utc::now();
+    let txn = db.begin().await?;
+    for event in events {
+        record(&txn, None, JournalEvent::KeyMigrated(event), now).await?;
+    }
+    let done = StrategyMigrated {
+        strategy: strategy.to_owned(),
+        migrated,
+        unmigrated,
+    };
+    record(
+        &txn,
+        None,
+        JournalEvent::StrategyMigrated(done.clone()),
+        now,
+    )
+    .await?;
+    txn.commit().await?;
+    tracing::info!(strategy, to = %current.strategy_ref(), migrated, unmigrated, "strategy keys migrated");
+    Ok(done)
+}
+
+/// The current business identity of the body that asked for `effect`, or why
+/// there is none.
+async fn rederive(
+    db: &DatabaseConnection,
+    catalog: &Catalog,
+    sources: &[Source],
+    secret: &KeySecret,
+    effect: &effect::Model,
+) -> anyhow::Result<Result<BusinessIdentity, &'static str>> {
+    let Ok(delivery) = effect.first_delivery_id.parse() else {
+        return Ok(Err(BODY_PURGED));
+    };
+    let received = journal::for_delivery(db, delivery)
+        .await?
+        .into_iter()
+        .find_map(|stored| match stored.event {
+            JournalEvent::DeliveryReceived(received) => Some(received),
+            _ => None,
+        });
+    let Some(received) = received else {
+        return Ok(Err(BODY_PURGED));
+    };
+    let Some(raw) = bodies::get(db, &received.body.sha256).await? else {
+        return Ok(Err(BODY_PURGED));
+    };
+    let Some(source) = sources.iter().find(|s| s.slug() == received.origin.source) else {
+        return Ok(Err(SOURCE_GONE));
+    };
+    let (_, document) = BodyParse::classify(&raw);
+    let facts = source.facts(&received.headers, document.as_ref(), &raw);
+    // The current version keys it (`migrate` checked there is a newer one).
+    Ok(catalog
+        .derive(&facts, secret)
+        .business
+        .ok_or(NO_CURRENT_KEY))
 }

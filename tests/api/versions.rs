@@ -6,7 +6,9 @@
 use serde_json::{Value, json};
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Reply, TestApp, fresh_database, spawn_on};
+use sea_orm::ConnectionTrait;
+
+use crate::helpers::{Reply, TestApp, fresh_database, spawn_on, test_settings};
 
 /// A refund strategy version: its number, horizon, discriminating fields and
 /// criticality.
@@ -79,10 +81,14 @@ discriminants = [{}]
 
 /// One refund, sent again on every retry with a new send time (volatile).
 fn refund(amount: u64) -> Vec<u8> {
+    refund_of("rr_v", amount)
+}
+
+fn refund_of(reference: &str, amount: u64) -> Vec<u8> {
     serde_json::to_vec(&json!({
         "type": "refund.created",
         "payment_id": "pay_v",
-        "refund_reference": "rr_v",
+        "refund_reference": reference,
         "amount": amount,
         "currency": "EUR",
         "status": "succeeded",
@@ -117,6 +123,10 @@ impl Scenario {
     async fn restart(&mut self, versions: &[Version]) {
         let config = config(&self.downstream, versions);
         self.app = Some(spawn_on(&self.url, &config, None).await);
+    }
+
+    fn settings(&self, versions: &[Version]) -> unicity::config::Settings {
+        test_settings(&self.url, &config(&self.downstream, versions))
     }
 
     fn app(&self) -> &TestApp {
@@ -282,4 +292,81 @@ async fn a_reversible_effect_past_the_horizon_after_a_bump_is_never_resent_unfla
     // effect would be allowed here only flagged for correction.
     assert_ignored(&late, "late_replay_found_effect", &first, Some("vref@1"));
     s.assert_one_refund().await;
+}
+
+#[tokio::test]
+async fn retiring_a_version_first_migrates_its_keys_and_a_purged_body_asks_for_approval() {
+    let v1 = || version(1, "2s", &["amount", "currency"]);
+    let v2 = || version(2, "2s", &["amount"]);
+    let mut s = Scenario::start(&[v1()]).await;
+    let kept = s.first_refund().await;
+    let gone = s.app().post_signed("hmac", &refund_of("rr_w", 700)).await;
+    assert_eq!(gone.json["decision"], "process", "{}", gone.json);
+    s.downstream.wait_calls(2).await;
+    s.wait_for_purge().await;
+    // Retention drops the second refund's body.
+    let shown = s
+        .app()
+        .delivery(gone.json["delivery_id"].as_str().unwrap())
+        .await;
+    let sha = shown.json["body_ref"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.app()
+        .db
+        .execute_unprepared(&format!("DELETE FROM raw_bodies WHERE sha256 = '{sha}'"))
+        .await
+        .unwrap();
+
+    // Retiring v1 before its keys were migrated is refused.
+    let retired = || {
+        vec![
+            Version {
+                retired: true,
+                ..v1()
+            },
+            v2(),
+        ]
+    };
+    let refused = unicity::startup::Application::build(s.settings(&retired())).await;
+    let error = format!(
+        "{:#}",
+        refused.err().expect("retiring unmigrated is refused")
+    );
+    assert!(error.contains("strategies migrate vref@1"), "{error}");
+
+    let settings = s.settings(&[v1(), v2()]);
+    let done = unicity::services::strategies::migrate(
+        &s.app().db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        "vref@1",
+    )
+    .await
+    .expect("migration runs");
+    assert_eq!((done.migrated, done.unmigrated), (1, 1));
+    assert_eq!(
+        s.app()
+            .count("SELECT COUNT(*) FROM journal WHERE event_type = 'KeyMigrated'")
+            .await,
+        2
+    );
+
+    s.restart(&retired()).await;
+    // The kept refund is found under its migrated key...
+    let late = s.send(1500).await;
+    assert_eq!(late.json["strategy"], "vref@2");
+    assert_ignored(&late, "late_replay_found_effect", &kept, Some("vref@1"));
+    // ...the one whose body is gone needs an approval, never a second refund.
+    let unproven = s.app().post_signed("hmac", &refund_of("rr_w", 700)).await;
+    assert_eq!(unproven.json["decision"], "reconcile", "{}", unproven.json);
+    assert_eq!(unproven.json["reason"], "evidence_purged");
+    // A new refund under v2 is processed as usual.
+    let fresh = s.app().post_signed("hmac", &refund_of("rr_x", 900)).await;
+    assert_eq!(fresh.json["decision"], "process", "{}", fresh.json);
+    s.downstream.wait_calls(3).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 3, "a refund was sent twice");
 }

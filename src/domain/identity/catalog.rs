@@ -175,6 +175,21 @@ impl Catalog {
         older
     }
 
+    /// Retired versions of `name` older than the current one, newest first:
+    /// they key nothing, but a delivery is still keyed by them to find the
+    /// effects their migration could not carry over (evidence purged).
+    pub fn retired(&self, name: &str) -> Vec<&StrategyDef> {
+        let Some(current) = self.current(name) else {
+            return Vec::new();
+        };
+        let mut retired: Vec<&StrategyDef> = self
+            .versions_of(name)
+            .filter(|s| s.retired && s.version < current.version)
+            .collect();
+        retired.reverse();
+        retired
+    }
+
     fn versions_of<'a>(&'a self, name: &str) -> impl Iterator<Item = &'a StrategyDef> + 'a {
         let name = name.to_owned();
         self.strategies.values().filter(move |s| s.name == name)

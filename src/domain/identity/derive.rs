@@ -99,6 +99,11 @@ impl Catalog {
                         .into_iter()
                         .filter_map(|s| ctx.attempt(s).ok())
                         .collect();
+                    out.retired_versions = self
+                        .retired(name)
+                        .into_iter()
+                        .filter_map(|s| ctx.attempt(s).ok())
+                        .collect();
                     return out;
                 }
                 Err(reason) => out.skipped.push(Skipped {

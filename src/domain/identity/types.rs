@@ -116,6 +116,9 @@ pub struct ItemDerivation {
     pub skipped: Vec<Skipped>,
     /// Keys of the chosen strategy's older, non-retired versions.
     pub older_versions: Vec<BusinessIdentity>,
+    /// Keys of its retired versions (see `Catalog::retired`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retired_versions: Vec<BusinessIdentity>,
     pub unresolved: Option<Unresolved>,
 }
 
@@ -128,6 +131,8 @@ pub struct Derivation {
     pub business: Option<BusinessIdentity>,
     pub skipped: Vec<Skipped>,
     pub older_versions: Vec<BusinessIdentity>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retired_versions: Vec<BusinessIdentity>,
     pub unresolved: Option<Unresolved>,
     /// Batch deliveries only: one derivation per item, in delivery order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -143,6 +148,7 @@ impl Derivation {
             business: None,
             skipped: Vec::new(),
             older_versions: Vec::new(),
+            retired_versions: Vec::new(),
             unresolved: None,
             items: Vec::new(),
         }
@@ -153,6 +159,7 @@ impl Derivation {
         self.business = item.business;
         self.skipped = item.skipped;
         self.older_versions = item.older_versions;
+        self.retired_versions = item.retired_versions;
         self.unresolved = item.unresolved;
     }
 }

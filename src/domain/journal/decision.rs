@@ -29,6 +29,10 @@ pub struct KeySummary {
     /// journaled before 2026-12-01.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub older: BTreeMap<String, OlderKey>,
+    /// Keys of retired versions: searched in the ledger only, for effects
+    /// their migration could not carry over.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_keys: Vec<String>,
 }
 
 /// What an older strategy version discriminates on, for one delivery.

@@ -12,7 +12,9 @@ pub use delivery::{DeliveryReceived, DeliveryRejected, Origin};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
-pub use strategy::{StrategyReset, StrategyTripped, StrategyVersionRecorded};
+pub use strategy::{
+    KeyMigrated, StrategyMigrated, StrategyReset, StrategyTripped, StrategyVersionRecorded,
+};
 
 /// Error reading a stored event back.
 #[derive(Debug, thiserror::Error)]
@@ -107,6 +109,8 @@ journal_events! {
     StrategyVersionRecorded(StrategyVersionRecorded) = "StrategyVersionRecorded", version 1;
     StrategyTripped(StrategyTripped) = "StrategyTripped", version 1;
     StrategyReset(StrategyReset) = "StrategyReset", version 1;
+    KeyMigrated(KeyMigrated) = "KeyMigrated", version 1;
+    StrategyMigrated(StrategyMigrated) = "StrategyMigrated", version 1;
 }
 
 #[cfg(test)]

@@ -27,3 +27,26 @@ pub struct StrategyTripped {
 pub struct StrategyReset {
     pub strategy: String,
 }
+
+/// One effect a retiring strategy version keyed, re-derived under the newer
+/// version from its retained body (`to_key`), or left for reconciliation
+/// (`to_key` absent, `reason` says why).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyMigrated {
+    /// The retiring `name@version`.
+    pub strategy: String,
+    pub from_key: String,
+    pub effect_id: uuid::Uuid,
+    pub to_key: Option<String>,
+    /// The body's discriminants under the version of `to_key`.
+    pub discriminants: std::collections::BTreeMap<String, serde_json::Value>,
+    pub reason: Option<String>,
+}
+
+/// A strategy version's keys were migrated: it may be retired.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrategyMigrated {
+    pub strategy: String,
+    pub migrated: u64,
+    pub unmigrated: u64,
+}

@@ -11,6 +11,7 @@ mod breakers;
 mod cases;
 pub mod deliveries;
 mod effects;
+pub mod migrations;
 
 pub use effects::reserve;
 pub(crate) use effects::{retake, settled as settle};
@@ -22,7 +23,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::JournalEvent;
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
-pub const TABLES: [&str; 7] = [
+pub const TABLES: [&str; 9] = [
     "deliveries",
     "transport_links",
     "reservations",
@@ -30,6 +31,8 @@ pub const TABLES: [&str; 7] = [
     "effect_deliveries",
     "cases",
     "strategy_breakers",
+    "migrated_keys",
+    "strategy_migrations",
 ];
 
 /// Applies one event; returns the rows its main statement changed.
@@ -58,6 +61,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::EvidencePurged(e) => effects::evidence_purged(conn, e, at).await,
         JournalEvent::StrategyTripped(e) => breakers::tripped(conn, e, at).await,
         JournalEvent::StrategyReset(e) => breakers::reset(conn, e).await,
+        JournalEvent::KeyMigrated(e) => migrations::key_migrated(conn, e, at).await,
+        JournalEvent::StrategyMigrated(e) => migrations::strategy_migrated(conn, e, at).await,
         // Recorded in its own table by the strategy registry, not a projection.
         JournalEvent::StrategyVersionRecorded(_) => Ok(0),
     }
