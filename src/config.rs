@@ -159,6 +159,7 @@ impl Source {
     pub fn facts<'a>(
         &'a self,
         headers: &'a [(String, String)],
+        parse: crate::domain::delivery::BodyParse,
         body: Option<&'a serde_json::Value>,
         raw_body: &'a [u8],
     ) -> DeliveryFacts<'a> {
@@ -168,6 +169,7 @@ impl Source {
             provider: &self.origin.provider,
             environment: &self.origin.environment,
             headers,
+            parse,
             body,
             raw_body,
         }

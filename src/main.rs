@@ -257,8 +257,9 @@ fn explain(
             pairs.push((name.to_owned(), event_type.to_owned()));
         }
     }
-    let body: Option<serde_json::Value> = serde_json::from_slice(&raw).ok();
-    let facts = source.facts(&pairs, body.as_ref(), &raw);
+    // Classified as the server does: a body it would not key is not keyed here.
+    let (parse, body) = unicity::domain::delivery::BodyParse::classify(&raw);
+    let facts = source.facts(&pairs, parse, body.as_ref(), &raw);
     let derivation = settings.catalog.derive(&facts, &settings.key_secret);
     Ok(derivation.explain())
 }

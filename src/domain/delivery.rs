@@ -6,6 +6,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::domain::strict_json::{self, Limits, Refused};
+
 /// Identifier of one reception of one HTTP request (UUIDv7, so it sorts by time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -37,24 +39,33 @@ impl fmt::Display for DeliveryId {
 }
 
 /// How the raw body parsed. Anything but `Json` is kept and later quarantined:
-/// an unparseable body is never dropped.
+/// an unparseable body is never dropped, and never keyed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BodyParse {
     Json,
     NotUtf8,
     NotJson,
+    /// JSON nested deeper than [`MAX_BODY_DEPTH`](crate::domain::strict_json::MAX_BODY_DEPTH).
+    TooDeep,
+    /// JSON with a member name twice in one object (RFC 7493 forbids it):
+    /// parsers disagree on which value counts, so none is trusted.
+    DuplicateMemberNames,
 }
 
 impl BodyParse {
     /// Classifies raw bytes, returning the parsed document when there is one.
+    /// Depth and duplicate member names are checked in the same single pass
+    /// that builds the document.
     pub fn classify(raw: &[u8]) -> (Self, Option<serde_json::Value>) {
         let Ok(text) = std::str::from_utf8(raw) else {
             return (Self::NotUtf8, None);
         };
-        match serde_json::from_str(text) {
+        match strict_json::parse(text, Limits::BODY) {
             Ok(value) => (Self::Json, Some(value)),
-            Err(_) => (Self::NotJson, None),
+            Err(Refused::TooDeep { .. }) => (Self::TooDeep, None),
+            Err(Refused::DuplicateMember { .. }) => (Self::DuplicateMemberNames, None),
+            Err(Refused::Syntax(_)) => (Self::NotJson, None),
         }
     }
 
@@ -101,6 +112,15 @@ mod tests {
         assert_eq!(BodyParse::classify(b"\xff\xfe{}").0, BodyParse::NotUtf8);
         assert_eq!(BodyParse::classify(b"{not json").0, BodyParse::NotJson);
         assert_eq!(BodyParse::classify(b"").0, BodyParse::NotJson);
+        assert_eq!(
+            BodyParse::classify(br#"{"amount":1,"amount":2}"#),
+            (BodyParse::DuplicateMemberNames, None)
+        );
+        let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+        assert_eq!(
+            BodyParse::classify(deep.as_bytes()),
+            (BodyParse::TooDeep, None)
+        );
     }
 
     #[test]

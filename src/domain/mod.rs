@@ -7,3 +7,4 @@ pub mod decision;
 pub mod delivery;
 pub mod identity;
 pub mod journal;
+pub mod strict_json;

@@ -110,7 +110,7 @@ pub async fn receive(
     };
 
     let (parse, document) = BodyParse::classify(raw);
-    let facts = source.facts(arrival.headers, document.as_ref(), raw);
+    let facts = source.facts(arrival.headers, parse, document.as_ref(), raw);
     let derivation = engine.catalog.derive(&facts, &engine.key_secret);
     let derived = key_derived(&derivation);
     let by_header = derivation.transport.id_source.starts_with("header:");
@@ -237,6 +237,8 @@ fn decision_made(
 fn identity_of(unresolved: Option<&Unresolved>) -> Identity {
     match unresolved {
         Some(Unresolved::Unparseable) | None => Identity::UnparseableBody,
+        Some(Unresolved::BodyTooDeep { .. }) => Identity::BodyTooDeep,
+        Some(Unresolved::DuplicateMemberNames) => Identity::DuplicateMemberNames,
         Some(Unresolved::UnknownProvider { .. } | Unresolved::UnknownEventType { .. }) => {
             Identity::UnknownEventType
         }

@@ -6,6 +6,7 @@ mod decisions;
 mod downstream;
 mod faults;
 mod helpers;
+mod hostile;
 mod identity;
 mod ingest;
 mod journal;

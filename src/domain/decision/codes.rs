@@ -80,10 +80,15 @@ pub enum Reason {
     UnparseableBody,
     UnknownEventType,
     NoStrategy,
+    /// JSON nested deeper than the body limit: journaled raw, never keyed.
+    BodyTooDeep,
+    /// JSON with a member name twice in one object (RFC 7493): journaled raw,
+    /// never keyed, since parsers disagree on which value counts.
+    DuplicateMemberNames,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 19] = [
+    pub const ALL: [Reason; 21] = [
         Reason::NewKey,
         Reason::DuplicateOfApplied,
         Reason::LateReplayFoundEffect,
@@ -103,6 +108,8 @@ impl Reason {
         Reason::UnparseableBody,
         Reason::UnknownEventType,
         Reason::NoStrategy,
+        Reason::BodyTooDeep,
+        Reason::DuplicateMemberNames,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -126,6 +133,8 @@ impl Reason {
             Reason::UnparseableBody => "unparseable_body",
             Reason::UnknownEventType => "unknown_event_type",
             Reason::NoStrategy => "no_strategy",
+            Reason::BodyTooDeep => "body_too_deep",
+            Reason::DuplicateMemberNames => "duplicate_member_names",
         }
     }
 }

@@ -42,6 +42,10 @@ pub enum Identity {
     Keyed { strength: Strength },
     /// The body is not valid JSON (or not the declared content type).
     UnparseableBody,
+    /// The body is JSON nested deeper than the documented limit.
+    BodyTooDeep,
+    /// The body is JSON with a member name twice in one object.
+    DuplicateMemberNames,
     /// The provider sent an event type no configuration knows.
     UnknownEventType,
     /// The type is known but no strategy in its hierarchy found its fields.

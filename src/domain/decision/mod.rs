@@ -7,8 +7,8 @@
 //!
 //! # Precedence
 //! When several rows of the matrix apply, the first rule below wins.
-//! 1. **No identity** → quarantine: `unparseable_body`, `unknown_event_type`,
-//!    `no_strategy`. Without a key nothing else can be judged; nothing is dropped.
+//! 1. **No identity** → quarantine: `unparseable_body`, `body_too_deep`,
+//!    `duplicate_member_names`, `unknown_event_type`, `no_strategy`. Without a key nothing else can be judged; nothing is dropped.
 //! 2. **Delivery id reused with another body** → quarantine `transport_id_collision`,
 //!    whatever the business layer says: the packet is not what its id claims.
 //! 3. **Discriminating fields differ** (from the existing delivery or the ledger's record)
@@ -61,6 +61,10 @@ pub fn decide(input: &DecisionInput) -> Decision {
     let strength = match input.identity {
         Identity::Keyed { strength } => strength,
         Identity::UnparseableBody => return Decision::quarantine(Reason::UnparseableBody),
+        Identity::BodyTooDeep => return Decision::quarantine(Reason::BodyTooDeep),
+        Identity::DuplicateMemberNames => {
+            return Decision::quarantine(Reason::DuplicateMemberNames);
+        }
         Identity::UnknownEventType => return Decision::quarantine(Reason::UnknownEventType),
         Identity::NoStrategy => return Decision::quarantine(Reason::NoStrategy),
     };

@@ -80,6 +80,13 @@ impl Decision {
             Reason::UnparseableBody => {
                 "the body could not be parsed; kept, nothing dropped".to_owned()
             }
+            Reason::BodyTooDeep => format!(
+                "the body is nested deeper than {} levels; kept raw, never keyed",
+                crate::domain::strict_json::MAX_BODY_DEPTH
+            ),
+            Reason::DuplicateMemberNames => "the body names a member twice in one object \
+                 (RFC 7493): parsers disagree on which value counts; kept raw, never keyed"
+                .to_owned(),
             Reason::UnknownEventType => "unknown event type; kept, nothing dropped".to_owned(),
             Reason::NoStrategy => {
                 "no key strategy applies to this delivery; kept, nothing dropped".to_owned()

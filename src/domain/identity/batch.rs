@@ -105,6 +105,7 @@ mod tests {
             provider: "p",
             environment: "e",
             headers: &[],
+            parse: crate::domain::delivery::BodyParse::NotJson,
             body: None,
             raw_body: b"",
         };

@@ -34,8 +34,8 @@ impl Catalog {
             });
             return d;
         };
-        let Some(body) = facts.body else {
-            d.unresolved = Some(Unresolved::Unparseable);
+        let Some(body) = facts.body.filter(|_| facts.parse.is_parseable()) else {
+            d.unresolved = Some(Unresolved::of_unparsed(facts.parse));
             return d;
         };
         let Some(items) = provider.batch_items(body) else {

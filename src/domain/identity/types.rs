@@ -4,12 +4,13 @@
 use super::key::IdentityKey;
 use super::strategy::{Kind, StrategyRef};
 use crate::domain::confidence::{Criticality, Strength};
+use crate::domain::delivery::BodyParse;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// One delivery as the identity engine sees it. Headers have lower-case
-/// names; `body` is `None` when the raw body is not JSON.
+/// names; `body` is `None` unless `parse` is `Json`.
 #[derive(Debug, Clone, Copy)]
 pub struct DeliveryFacts<'a> {
     pub tenant: &'a str,
@@ -17,6 +18,7 @@ pub struct DeliveryFacts<'a> {
     pub provider: &'a str,
     pub environment: &'a str,
     pub headers: &'a [(String, String)],
+    pub parse: BodyParse,
     pub body: Option<&'a Value>,
     pub raw_body: &'a [u8],
 }
@@ -80,7 +82,14 @@ pub enum SkipReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum Unresolved {
+    /// Not UTF-8, or not JSON.
     Unparseable,
+    /// JSON nested deeper than the body limit.
+    BodyTooDeep {
+        limit: usize,
+    },
+    /// JSON with a member name twice in one object.
+    DuplicateMemberNames,
     UnknownProvider {
         provider: String,
     },
@@ -96,10 +105,23 @@ pub enum Unresolved {
 }
 
 impl Unresolved {
+    /// Why a body that gave no document cannot be keyed.
+    pub fn of_unparsed(parse: BodyParse) -> Self {
+        match parse {
+            BodyParse::TooDeep => Unresolved::BodyTooDeep {
+                limit: crate::domain::strict_json::MAX_BODY_DEPTH,
+            },
+            BodyParse::DuplicateMemberNames => Unresolved::DuplicateMemberNames,
+            BodyParse::Json | BodyParse::NotUtf8 | BodyParse::NotJson => Unresolved::Unparseable,
+        }
+    }
+
     /// Stable snake_case code, as stored and as answered by the API.
     pub fn code(&self) -> &'static str {
         match self {
             Unresolved::Unparseable => "unparseable",
+            Unresolved::BodyTooDeep { .. } => "body_too_deep",
+            Unresolved::DuplicateMemberNames => "duplicate_member_names",
             Unresolved::UnknownProvider { .. } => "unknown_provider",
             Unresolved::UnknownEventType { .. } => "unknown_event_type",
             Unresolved::NoStrategyApplies { .. } => "no_strategy_applies",

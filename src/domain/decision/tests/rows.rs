@@ -188,6 +188,30 @@ fn given_unparseable_body_when_decided_then_quarantine() {
 }
 
 #[test]
+fn given_a_body_too_deep_when_decided_then_quarantine_with_its_own_reason() {
+    let decision = given()
+        .identity(Identity::BodyTooDeep)
+        .applied()
+        .when_decided();
+    assert_eq!(
+        (decision.action, decision.reason),
+        (Action::Quarantine, Reason::BodyTooDeep)
+    );
+}
+
+#[test]
+fn given_duplicate_member_names_when_decided_then_quarantine_with_its_own_reason() {
+    let decision = given()
+        .identity(Identity::DuplicateMemberNames)
+        .applied()
+        .when_decided();
+    assert_eq!(
+        (decision.action, decision.reason),
+        (Action::Quarantine, Reason::DuplicateMemberNames)
+    );
+}
+
+#[test]
 fn given_unknown_event_type_when_decided_then_quarantine() {
     let decision = given().identity(Identity::UnknownEventType).when_decided();
     assert_eq!(

@@ -13,6 +13,8 @@ fn identities() -> Vec<Identity> {
     let mut all = keyed.to_vec();
     all.extend([
         Identity::UnparseableBody,
+        Identity::BodyTooDeep,
+        Identity::DuplicateMemberNames,
         Identity::UnknownEventType,
         Identity::NoStrategy,
     ]);

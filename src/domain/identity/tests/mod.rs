@@ -77,6 +77,10 @@ impl Delivery {
             provider: &self.provider,
             environment: &self.environment,
             headers: &self.headers,
+            parse: match self.body {
+                Some(_) => crate::domain::delivery::BodyParse::Json,
+                None => crate::domain::delivery::BodyParse::NotJson,
+            },
             body: self.body.as_ref(),
             raw_body: &self.raw,
         }

@@ -1,0 +1,123 @@
+//! Hostile and odd bodies: whatever arrives is journaled and quarantined when it
+//! cannot be keyed safely, and every journal row stays readable afterwards.
+
+use serde_json::{Value, json};
+use unicity::domain::strict_json::MAX_BODY_DEPTH;
+use unicity::services::projections;
+
+use crate::helpers::spawn_app;
+
+/// A norefid refund without reference (keyed on its canonical body, which
+/// the journal keeps inside the key material) nesting `depth` levels deep.
+fn refund_nested(depth: usize) -> Vec<u8> {
+    let head = format!(
+        r#"{{"type":"refund.created","payment_id":"pay_{depth}","amount":1500,"currency":"EUR""#
+    );
+    let lines = depth - 1;
+    let tail = match lines {
+        0 => String::new(),
+        n => format!(r#","lines":{}{}"#, "[".repeat(n), "]".repeat(n)),
+    };
+    format!("{head}{tail}}}").into_bytes()
+}
+
+#[tokio::test]
+async fn every_depth_from_1_to_300_is_accepted_read_back_and_rebuilt() {
+    let app = spawn_app().await;
+    let mut ids = Vec::new();
+    for depth in 1..=300 {
+        let reply = app.post_signed("hmac", &refund_nested(depth)).await;
+        assert_eq!(reply.status, 202, "depth {depth}: {}", reply.json);
+        let (parse, action, reason) = match depth <= MAX_BODY_DEPTH {
+            true => ("json", "process", "new_key"),
+            false => ("too_deep", "quarantine", "body_too_deep"),
+        };
+        assert_eq!(reply.json["parse"], parse, "depth {depth}");
+        assert_eq!(reply.json["decision"], action, "depth {depth}");
+        assert_eq!(reply.json["reason"], reason, "depth {depth}");
+        if depth > MAX_BODY_DEPTH {
+            assert_eq!(reply.json["key"], Value::Null, "depth {depth} keyed");
+        }
+        ids.push((
+            depth,
+            reply.json["delivery_id"].as_str().unwrap().to_owned(),
+        ));
+    }
+    for (depth, id) in &ids {
+        let shown = app.delivery(id).await;
+        assert_eq!(shown.status, 200, "depth {depth}: {}", shown.json);
+        assert_eq!(shown.json["delivery_id"], id.as_str(), "depth {depth}");
+        assert!(
+            shown.json["body_ref"]["sha256"].is_string(),
+            "depth {depth}"
+        );
+    }
+    // Every body too deep is journaled raw, none keyed.
+    let too_deep = (300 - MAX_BODY_DEPTH) as i64;
+    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 300);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE reason = 'body_too_deep' AND business_key IS NULL")
+            .await,
+        too_deep
+    );
+
+    let journaled = app.count("SELECT COUNT(*) FROM journal").await;
+    let replayed = projections::rebuild(&app.db)
+        .await
+        .expect("the rebuild reads every row");
+    assert_eq!(replayed as i64, journaled);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE reason = 'body_too_deep'")
+            .await,
+        too_deep
+    );
+}
+
+#[tokio::test]
+async fn duplicate_member_names_at_any_depth_are_quarantined_and_never_keyed() {
+    let app = spawn_app().await;
+    let bodies = [
+        r#"{"type":"refund.created","payment_id":"pay_1","refund_reference":"rr_1","amount":1,"amount":2,"currency":"EUR"}"#,
+        // Nested, equal values, the second name escaped: still two members of one name.
+        r#"{"type":"refund.created","payment_id":"pay_1","refund_reference":"rr_1","amount":2,"currency":"EUR","meta":{"lines":[{"sku":"a","\u0073ku":"a"}]}}"#,
+    ];
+    for body in bodies {
+        let reply = app.post_signed("hmac", body.as_bytes()).await;
+        assert_eq!(reply.status, 202, "{body}: {}", reply.json);
+        assert_eq!(reply.json["parse"], "duplicate_member_names", "{body}");
+        assert_eq!(reply.json["decision"], "quarantine", "{body}");
+        assert_eq!(reply.json["reason"], "duplicate_member_names", "{body}");
+        assert_eq!(reply.json["key"], Value::Null, "{body}");
+        assert!(reply.json["case_id"].is_string(), "{body}");
+
+        let shown = app
+            .delivery(reply.json["delivery_id"].as_str().unwrap())
+            .await;
+        assert_eq!(shown.status, 200);
+        assert_eq!(shown.json["parse"], "duplicate_member_names");
+        assert_eq!(shown.json["identity"]["business"], Value::Null);
+        assert_eq!(
+            shown.json["identity"]["unresolved"],
+            "duplicate_member_names"
+        );
+        let types: Vec<_> = shown.json["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["event_type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(types, ["DeliveryReceived", "KeyDerived", "DecisionMade"]);
+    }
+    // Journaled raw: both bodies kept, byte for byte.
+    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 2);
+    assert_eq!(app.count("SELECT COUNT(*) FROM reservations").await, 0);
+
+    // Nothing was reserved for refund rr_1: its first clean delivery is new.
+    let clean = json!({"type": "refund.created", "payment_id": "pay_1",
+        "refund_reference": "rr_1", "amount": 2, "currency": "EUR"});
+    let reply = app
+        .post_signed("hmac", &serde_json::to_vec(&clean).unwrap())
+        .await;
+    assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    assert_eq!(reply.json["reason"], "new_key", "{}", reply.json);
+}
