@@ -1,13 +1,9 @@
 //! `unicity projections rebuild`: clears every projection and replays the
 //! journal through the same `apply` the live path uses.
 
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, TransactionTrait,
-};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, TransactionTrait};
 
-use crate::domain::journal::JournalEvent;
-use crate::store::entities::journal;
+use crate::store::journal;
 use crate::store::projections::{self, TABLES};
 
 const PAGE: u64 = 2000;
@@ -22,21 +18,15 @@ pub async fn rebuild(db: &DatabaseConnection) -> Result<u64, DbErr> {
     let mut replayed = 0;
     let mut after = i64::MIN;
     loop {
-        let rows = journal::Entity::find()
-            .filter(journal::Column::Position.gt(after))
-            .order_by_asc(journal::Column::Position)
-            .limit(PAGE)
-            .all(&txn)
-            .await?;
-        if rows.is_empty() {
+        let events = journal::page_after(&txn, after, PAGE)
+            .await
+            .map_err(|e| DbErr::Custom(e.to_string()))?;
+        if events.is_empty() {
             break;
         }
-        for row in rows {
-            after = row.position;
-            let event = JournalEvent::from_stored(&row.event_type, row.event_version, row.data)
-                .map_err(|e| DbErr::Custom(format!("journal row {}: {e}", row.position)))?;
-            let delivery_id = row.delivery_id.as_deref().and_then(|id| id.parse().ok());
-            projections::apply(&txn, delivery_id, &event, row.recorded_at).await?;
+        for stored in events {
+            after = stored.position;
+            projections::apply(&txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
             replayed += 1;
         }
     }

@@ -4,12 +4,14 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter,
+    QueryOrder, QuerySelect,
 };
 
 use super::entities::journal;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{JournalEvent, StoredEventError};
+use crate::domain::strict_json::{self, Limits};
 
 /// An event read back from the journal with its position and time.
 #[derive(Debug, Clone)]
@@ -122,21 +124,75 @@ pub async fn for_delivery<C: ConnectionTrait>(
     conn: &C,
     id: DeliveryId,
 ) -> Result<Vec<StoredEvent>, ReadError> {
-    let rows = journal::Entity::find()
+    let rows = select(conn)
         .filter(journal::Column::DeliveryId.eq(id.to_string()))
         .order_by_asc(journal::Column::Position)
+        .into_model::<RawRow>()
         .all(conn)
         .await?;
     rows.into_iter().map(decode).collect()
 }
 
-fn decode(row: journal::Model) -> Result<StoredEvent, ReadError> {
-    let event = JournalEvent::from_stored(&row.event_type, row.event_version, row.data).map_err(
-        |source| ReadError::Corrupt {
-            position: row.position,
-            source,
-        },
-    )?;
+/// Up to `limit` events after position `after`, in journal order.
+pub async fn page_after<C: ConnectionTrait>(
+    conn: &C,
+    after: i64,
+    limit: u64,
+) -> Result<Vec<StoredEvent>, ReadError> {
+    let rows = select(conn)
+        .filter(journal::Column::Position.gt(after))
+        .order_by_asc(journal::Column::Position)
+        .limit(limit)
+        .into_model::<RawRow>()
+        .all(conn)
+        .await?;
+    rows.into_iter().map(decode).collect()
+}
+
+/// A journal row with its payload as text. Reading the payload through the
+/// driver's JSON decoding would put every row under `serde_json`'s nesting
+/// limit of 128, which rows written before bodies had a nesting limit of their
+/// own can exceed: they must stay readable all the same.
+#[derive(Debug, FromQueryResult)]
+struct RawRow {
+    position: i64,
+    delivery_id: Option<String>,
+    event_type: String,
+    event_version: i32,
+    data: String,
+    recorded_at: DateTime<Utc>,
+}
+
+fn select<C: ConnectionTrait>(conn: &C) -> sea_orm::Select<journal::Entity> {
+    let data = match conn.get_database_backend() {
+        DbBackend::Postgres => Expr::col(journal::Column::Data).cast_as("text"),
+        _ => Expr::col(journal::Column::Data),
+    };
+    journal::Entity::find()
+        .select_only()
+        .columns([
+            journal::Column::Position,
+            journal::Column::DeliveryId,
+            journal::Column::EventType,
+            journal::Column::EventVersion,
+            journal::Column::RecordedAt,
+        ])
+        .column_as(data, "data")
+}
+
+fn decode(row: RawRow) -> Result<StoredEvent, ReadError> {
+    let corrupt = |source| ReadError::Corrupt {
+        position: row.position,
+        source,
+    };
+    let data = strict_json::parse(&row.data, Limits::STORED).map_err(|refused| {
+        corrupt(StoredEventError::Unreadable {
+            event_type: row.event_type.clone(),
+            reason: refused.to_string(),
+        })
+    })?;
+    let event =
+        JournalEvent::from_stored(&row.event_type, row.event_version, data).map_err(corrupt)?;
     Ok(StoredEvent {
         position: row.position,
         delivery_id: row.delivery_id.and_then(|id| id.parse().ok()),

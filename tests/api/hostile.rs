@@ -2,8 +2,10 @@
 //! cannot be keyed safely, and every journal row stays readable afterwards.
 
 use serde_json::{Value, json};
-use unicity::domain::strict_json::MAX_BODY_DEPTH;
+use unicity::domain::journal::JournalEvent;
+use unicity::domain::strict_json::{self, Limits, MAX_BODY_DEPTH};
 use unicity::services::projections;
+use unicity::store::journal;
 
 use crate::helpers::spawn_app;
 
@@ -120,4 +122,61 @@ async fn duplicate_member_names_at_any_depth_are_quarantined_and_never_keyed() {
         .await;
     assert_eq!(reply.json["decision"], "process", "{}", reply.json);
     assert_eq!(reply.json["reason"], "new_key", "{}", reply.json);
+}
+
+/// Before bodies had a nesting limit, a body ~127 levels deep was keyed and its
+/// canonical form journaled inside `KeyDerived`, past what `serde_json` reads
+/// by default. Such rows are in journals already and must stay readable.
+#[tokio::test]
+async fn rows_nested_past_serde_json_limit_written_before_the_limit_stay_readable() {
+    let app = spawn_app().await;
+    let reply = app
+        .post_signed("hmac", &crate::helpers::refund("pay_old", 900, None))
+        .await;
+    assert_eq!(reply.status, 202, "{}", reply.json);
+    let id: unicity::domain::delivery::DeliveryId =
+        reply.json["delivery_id"].as_str().unwrap().parse().unwrap();
+
+    let stored = journal::for_delivery(&app.db, id).await.expect("read");
+    let before = stored.len();
+    let Some(JournalEvent::KeyDerived(mut derived)) = stored
+        .into_iter()
+        .map(|s| s.event)
+        .find(|e| e.event_type() == "KeyDerived")
+    else {
+        panic!("no KeyDerived");
+    };
+    let mut body = json!(1);
+    for _ in 0..127 {
+        body = json!([body]);
+    }
+    derived.derivation["business"]["material"]["body"] = body;
+    let old = JournalEvent::KeyDerived(derived);
+    assert!(
+        serde_json::from_str::<Value>(&old.data_text()).is_err(),
+        "deep enough"
+    );
+    journal::append(&app.db, Some(id), &old, chrono::Utc::now())
+        .await
+        .expect("append");
+
+    let response = app
+        .client
+        .get(format!("{}/api/deliveries/{id}", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    let shown = strict_json::parse(&text, Limits::STORED).expect("a JSON answer");
+    let events = shown["events"].as_array().unwrap();
+    assert_eq!(events.len(), before + 1);
+    let deep = &events[before]["data"]["derivation"]["business"]["material"]["body"];
+    assert_eq!(deep.pointer(&"/0".repeat(127)), Some(&json!(1)));
+
+    let journaled = app.count("SELECT COUNT(*) FROM journal").await;
+    let replayed = projections::rebuild(&app.db)
+        .await
+        .expect("the rebuild reads every row");
+    assert_eq!(replayed as i64, journaled);
 }

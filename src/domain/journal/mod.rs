@@ -21,6 +21,8 @@ pub use strategy::{
 pub enum StoredEventError {
     #[error("unknown journal event type {event_type} v{version}")]
     Unknown { event_type: String, version: i32 },
+    #[error("unreadable {event_type} payload: {reason}")]
+    Unreadable { event_type: String, reason: String },
     #[error("malformed {event_type} payload: {source}")]
     Malformed {
         event_type: String,
