@@ -113,7 +113,7 @@ pub async fn receive(
     let facts = source.facts(arrival.headers, parse, document.as_ref(), raw);
     let derivation = engine.catalog.derive(&facts, &engine.key_secret);
     let derived = key_derived(&derivation);
-    let by_header = derivation.transport.id_source.starts_with("header:");
+    let by_provider_id = derivation.transport.is_provider_id();
     let id = arrival.delivery_id;
     let at = arrival.received_at;
     let received = DeliveryReceived {
@@ -159,7 +159,7 @@ pub async fn receive(
                 let mut appends = Appends::default();
                 rows.body(&body, raw, at);
                 let (transport, first) =
-                    decide::claim_transport(txn, rows, id, &derived, by_header, at).await?;
+                    decide::claim_transport(txn, rows, id, &derived, by_provider_id, at).await?;
                 for row in journaled {
                     rows.journal_row(row, at);
                 }
@@ -252,10 +252,7 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
     KeyDerived {
         event_type: d.event_type.clone(),
         transport_key: transport.key.clone(),
-        provider_event_id: transport
-            .id_source
-            .starts_with("header:")
-            .then(|| transport.id.clone()),
+        provider_event_id: transport.is_provider_id().then(|| transport.id.clone()),
         body_fingerprint: Some(
             transport
                 .body_fingerprint

@@ -12,4 +12,5 @@ mod ingest;
 mod journal;
 mod processes;
 mod reads;
+mod stripe;
 mod versions;

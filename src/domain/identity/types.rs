@@ -61,6 +61,14 @@ pub struct BusinessIdentity {
     pub definition_fingerprint: String,
 }
 
+impl TransportIdentity {
+    /// Whether the id is one the provider gave the event or delivery (a header,
+    /// or a body field such as Stripe's `evt_` id), not the raw-body hash.
+    pub fn is_provider_id(&self) -> bool {
+        self.id_source != super::derive::RAW_BODY_SOURCE
+    }
+}
+
 /// A strategy tried before the one that keyed the delivery, and why it did not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Skipped {

@@ -47,7 +47,8 @@ pub struct OlderKey {
 pub struct KeyDerived {
     pub event_type: Option<String>,
     pub transport_key: String,
-    /// The provider's own event id when the transport identity came from a header.
+    /// The provider's own event or delivery id when the transport identity came
+    /// from one (a header, or a body field such as Stripe's `evt_` id).
     pub provider_event_id: Option<String>,
     pub body_fingerprint: Option<String>,
     pub business: Option<KeySummary>,

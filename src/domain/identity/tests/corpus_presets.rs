@@ -78,7 +78,7 @@ fn stripe_corpus_events_are_keyed_by_event_id_and_only_identical_facts_share_a_k
         .collect();
     for (f, d) in &derived {
         assert_eq!(chosen(d), "stripe-event-id@1", "{f}");
-        assert_eq!(d.transport.id_source, "raw_body_sha256");
+        assert_eq!(d.transport.id_source, "$.id");
     }
     let groups = shared_keys(&derived);
     let names: Vec<Vec<String>> = groups

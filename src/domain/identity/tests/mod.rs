@@ -6,6 +6,7 @@ mod corpus_presets;
 mod jcs_vectors;
 pub(super) mod kinds;
 mod props;
+mod stripe_transitions;
 
 use super::{Catalog, DeliveryFacts, Derivation, KeySecret};
 use serde_json::Value;
