@@ -268,10 +268,16 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
             horizon_secs: b.horizon_secs,
             discriminants: b.discriminants.clone(),
             missing_discriminants: b.missing_discriminants.clone(),
-            older_keys: d.older_versions.iter().map(|o| o.key.full()).collect(),
+            older_keys: d
+                .older_versions
+                .iter()
+                .chain(&d.also_keyed)
+                .map(|o| o.key.full())
+                .collect(),
             older: d
                 .older_versions
                 .iter()
+                .chain(&d.also_keyed)
                 .map(|o| {
                     let seen = OlderKey {
                         discriminants: o.discriminants.clone(),

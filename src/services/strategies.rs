@@ -225,8 +225,8 @@ async fn rederive(
     let Some(source) = sources.iter().find(|s| s.slug() == received.origin.source) else {
         return Ok(Err(SOURCE_GONE));
     };
-    let (_, document) = BodyParse::classify(&raw);
-    let facts = source.facts(&received.headers, document.as_ref(), &raw);
+    let (parse, document) = BodyParse::classify(&raw);
+    let facts = source.facts(&received.headers, parse, document.as_ref(), &raw);
     // The current version keys it (`migrate` checked there is a newer one).
     Ok(catalog
         .derive(&facts, secret)

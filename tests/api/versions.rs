@@ -370,3 +370,92 @@ async fn retiring_a_version_first_migrates_its_keys_and_a_purged_body_asks_for_a
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 3, "a refund was sent twice");
 }
+
+/// A strategy added above one that already keyed deliveries: `refund-ref`
+/// now comes first, `refund-event` (strong) stays below it.
+const EVENT_KEYED: &str = r#"
+[[strategies]]
+name = "refund-event"
+version = 1
+provider = "norefid"
+event_types = ["refund.*"]
+kind = "provider_event_id"
+strength = "strong"
+horizon = "30d"
+effect_type = "refund.create"
+criticality = "critical"
+fields = [{ name = "event_id", path = "$.event_id" }]
+discriminants = [{ name = "amount", path = "$.amount" }]
+"#;
+
+const REFERENCE_KEYED: &str = r#"
+[[strategies]]
+name = "refund-ref"
+version = 1
+provider = "norefid"
+event_types = ["refund.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "30d"
+effect_type = "refund.create"
+criticality = "critical"
+fields = [
+  { name = "payment", path = "$.payment_id" },
+  { name = "refund_reference", path = "$.refund_reference" },
+]
+discriminants = [{ name = "amount", path = "$.amount" }]
+"#;
+
+fn hierarchy(strategies: &str) -> String {
+    format!(
+        "\n[[hierarchies]]\nprovider = \"norefid\"\nevent_type = \"refund.*\"\nstrategies = [{strategies}]\n"
+    )
+}
+
+#[tokio::test]
+async fn a_strategy_added_above_another_in_the_hierarchy_never_reprocesses_what_the_other_keyed() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let (url, _dir) = fresh_database().await;
+    let before = format!(
+        "{}{EVENT_KEYED}{}",
+        downstream.sink_toml(2000),
+        hierarchy("\"refund-event\"")
+    );
+    let app = spawn_on(&url, &before, None).await;
+    let body = serde_json::to_vec(&json!({
+        "type": "refund.created",
+        "event_id": "ev_1",
+        "payment_id": "pay_h",
+        "refund_reference": "rr_h",
+        "amount": 500,
+        "currency": "EUR",
+    }))
+    .unwrap();
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["strategy"], "refund-event@1", "{}", first.json);
+    assert_eq!(first.json["decision"], "process");
+    downstream.wait_calls(1).await;
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+
+    let after = format!(
+        "{}{EVENT_KEYED}{REFERENCE_KEYED}{}",
+        downstream.sink_toml(2000),
+        hierarchy("\"refund-ref\", \"refund-event\"")
+    );
+    let upgraded = spawn_on(&url, &after, None).await;
+    let retry = upgraded.post_signed("hmac", &body).await;
+    assert_eq!(retry.json["strategy"], "refund-ref@1", "{}", retry.json);
+    assert_ignored(
+        &retry,
+        "duplicate_of_applied",
+        &first,
+        Some("refund-event@1"),
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        downstream.calls().len(),
+        1,
+        "refunded twice after the upgrade"
+    );
+}

@@ -18,6 +18,7 @@ use super::types::{
     BusinessIdentity, DeliveryFacts, Derivation, ItemDerivation, SkipReason, Skipped,
     TransportIdentity, Unresolved,
 };
+use crate::domain::confidence::Strength;
 use serde_json::{Map, Value, json};
 
 pub(super) const RAW_BODY_SOURCE: &str = "raw_body_sha256";
@@ -87,7 +88,7 @@ impl Catalog {
             event_type: &event_type,
             secret,
         };
-        for name in &hierarchy.strategies {
+        for (position, name) in hierarchy.strategies.iter().enumerate() {
             let Some(current) = self.current(name) else {
                 continue; // checked at build time
             };
@@ -103,6 +104,15 @@ impl Catalog {
                         .retired(name)
                         .into_iter()
                         .filter_map(|s| ctx.attempt(s).ok())
+                        .collect();
+                    // A strong strategy below the chosen one identifies this
+                    // delivery too: what it keyed before a strategy was added
+                    // above it in the hierarchy is still found.
+                    out.also_keyed = hierarchy.strategies[position + 1..]
+                        .iter()
+                        .filter_map(|lower| self.current(lower))
+                        .filter(|lower| lower.strength == Strength::Strong)
+                        .filter_map(|lower| ctx.attempt(lower).ok())
                         .collect();
                     return out;
                 }

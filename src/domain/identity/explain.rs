@@ -24,6 +24,14 @@ impl Derivation {
             self.business.as_ref(),
             &self.older_versions,
         );
+        for lower in &self.also_keyed {
+            let _ = writeln!(
+                out,
+                "also keyed by {} (strong, below in the hierarchy): {}",
+                lower.strategy,
+                lower.key.full()
+            );
+        }
         for item in self.items.iter().filter(|_| self.items.len() > 1) {
             let ty = item.event_type.as_deref().unwrap_or("(unknown)");
             let _ = writeln!(out, "item {} ({ty}):", item.index);

@@ -149,6 +149,9 @@ pub struct ItemDerivation {
     /// Keys of its retired versions (see `Catalog::retired`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retired_versions: Vec<BusinessIdentity>,
+    /// Keys of the strong strategies below the chosen one in its hierarchy.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also_keyed: Vec<BusinessIdentity>,
     pub unresolved: Option<Unresolved>,
 }
 
@@ -163,6 +166,8 @@ pub struct Derivation {
     pub older_versions: Vec<BusinessIdentity>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retired_versions: Vec<BusinessIdentity>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also_keyed: Vec<BusinessIdentity>,
     pub unresolved: Option<Unresolved>,
     /// Batch deliveries only: one derivation per item, in delivery order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -179,6 +184,7 @@ impl Derivation {
             skipped: Vec::new(),
             older_versions: Vec::new(),
             retired_versions: Vec::new(),
+            also_keyed: Vec::new(),
             unresolved: None,
             items: Vec::new(),
         }
@@ -190,6 +196,7 @@ impl Derivation {
         self.skipped = item.skipped;
         self.older_versions = item.older_versions;
         self.retired_versions = item.retired_versions;
+        self.also_keyed = item.also_keyed;
         self.unresolved = item.unresolved;
     }
 }

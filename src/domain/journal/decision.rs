@@ -22,10 +22,14 @@ pub struct KeySummary {
     pub horizon_secs: u64,
     pub discriminants: BTreeMap<String, serde_json::Value>,
     pub missing_discriminants: Vec<String>,
-    /// Keys of older, non-retired versions of the same strategy.
+    /// Other keys in force for the delivery, searched after its own: those of
+    /// older, non-retired versions of the same strategy (newest first), then
+    /// of the strong strategies below it in its hierarchy (a strategy added
+    /// above one never turns a retry of what that one keyed into a second
+    /// effect).
     pub older_keys: Vec<String>,
-    /// The delivery as each older version (by key, one of `older_keys`) sees
-    /// it: a match through that key is judged on these. Absent from events
+    /// The delivery as the version behind each of `older_keys` sees it: a
+    /// match through that key is judged on these. Absent from events
     /// journaled before 2026-12-01.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub older: BTreeMap<String, OlderKey>,
@@ -103,7 +107,7 @@ impl DecisionMade {
     ) -> Self {
         let mut summary = decision.summary();
         if let Some(strategy) = matched_key.as_deref().and_then(strategy_of_key) {
-            summary.push_str(&format!(" (matched through the older version {strategy})"));
+            summary.push_str(&format!(" (matched through the key of {strategy})"));
         }
         Self {
             summary,
@@ -117,7 +121,8 @@ impl DecisionMade {
         }
     }
 
-    /// `name@version` of the older strategy version whose key matched.
+    /// `name@version` of the strategy whose key matched, when it was not the
+    /// delivery's own (an older version, or a strategy lower in its hierarchy).
     pub fn matched_strategy(&self) -> Option<&str> {
         self.matched_key.as_deref().and_then(strategy_of_key)
     }
