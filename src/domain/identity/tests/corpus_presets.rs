@@ -1,4 +1,4 @@
-//! Each preset over the real payloads of the shared corpus: which strategy
+//! Each preset over the real payloads in `tests/vectors/`: which strategy
 //! fires, and that distinct events never share a business key unless they
 //! are the same fact (the groups below say why they are).
 

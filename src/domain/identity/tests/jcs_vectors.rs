@@ -1,4 +1,4 @@
-//! RFC 8785 vectors from the shared corpus, byte for byte.
+//! RFC 8785 vectors in `tests/vectors/jcs-rfc8785`, byte for byte.
 
 use super::super::jcs::{Integers, JcsError, format_double, to_canonical_string};
 use super::{corpus_bytes, corpus_json};

@@ -1,5 +1,6 @@
 //! Tests of the identity engine: JCS vectors, strategy kinds and hierarchy,
-//! keys and versions, properties, and each preset over the shared corpus.
+//! keys and versions, properties, and each preset over the public vectors in
+//! `tests/vectors/`.
 
 mod catalog_versions;
 mod corpus_presets;
@@ -12,7 +13,7 @@ use super::{Catalog, DeliveryFacts, Derivation, KeySecret};
 use serde_json::Value;
 use std::path::PathBuf;
 
-pub(super) const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
+pub(super) const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors");
 
 pub(super) fn corpus_path(rel: &str) -> PathBuf {
     PathBuf::from(CORPUS).join(rel)

@@ -1,5 +1,5 @@
-//! Tests for the signature module, one file per scheme, reading the public vectors from the
-//! shared corpus at run time (`../shared/corpus` beside the crate).
+//! Tests for the signature module, one file per scheme, reading the public vectors in
+//! `tests/vectors/` at run time.
 
 mod adyen;
 mod api;
@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use secrecy::SecretString;
 use serde_json::Value;
 
-pub(super) const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
+pub(super) const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors");
 
 pub(super) fn corpus_path(rel: &str) -> PathBuf {
     PathBuf::from(CORPUS).join(rel)
