@@ -1,5 +1,6 @@
 //! RFC 8785 JSON Canonicalization Scheme (JCS), written here rather than
-//! borrowed so that the one deliberate extension below stays visible.
+//! borrowed so that the one deliberate extension below stays visible; only
+//! the ES6 form of a double comes from a crate (`ryu_js`, see [`format_double`]).
 //!
 //! * [`to_canonical_string`] with [`Integers::AsDoubles`] is RFC 8785 to the
 //!   byte: members sorted by UTF-16 code units, ES6 number form, fixed escaping.
@@ -107,62 +108,19 @@ fn write_number(out: &mut String, n: &Number, integers: Integers) -> Result<(), 
 }
 
 /// ES6 `Number.prototype.toString` of a finite double (RFC 8785 §3.2.2.3).
+///
+/// `ryu_js` is the ECMAScript formatter of the Boa engine: the shortest digit
+/// string that reads back to `d` and, of those, the closest to it; `-0` is
+/// `0`. Rounding the exact value to the shortest length instead goes wrong at
+/// powers of two, where the rounding interval below is half the one above:
+/// 2^-24 would print as `5.960464477539062e-8`, which reads back as the double
+/// below it (V8 prints `5.960464477539063e-8`), and two distinct numbers would
+/// share a key. The vectors in `tests/vectors/es6-numbers` decide.
 pub fn format_double(d: f64) -> Result<String, JcsError> {
     if !d.is_finite() {
         return Err(JcsError::NotFinite(format!("{d}")));
     }
-    if d == 0.0 {
-        return Ok("0".to_owned()); // also -0
-    }
-    let mut out = String::new();
-    let x = if d < 0.0 {
-        out.push('-');
-        -d
-    } else {
-        d
-    };
-    // `{:e}` gives the shortest round-tripping digit count k. ES6 wants, among
-    // k-digit strings that round-trip, the one closest to the exact value,
-    // ties to even: that is the exact value correctly rounded to k digits,
-    // which fixed-precision formatting computes (half-to-even on exact ties,
-    // e.g. 1424953923781206.25 -> ...206.2, where the shortest gives ...206.3).
-    let shortest = format!("{x:e}");
-    let k = shortest
-        .split_once('e')
-        .map_or(1, |(m, _)| m.chars().filter(|c| c.is_ascii_digit()).count());
-    let sci = format!("{x:.prec$e}", prec = k.saturating_sub(1));
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let digits = match digits.trim_end_matches('0') {
-        "" => "0".to_owned(),
-        d => d.to_owned(),
-    };
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let k = digits.len() as i32;
-    let n = exp + 1; // value = 0.digits × 10^n
-    if k <= n && n <= 21 {
-        out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', (n - k) as usize));
-    } else if 0 < n && n <= 21 {
-        out.push_str(&digits[..n as usize]);
-        out.push('.');
-        out.push_str(&digits[n as usize..]);
-    } else if -6 < n && n <= 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', (-n) as usize));
-        out.push_str(&digits);
-    } else {
-        let e = n - 1;
-        out.push_str(&digits[..1]);
-        if k > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if e < 0 { '-' } else { '+' });
-        let _ = write!(out, "{}", e.abs());
-    }
-    Ok(out)
+    Ok(ryu_js::Buffer::new().format_finite(d).to_owned())
 }
 
 fn write_string(out: &mut String, s: &str) {

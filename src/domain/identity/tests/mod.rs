@@ -4,6 +4,7 @@
 
 mod catalog_versions;
 mod corpus_presets;
+mod es6_numbers;
 mod jcs_vectors;
 pub(super) mod kinds;
 mod props;
