@@ -13,4 +13,5 @@ mod journal;
 mod processes;
 mod reads;
 mod stripe;
+mod svix;
 mod versions;

@@ -27,6 +27,11 @@ impl Catalog {
     /// Transport and business identities of one delivery.
     pub fn derive(&self, facts: &DeliveryFacts<'_>, secret: &KeySecret) -> Derivation {
         let provider = self.provider(facts.provider);
+        let aliased = provider.and_then(|p| p.with_header_aliases(facts.headers));
+        let facts = &DeliveryFacts {
+            headers: aliased.as_deref().unwrap_or(facts.headers),
+            ..*facts
+        };
         let transport = transport(provider, facts);
         let mut d = Derivation::empty(facts.provider, transport);
         let Some(provider) = provider else {

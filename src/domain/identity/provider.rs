@@ -8,6 +8,7 @@ use super::field::FieldRef;
 use super::normalize::VolatileField;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -17,6 +18,12 @@ pub struct ProviderDef {
     /// Empty, or none present: the transport identity is the raw-body SHA-256.
     #[serde(default)]
     pub transport: Vec<FieldRef>,
+    /// A header read under another name when it is absent: `{ "webhook-id" =
+    /// "svix-id" }` makes every `header:webhook-id` reference (transport and
+    /// strategies alike) read `svix-id` when no `webhook-id` was sent, so one
+    /// delivery id keys alike under either spelling.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub header_aliases: BTreeMap<String, String>,
     /// Path selecting the items of a batch delivery (`$.events[*]`). A body in
     /// which it selects nothing is a single event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +109,25 @@ impl ProviderDef {
             }
         }
         Err(EventTypeMissing { missing })
+    }
+
+    /// `headers` plus, for each alias whose header was not sent, the alias's
+    /// value under the header's name; `None` when no alias applies.
+    pub fn with_header_aliases(
+        &self,
+        headers: &[(String, String)],
+    ) -> Option<Vec<(String, String)>> {
+        let find = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name));
+        let added: Vec<(String, String)> = self
+            .header_aliases
+            .iter()
+            .filter(|(name, _)| find(name).is_none())
+            .filter_map(|(name, alias)| Some((name.to_ascii_lowercase(), find(alias)?.1.clone())))
+            .collect();
+        if added.is_empty() {
+            return None;
+        }
+        Some(headers.iter().cloned().chain(added).collect())
     }
 
     /// The batch items, when this delivery is a batch.

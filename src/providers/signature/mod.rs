@@ -22,7 +22,8 @@ use secrecy::SecretString;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(tag = "scheme", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SchemeConfig {
-    /// Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`; `whsec_` base64 secret).
+    /// Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`; `whsec_` base64 secret),
+    /// also as Svix sends it (`svix-id`, `svix-timestamp`, `svix-signature`).
     StandardWebhooks,
     /// Stripe (`stripe-signature: t=..,v1=..`; secret string used as the key).
     Stripe,
@@ -202,7 +203,10 @@ pub fn validate_secret(scheme: &SchemeConfig, secret: &str) -> Result<(), Signat
 /// Lower-case header names whose values must never be stored or logged for this scheme.
 pub fn sensitive_headers(scheme: &SchemeConfig) -> Vec<String> {
     let own: Vec<String> = match scheme {
-        SchemeConfig::StandardWebhooks => vec![standard_webhooks::SIGNATURE.into()],
+        SchemeConfig::StandardWebhooks => vec![
+            standard_webhooks::STANDARD.signature.into(),
+            standard_webhooks::SVIX.signature.into(),
+        ],
         SchemeConfig::Stripe => vec![stripe::HEADER.into()],
         // GitHub also sends the legacy SHA-1 HMAC of the body under x-hub-signature.
         SchemeConfig::Github => vec![github::HEADER.into(), "x-hub-signature".into()],

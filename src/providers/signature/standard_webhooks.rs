@@ -1,6 +1,10 @@
 //! Standard Webhooks (symmetric `v1`): signed content `{webhook-id}.{webhook-timestamp}.{body}`,
 //! HMAC-SHA256 keyed with the base64-decoded secret (`whsec_` prefix optional, padding optional),
 //! `webhook-signature` = space-separated `version,base64` entries; any `v1` match passes.
+//!
+//! Svix signs the same way under `svix-id`, `svix-timestamp` and `svix-signature`. One family is
+//! read as a whole, never a mix: `webhook-*` when any of its headers was sent, else `svix-*`.
+//! The identity preset reads the delivery id in the same order.
 
 use base64::Engine as _;
 use secrecy::SecretString;
@@ -8,10 +12,41 @@ use secrecy::SecretString;
 use super::common::{self, Key};
 use super::{SignatureError, Verified};
 
-pub(super) const ID: &str = "webhook-id";
-pub(super) const TIMESTAMP: &str = "webhook-timestamp";
-pub(super) const SIGNATURE: &str = "webhook-signature";
+/// The three headers of one naming.
+pub(super) struct Family {
+    pub(super) id: &'static str,
+    pub(super) timestamp: &'static str,
+    pub(super) signature: &'static str,
+}
+
+pub(super) const STANDARD: Family = Family {
+    id: "webhook-id",
+    timestamp: "webhook-timestamp",
+    signature: "webhook-signature",
+};
+
+pub(super) const SVIX: Family = Family {
+    id: "svix-id",
+    timestamp: "svix-timestamp",
+    signature: "svix-signature",
+};
+
 const PREFIX: &str = "whsec_";
+
+/// `webhook-*` when any of its headers was sent, else `svix-*` when any of those was, else
+/// `webhook-*` (whose missing id is then the error).
+fn family(headers: &[(String, String)]) -> &'static Family {
+    let sent = |f: &Family| {
+        [f.id, f.timestamp, f.signature]
+            .iter()
+            .any(|name| common::header_values(headers, name).next().is_some())
+    };
+    if !sent(&STANDARD) && sent(&SVIX) {
+        &SVIX
+    } else {
+        &STANDARD
+    }
+}
 
 /// Secret -> key: optional `whsec_` prefix, then lenient base64; empty is refused.
 pub(super) fn key(secret: &str) -> Result<Key, SignatureError> {
@@ -45,10 +80,11 @@ fn v1_candidates<'a>(
     Ok(any_v1.then_some(candidates))
 }
 
-/// Errors, in order: secrets (`NoSecretConfigured`, `InvalidSecret`), `MissingMessageId`,
-/// `MissingTimestamp`, `MalformedHeader` (timestamp not unix digits, entry without comma,
-/// differing repeated id/timestamp), `MissingSignature` (no header or no `v1` entry),
-/// `InvalidSignature`, then `TimestampOutOfTolerance`.
+/// Reads the headers of the family [`family`] picks. Errors, in order: secrets
+/// (`NoSecretConfigured`, `InvalidSecret`), `MissingMessageId`, `MissingTimestamp`,
+/// `MalformedHeader` (timestamp not unix digits, entry without comma, differing repeated
+/// id/timestamp), `MissingSignature` (no header or no `v1` entry), `InvalidSignature`, then
+/// `TimestampOutOfTolerance`.
 pub(super) fn verify(
     secrets: &[SecretString],
     headers: &[(String, String)],
@@ -57,11 +93,12 @@ pub(super) fn verify(
     tolerance_secs: u64,
 ) -> Result<Verified, SignatureError> {
     let keys = common::keys(secrets, key)?;
-    let id = common::single_header(headers, ID)?.ok_or(SignatureError::MissingMessageId)?;
+    let names = family(headers);
+    let id = common::single_header(headers, names.id)?.ok_or(SignatureError::MissingMessageId)?;
     let raw_ts =
-        common::single_header(headers, TIMESTAMP)?.ok_or(SignatureError::MissingTimestamp)?;
+        common::single_header(headers, names.timestamp)?.ok_or(SignatureError::MissingTimestamp)?;
     let signed_at = common::parse_unix(raw_ts)?;
-    let candidates = v1_candidates(common::header_values(headers, SIGNATURE))?
+    let candidates = v1_candidates(common::header_values(headers, names.signature))?
         .ok_or(SignatureError::MissingSignature)?;
     let ts = signed_at.to_string();
     let parts: [&[u8]; 5] = [id.as_bytes(), b".", ts.as_bytes(), b".", body];
@@ -92,10 +129,10 @@ pub(super) fn sign(
     let ts = timestamp.to_string();
     let tag = common::hmac_sha256(&key, &[msg_id.as_bytes(), b".", ts.as_bytes(), b".", body])?;
     Ok(vec![
-        (ID.to_owned(), msg_id.to_owned()),
-        (TIMESTAMP.to_owned(), ts),
+        (STANDARD.id.to_owned(), msg_id.to_owned()),
+        (STANDARD.timestamp.to_owned(), ts),
         (
-            SIGNATURE.to_owned(),
+            STANDARD.signature.to_owned(),
             format!("v1,{}", common::B64.encode(tag)),
         ),
     ])

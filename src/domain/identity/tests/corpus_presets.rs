@@ -365,6 +365,35 @@ fn standard_webhooks_key_on_webhook_id_and_ignore_attempt_headers() {
     assert_eq!(chosen(&no_id), "standard-webhooks-fingerprint@1");
 }
 
+#[test]
+fn standard_webhooks_read_the_svix_id_as_the_webhook_id() {
+    let c = presets();
+    let vectors = corpus_json("standard-webhooks/standard-webhooks-vectors.json");
+    let msg_id = vectors["sign_vectors"][0]["msg_id"].as_str().unwrap();
+    let body = br#"{"type":"contact.created","timestamp":"2022-11-03T20:26:10.344522Z","data":{"id":"1f81eb52-5198-4599-803e-771906343485","type":"contact"}}"#;
+    let sent = |headers: &[(&str, &str)]| {
+        headers
+            .iter()
+            .fold(Delivery::raw("standard-webhooks", body), |d, (n, v)| {
+                d.header(n, v)
+            })
+            .derive(&c)
+    };
+    let standard = sent(&[("webhook-id", msg_id), ("webhook-timestamp", "1614265330")]);
+    let svix = sent(&[("svix-id", msg_id), ("svix-timestamp", "1614265630")]);
+    assert_eq!(svix.transport.id, msg_id);
+    assert_eq!(chosen(&svix), "standard-webhooks-id@1");
+    // one message, one key, whichever name carried its id
+    assert_eq!(svix.transport.key, standard.transport.key);
+    assert_eq!(business_key(&svix), business_key(&standard));
+    // both sent: webhook-id is read, as the signature check reads webhook-*
+    let both = sent(&[("svix-id", "msg_other"), ("webhook-id", msg_id)]);
+    assert_eq!(both.transport.id, msg_id);
+    assert_eq!(business_key(&both), business_key(&standard));
+    let other = sent(&[("svix-id", "msg_other")]);
+    assert_ne!(business_key(&other), business_key(&standard));
+}
+
 // ---------------------------------------------------------------- Adyen
 
 #[test]

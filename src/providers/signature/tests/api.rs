@@ -97,7 +97,10 @@ fn sensitive_header_lists() {
         "set-cookie",
     ];
     let expect = [
-        (SchemeConfig::StandardWebhooks, vec!["webhook-signature"]),
+        (
+            SchemeConfig::StandardWebhooks,
+            vec!["webhook-signature", "svix-signature"],
+        ),
         (SchemeConfig::Stripe, vec!["stripe-signature"]),
         (
             SchemeConfig::Github,

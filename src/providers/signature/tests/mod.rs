@@ -7,6 +7,7 @@ mod github_hmac;
 mod standard_webhooks;
 mod standard_webhooks_edges;
 mod stripe;
+mod svix;
 
 use std::path::PathBuf;
 
