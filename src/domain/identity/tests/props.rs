@@ -1,6 +1,6 @@
 //! Properties: what must not change a key, and what must.
 
-use super::super::jcs::{Integers, format_double, to_canonical_string};
+use super::super::jcs::{Integers, format_double, key_string, to_canonical_string};
 use super::super::{Catalog, CatalogConfig};
 use super::{Delivery, business_key, presets};
 use proptest::prelude::*;
@@ -21,6 +21,65 @@ fn arb_json() -> impl Strategy<Value = Value> {
                 .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
         ]
     })
+}
+
+/// JSON of any shape with leaves of any kind: every finite double, any i64/u64,
+/// strings and member names of any characters (controls, quotes, non-BMP).
+fn arb_any_json() -> impl Strategy<Value = Value> {
+    let text = prop_oneof![
+        "\\PC{0,8}",
+        "[\\x00-\\x1f\"\\\\/\u{7f}\u{2028}\u{ffff}\u{10000}é]{0,6}"
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        any::<u64>().prop_map(|n| json!(n)),
+        any::<u64>()
+            .prop_map(f64::from_bits)
+            .prop_filter("finite", |d| d.is_finite())
+            .prop_map(|d| json!(d)),
+        text.clone().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 5, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map(text.clone(), inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+/// The same value: integers that were parsed exactly compare exactly (the key form's
+/// promise), any other number as a double. A whole double beyond 2^53 comes back as
+/// its ES6 digits (1.079072960283101e17 as 107907296028310100), which name that
+/// double but not its exact binary value.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if !x.is_f64() && !y.is_f64() => x == y,
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Every number as a double: what RFC 8785 proper keeps of a value.
+fn as_doubles(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => json!(n.as_f64().unwrap()),
+        Value::Array(items) => Value::Array(items.iter().map(as_doubles).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), as_doubles(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }
 
 /// JSON text with object members in reverse order and arbitrary whitespace.
@@ -151,6 +210,47 @@ proptest! {
             prop_assert_eq!(to_canonical_string(&v, Integers::AsDoubles).unwrap(), text);
         } else {
             prop_assert!(format_double(d).is_err());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_canonical_form_parses_back_to_the_same_value(v in arb_any_json()) {
+        // Keys: exact integers, so the value comes back whole.
+        let key = key_string(&v);
+        let back: Value = serde_json::from_str(&key).unwrap();
+        prop_assert!(same(&back, &v), "{} -> {}", v, key);
+        prop_assert_eq!(key_string(&back), key.clone());
+        // RFC 8785 proper: every number through a double.
+        let rfc = to_canonical_string(&v, Integers::AsDoubles).unwrap();
+        let back: Value = serde_json::from_str(&rfc).unwrap();
+        prop_assert_eq!(as_doubles(&back), as_doubles(&v));
+        prop_assert_eq!(to_canonical_string(&back, Integers::AsDoubles).unwrap(), rfc);
+        // Member order and whitespace never show.
+        let reordered: Value = serde_json::from_str(&scrambled(&v, " \n")).unwrap();
+        prop_assert_eq!(key_string(&reordered), key);
+    }
+
+    #[test]
+    fn any_text_that_parses_has_a_canonical_form_that_parses_back(
+        bytes in prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..64),
+            // JSON text with one byte replaced: often still JSON, often just not
+            (arb_any_json(), any::<prop::sample::Index>(), any::<u8>()).prop_map(|(v, at, b)| {
+                let mut text = v.to_string().into_bytes();
+                let i = at.index(text.len());
+                text[i] = b;
+                text
+            }),
+        ]
+    ) {
+        if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+            let key = key_string(&v);
+            let back: Value = serde_json::from_str(&key).unwrap();
+            prop_assert!(same(&back, &v), "{} -> {}", v, key);
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::providers::signature::{
     verify,
 };
 
-fn all_schemes() -> Vec<(SchemeConfig, &'static str)> {
+pub(super) fn all_schemes() -> Vec<(SchemeConfig, &'static str)> {
     vec![
         (
             SchemeConfig::StandardWebhooks,

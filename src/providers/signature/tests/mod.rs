@@ -4,6 +4,7 @@
 mod adyen;
 mod api;
 mod github_hmac;
+mod props;
 mod standard_webhooks;
 mod standard_webhooks_edges;
 mod stripe;
