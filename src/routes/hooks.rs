@@ -10,6 +10,7 @@ use super::error::ApiError;
 use crate::domain::decision::Action;
 use crate::domain::delivery::{DeliveryId, Headers};
 use crate::services::ingest::{self, Accepted, Arrival, Refusal};
+use crate::services::items;
 use crate::startup::AppState;
 
 #[post("/hooks/{source}")]
@@ -96,11 +97,34 @@ fn accepted_response(source: &str, accepted: &Accepted) -> HttpResponse {
         "case_id": made.case_id,
         "differences": decision.differences,
         "flagged_for_correction": decision.flagged_for_correction,
+        "items": accepted.items.iter().map(item_json).collect::<Vec<_>>(),
     });
     match decision.action {
         Action::Ignore => HttpResponse::Ok().json(body),
         _ => HttpResponse::Accepted().json(body),
     }
+}
+
+/// One event of a batch, decided as if it had arrived alone.
+fn item_json(item: &items::Decided) -> serde_json::Value {
+    let made = &item.decision;
+    let decision = &made.decision;
+    let business = item.derived.business.as_ref();
+    json!({
+        "delivery_id": item.delivery_id,
+        "event_type": item.derived.event_type,
+        "decision": decision.action,
+        "reason": decision.reason,
+        "summary": made.summary,
+        "strategy": business.map(|b| &b.strategy),
+        "key": business.map(|b| &b.key),
+        "matched_strategy": made.matched_strategy(),
+        "reference_delivery_id": decision.reference_delivery,
+        "effect_id": decision.effect_id,
+        "case_id": made.case_id,
+        "differences": decision.differences,
+        "flagged_for_correction": decision.flagged_for_correction,
+    })
 }
 
 fn refused(source: &str, refusal: Refusal) -> ApiError {

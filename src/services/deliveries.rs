@@ -4,7 +4,7 @@ use sea_orm::DatabaseConnection;
 use serde::Serialize;
 
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
-use crate::domain::journal::{DecisionMade, JournalEvent, KeyDerived, Origin};
+use crate::domain::journal::{DecisionMade, ItemOf, JournalEvent, KeyDerived, Origin};
 use crate::store::{bodies, journal};
 
 /// What `GET /api/deliveries/{id}` shows.
@@ -27,7 +27,22 @@ pub struct DeliveryView {
     /// `name@version` of the older strategy version a match was made
     /// through, when it was not the current one.
     pub matched_strategy: Option<String>,
+    /// For one event of a batch: the batch delivery that carried it.
+    pub item_of: Option<ItemOf>,
+    /// For a batch of several events: what each became, in order.
+    pub items: Vec<ItemView>,
     pub events: Vec<EventView>,
+}
+
+/// One event of a batch, decided as a delivery of its own.
+#[derive(Debug, Serialize)]
+pub struct ItemView {
+    pub delivery_id: DeliveryId,
+    pub event_type: Option<String>,
+    pub key: Option<String>,
+    pub strategy: Option<String>,
+    pub unresolved: Option<String>,
+    pub decision: Option<DecisionMade>,
 }
 
 #[derive(Debug, Serialize)]
@@ -52,7 +67,7 @@ pub enum ShowError {
 pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryView, ShowError> {
     let stored = journal::for_delivery(db, id).await?;
     let first = stored.first().ok_or(ShowError::NotFound)?;
-    let (status, origin, received_at, headers, body_ref, parse) = match &first.event {
+    let (status, origin, received_at, headers, body_ref, parse, item_of) = match &first.event {
         JournalEvent::DeliveryReceived(e) => (
             "received",
             e.origin.clone(),
@@ -60,6 +75,7 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
             e.headers.clone(),
             Some(e.body.clone()),
             Some(e.parse),
+            e.item_of,
         ),
         JournalEvent::DeliveryRejected(e) => (
             "rejected",
@@ -67,6 +83,7 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
             e.received_at,
             e.headers.clone(),
             e.body.clone(),
+            None,
             None,
         ),
         _ => return Err(ShowError::NotFound),
@@ -85,6 +102,10 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
             .and_then(|raw| serde_json::from_slice(&raw).ok()),
         _ => None,
     };
+    let mut items = Vec::new();
+    for item in identity.iter().flat_map(|i| &i.items) {
+        items.push(item_view(db, *item).await?);
+    }
     let events = stored
         .iter()
         .map(|s| EventView {
@@ -110,6 +131,29 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
             .and_then(|d| d.matched_strategy())
             .map(str::to_owned),
         decision,
+        item_of,
+        items,
         events,
+    })
+}
+
+/// What one item of a batch became, from its own journal.
+async fn item_view(db: &DatabaseConnection, id: DeliveryId) -> Result<ItemView, ShowError> {
+    let stored = journal::for_delivery(db, id).await?;
+    let derived = stored.iter().find_map(|s| match &s.event {
+        JournalEvent::KeyDerived(e) => Some(e),
+        _ => None,
+    });
+    let business = derived.and_then(|d| d.business.as_ref());
+    Ok(ItemView {
+        delivery_id: id,
+        event_type: derived.and_then(|d| d.event_type.clone()),
+        key: business.map(|b| b.key.clone()),
+        strategy: business.map(|b| b.strategy.clone()),
+        unresolved: derived.and_then(|d| d.unresolved.clone()),
+        decision: stored.iter().rev().find_map(|s| match &s.event {
+            JournalEvent::DecisionMade(e) => Some(e.clone()),
+            _ => None,
+        }),
     })
 }

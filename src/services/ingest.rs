@@ -9,12 +9,12 @@ use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::decide::{self, Verdict};
-use super::effects;
 use super::engine::{Appends, SharedEngine, record};
+use super::{effects, items};
 use crate::config::Source;
-use crate::domain::decision::{Action, Identity};
+use crate::domain::decision::{Action, Identity, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers, mask_headers};
-use crate::domain::identity::{Derivation, Unresolved};
+use crate::domain::identity::{BusinessIdentity, Derivation, ItemDerivation, Unresolved};
 use crate::domain::journal::{
     DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
     OlderKey,
@@ -33,6 +33,8 @@ pub struct Accepted {
     pub parse: BodyParse,
     pub derived: KeyDerived,
     pub decision: DecisionMade,
+    /// A batch of several events: what each became, in order.
+    pub items: Vec<items::Decided>,
 }
 
 /// Why a delivery was refused. Each refusal is journaled when the database allows.
@@ -112,7 +114,7 @@ pub async fn receive(
     let (parse, document) = BodyParse::classify(raw);
     let facts = source.facts(arrival.headers, parse, document.as_ref(), raw);
     let derivation = engine.catalog.derive(&facts, &engine.key_secret);
-    let derived = key_derived(&derivation);
+    let mut derived = key_derived(&derivation);
     let by_provider_id = derivation.transport.is_provider_id();
     let id = arrival.delivery_id;
     let at = arrival.received_at;
@@ -124,7 +126,24 @@ pub async fn receive(
         parse,
         signature_scheme: source.scheme.name().to_owned(),
         secret_index: verified.secret_index,
+        item_of: None,
     };
+    // A batch of several events: each becomes a delivery of its own.
+    let prepared = items::prepare(
+        engine,
+        source,
+        &derivation,
+        &received,
+        id,
+        &derived.transport_key,
+    );
+    if !prepared.is_empty() {
+        derived.items = prepared.iter().map(|item| item.id).collect();
+        // Each item's derivation is journaled with the item.
+        if let Some(whole) = derived.derivation.as_object_mut() {
+            whole.remove("items");
+        }
+    }
 
     // Everything below the signature check commits together, or not at all.
     let sink = derived
@@ -146,11 +165,16 @@ pub async fn receive(
         transport: Some(derived.transport_key.clone()),
         business: derived
             .business
-            .as_ref()
-            .map(decide::business_keys)
-            .unwrap_or_default(),
+            .iter()
+            .chain(
+                prepared
+                    .iter()
+                    .filter_map(|item| item.derived.business.as_ref()),
+            )
+            .flat_map(decide::business_keys)
+            .collect(),
     };
-    let (decision, job, derived) = engine
+    let (decision, job, derived, decided, item_jobs, prepared) = engine
         .writer
         .run_indexed(keys, move |txn, rows| {
             Box::pin(async move {
@@ -163,41 +187,62 @@ pub async fn receive(
                 for row in journaled {
                     rows.journal_row(row, at);
                 }
-                let verdict = match (&derived.business, sink) {
-                    (Some(key), Some(sink)) => {
-                        decide::decide_keyed(
+                let mut decided = Vec::with_capacity(prepared.len());
+                let mut item_jobs = Vec::with_capacity(prepared.len());
+                let mut prepared = prepared;
+                for item in &mut prepared {
+                    rows.body(&item.body, std::mem::take(&mut item.bytes), at);
+                    for row in std::mem::take(&mut item.journaled) {
+                        rows.journal_row(row, at);
+                    }
+                    let one = Event {
+                        id: item.id,
+                        derived: &item.derived,
+                        identity: item.identity,
+                        sink: item.sink,
+                        first: None,
+                    };
+                    let (made, job) = one
+                        .decide(
                             txn,
                             &shared,
-                            sink,
-                            id,
-                            key,
-                            transport,
+                            TransportMatch::FirstSeen,
                             at,
                             &mut appends,
                             rows,
                         )
-                        .await?
+                        .await?;
+                    let mut row = item.row.clone();
+                    deliveries::decide_row(rows, &mut row, &item.id.to_string(), &made, at);
+                    rows.delivery(row);
+                    appends.push(Some(item.id), JournalEvent::DecisionMade(made.clone()));
+                    decided.push(items::Decided {
+                        delivery_id: item.id,
+                        derived: item.derived.clone(),
+                        decision: made,
+                    });
+                    item_jobs.push(job);
+                }
+                let (made, job) = match items::summed_up(&decided) {
+                    Some(made) => (made, None),
+                    None => {
+                        let one = Event {
+                            id,
+                            derived: &derived,
+                            identity,
+                            sink,
+                            first,
+                        };
+                        one.decide(txn, &shared, transport, at, &mut appends, rows)
+                            .await?
                     }
-                    _ => Verdict {
-                        decision: decide::decide_unkeyed(identity, transport),
-                        layer: Layer::Transport,
-                        matched_key: None,
-                        job: None,
-                    },
                 };
-                let made = decision_made(
-                    verdict.decision,
-                    verdict.layer,
-                    derived.business.as_ref(),
-                    verdict.matched_key,
-                    first,
-                );
                 // One row for the reception, its key and its decision.
                 deliveries::decide_row(rows, &mut delivery_row, &id.to_string(), &made, at);
                 rows.delivery(delivery_row);
                 appends.push(Some(id), JournalEvent::DecisionMade(made.clone()));
                 appends.defer(rows, at);
-                Ok((made, verdict.job, derived))
+                Ok((made, job, derived, decided, item_jobs, prepared))
             })
         })
         .await
@@ -206,13 +251,64 @@ pub async fn receive(
     if let Some(job) = job {
         effects::spawn(engine.clone(), job, source.slug().to_owned(), document);
     }
+    for (job, event) in items::effects(&prepared, item_jobs) {
+        effects::spawn(engine.clone(), job, source.slug().to_owned(), Some(event));
+    }
     Ok(Accepted {
         delivery_id: id,
         received_at: at,
         parse,
         derived,
         decision,
+        items: decided,
     })
+}
+
+/// One event to decide: a whole delivery, or one item of a batch.
+struct Event<'a> {
+    id: DeliveryId,
+    derived: &'a KeyDerived,
+    identity: Identity,
+    sink: Option<&'static str>,
+    first: Option<DeliveryId>,
+}
+
+impl Event<'_> {
+    /// Decides the event against its key (reserving it on `process`), or
+    /// quarantines it when it has none; returns its journaled decision and
+    /// the effect to run after commit.
+    async fn decide<C: sea_orm::ConnectionTrait>(
+        &self,
+        txn: &C,
+        engine: &SharedEngine,
+        transport: TransportMatch,
+        at: DateTime<Utc>,
+        appends: &mut Appends,
+        rows: &mut crate::store::deferred::Deferred,
+    ) -> Result<(DecisionMade, Option<decide::EffectJob>), DbErr> {
+        let verdict = match (&self.derived.business, self.sink) {
+            (Some(key), Some(sink)) => {
+                decide::decide_keyed(
+                    txn, engine, sink, self.id, key, transport, at, appends, rows,
+                )
+                .await?
+            }
+            _ => Verdict {
+                decision: decide::decide_unkeyed(self.identity, transport),
+                layer: Layer::Transport,
+                matched_key: None,
+                job: None,
+            },
+        };
+        let made = decision_made(
+            verdict.decision,
+            verdict.layer,
+            self.derived.business.as_ref(),
+            verdict.matched_key,
+            self.first,
+        );
+        Ok((made, verdict.job))
+    }
 }
 
 fn decision_made(
@@ -234,7 +330,7 @@ fn decision_made(
     made
 }
 
-fn identity_of(unresolved: Option<&Unresolved>) -> Identity {
+pub(super) fn identity_of(unresolved: Option<&Unresolved>) -> Identity {
     match unresolved {
         Some(Unresolved::Unparseable) | None => Identity::UnparseableBody,
         Some(Unresolved::BodyTooDeep { .. }) => Identity::BodyTooDeep,
@@ -259,37 +355,69 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
                 .clone()
                 .unwrap_or_else(|| transport.raw_body_sha256.clone()),
         ),
-        business: d.business.as_ref().map(|b| KeySummary {
-            key: b.key.full(),
-            strategy: b.strategy.to_string(),
-            strength: b.strength,
-            effect_type: b.effect_type.clone(),
-            criticality: b.criticality,
-            horizon_secs: b.horizon_secs,
-            discriminants: b.discriminants.clone(),
-            missing_discriminants: b.missing_discriminants.clone(),
-            older_keys: d
-                .older_versions
-                .iter()
-                .chain(&d.also_keyed)
-                .map(|o| o.key.full())
-                .collect(),
-            older: d
-                .older_versions
-                .iter()
-                .chain(&d.also_keyed)
-                .map(|o| {
-                    let seen = OlderKey {
-                        discriminants: o.discriminants.clone(),
-                        missing_discriminants: o.missing_discriminants.clone(),
-                    };
-                    (o.key.full(), seen)
-                })
-                .collect(),
-            retired_keys: d.retired_versions.iter().map(|o| o.key.full()).collect(),
-        }),
+        business: d
+            .business
+            .as_ref()
+            .map(|b| key_summary(b, &d.older_versions, &d.also_keyed, &d.retired_versions)),
         unresolved: d.unresolved.as_ref().map(|u| u.code().to_owned()),
         derivation: serde_json::to_value(d).unwrap_or_default(),
+        items: Vec::new(),
+    }
+}
+
+/// What the journal keeps of one item of a batch, decided as a delivery of
+/// its own: the batch's transport identity, the item's business identity.
+pub(super) fn item_key_derived(item: &ItemDerivation, transport_key: &str) -> KeyDerived {
+    KeyDerived {
+        event_type: item.event_type.clone(),
+        transport_key: transport_key.to_owned(),
+        provider_event_id: None,
+        body_fingerprint: None,
+        business: item.business.as_ref().map(|b| {
+            key_summary(
+                b,
+                &item.older_versions,
+                &item.also_keyed,
+                &item.retired_versions,
+            )
+        }),
+        unresolved: item.unresolved.as_ref().map(|u| u.code().to_owned()),
+        derivation: serde_json::to_value(item).unwrap_or_default(),
+        items: Vec::new(),
+    }
+}
+
+/// The business identity as decisions read it: the key, then the other keys
+/// in force for the same delivery (older versions, strong strategies below
+/// it) with what each discriminates on, and retired versions' keys.
+fn key_summary(
+    b: &BusinessIdentity,
+    older: &[BusinessIdentity],
+    also: &[BusinessIdentity],
+    retired: &[BusinessIdentity],
+) -> KeySummary {
+    KeySummary {
+        key: b.key.full(),
+        strategy: b.strategy.to_string(),
+        strength: b.strength,
+        effect_type: b.effect_type.clone(),
+        criticality: b.criticality,
+        horizon_secs: b.horizon_secs,
+        discriminants: b.discriminants.clone(),
+        missing_discriminants: b.missing_discriminants.clone(),
+        older_keys: older.iter().chain(also).map(|o| o.key.full()).collect(),
+        older: older
+            .iter()
+            .chain(also)
+            .map(|o| {
+                let seen = OlderKey {
+                    discriminants: o.discriminants.clone(),
+                    missing_discriminants: o.missing_discriminants.clone(),
+                };
+                (o.key.full(), seen)
+            })
+            .collect(),
+        retired_keys: retired.iter().map(|o| o.key.full()).collect(),
     }
 }
 

@@ -7,6 +7,7 @@ pub mod deliveries;
 pub mod effects;
 pub mod engine;
 pub mod ingest;
+pub mod items;
 pub mod projections;
 pub mod retention;
 pub mod strategies;

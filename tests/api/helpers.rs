@@ -44,6 +44,22 @@ max_body_bytes = 1024
 signature = { scheme = "hmac", header = "x-signature", encoding = "hex" }
 
 [[sources]]
+slug = "gocardless"
+tenant = "acme"
+provider = "gocardless"
+environment = "live"
+demo_secret = "gc-test-secret"
+signature = { scheme = "hmac", header = "webhook-signature", encoding = "hex" }
+
+[[sources]]
+slug = "adyen"
+tenant = "acme"
+provider = "adyen"
+environment = "test"
+demo_secret = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056"
+signature = { scheme = "adyen" }
+
+[[sources]]
 slug = "open"
 tenant = "acme"
 provider = "norefid"

@@ -264,6 +264,7 @@ impl Generator {
                 Provider::Stripe => "stripe".to_owned(),
             },
             secret_index: Some(0),
+            item_of: None,
         });
         if self.seen.insert(sha256.clone()) {
             let size = row.body.len() as i64;

@@ -54,10 +54,11 @@ impl Catalog {
             .map(|(i, item)| {
                 let mut one = self.derive_event(provider, facts, item, secret);
                 one.index = i;
+                one.event = Some(item.clone());
                 one
             })
             .collect();
-        super::batch::combine(&mut d, facts, items);
+        super::batch::combine(&mut d, items);
         d
     }
 

@@ -141,6 +141,10 @@ impl Unresolved {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ItemDerivation {
     pub index: usize,
+    /// The item itself, for a batch item: it is decided, stored and sent
+    /// downstream on its own. Never serialised (the body is stored apart).
+    #[serde(skip)]
+    pub event: Option<Value>,
     pub event_type: Option<String>,
     pub business: Option<BusinessIdentity>,
     pub skipped: Vec<Skipped>,

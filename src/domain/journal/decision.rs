@@ -60,6 +60,9 @@ pub struct KeyDerived {
     pub unresolved: Option<String>,
     /// The whole derivation (chosen strategy, skipped ones and why, masked material).
     pub derivation: serde_json::Value,
+    /// A batch of several events: the delivery each item became, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<DeliveryId>,
 }
 
 /// Which identity layer the decision rests on.

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::domain::delivery::{BodyParse, BodyRef, Headers};
+use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
 
 /// Where a delivery came from: the configured source and what it stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +27,18 @@ pub struct DeliveryReceived {
     pub signature_scheme: String,
     /// Which of the source's secrets matched (rotation), when one did.
     pub secret_index: Option<usize>,
+    /// For one event of a batch delivery: the delivery that carried it, and
+    /// its place there. The item is decided as if it had arrived alone; its
+    /// body is the item, the batch's raw bytes stay with the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_of: Option<ItemOf>,
+}
+
+/// Where a batch item came from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ItemOf {
+    pub parent: DeliveryId,
+    pub index: usize,
 }
 
 /// A delivery was refused before any decision; the provider got an error.

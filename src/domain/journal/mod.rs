@@ -8,7 +8,7 @@ mod effect;
 mod strategy;
 
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
-pub use delivery::{DeliveryReceived, DeliveryRejected, Origin};
+pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
@@ -82,6 +82,7 @@ macro_rules! journal_events {
                 match (event_type, version) {
                     $(($name, $version) => serde_json::from_value(data)
                         .map(Self::$variant)
+                        .map(Self::upcast)
                         .map_err(|source| StoredEventError::Malformed {
                             event_type: event_type.to_owned(),
                             source,
@@ -94,6 +95,31 @@ macro_rules! journal_events {
             }
         }
     };
+}
+
+impl JournalEvent {
+    /// Reads what older code stored in today's terms, where the payload
+    /// shape did not change but its meaning did:
+    /// * a batch delivery journaled before 2026-12-01 carried a synthetic
+    ///   `batch@1` key over the set of its item keys; batches now have no key
+    ///   of their own (each item is decided on its own), so that key reads
+    ///   as absent. The decision then made stays in the journal as it was.
+    fn upcast(self) -> Self {
+        match self {
+            Self::KeyDerived(mut derived) => {
+                let synthetic = derived.business.as_ref().is_some_and(|b| {
+                    b.strategy
+                        .split_once('@')
+                        .is_some_and(|(name, _)| name == crate::domain::identity::BATCH_STRATEGY)
+                });
+                if synthetic {
+                    derived.business = None;
+                }
+                Self::KeyDerived(derived)
+            }
+            other => other,
+        }
+    }
 }
 
 journal_events! {
@@ -143,5 +169,42 @@ mod tests {
         assert_eq!(back, event);
         assert!(JournalEvent::from_stored("Nope", 1, serde_json::json!({})).is_err());
         assert!(JournalEvent::from_stored("DeliveryRejected", 2, event.data()).is_err());
+    }
+
+    #[test]
+    fn a_batch_key_stored_before_items_were_decided_alone_reads_as_no_key() {
+        let stored = serde_json::json!({
+            "event_type": "payments.confirmed+payments.failed",
+            "transport_key": "t",
+            "provider_event_id": null,
+            "body_fingerprint": "f",
+            "business": {
+                "key": format!("batch@1:{}", "ab".repeat(32)),
+                "strategy": "batch@1",
+                "strength": "strong",
+                "effect_type": "batch",
+                "criticality": "critical",
+                "horizon_secs": 60,
+                "discriminants": {},
+                "missing_discriminants": [],
+                "older_keys": []
+            },
+            "unresolved": null,
+            "derivation": {}
+        });
+        let Ok(JournalEvent::KeyDerived(derived)) =
+            JournalEvent::from_stored("KeyDerived", 1, stored.clone())
+        else {
+            panic!("KeyDerived reads back");
+        };
+        assert!(derived.business.is_none());
+        // Any other key reads as stored.
+        let mut other = stored;
+        other["business"]["strategy"] = "gocardless-event-id@1".into();
+        let Ok(JournalEvent::KeyDerived(kept)) = JournalEvent::from_stored("KeyDerived", 1, other)
+        else {
+            panic!("KeyDerived reads back");
+        };
+        assert!(kept.business.is_some());
     }
 }
