@@ -13,8 +13,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::config::{Settings, Source};
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::{breakers, strategies, sweeper};
-use crate::store::writer::Writer;
+use crate::services::{breakers, sweeper};
 use crate::{routes, store};
 
 /// What every request handler can reach.
@@ -39,32 +38,14 @@ impl Application {
     /// Connects to and migrates the database, checks strategy versions, starts
     /// the sweeper, then binds `settings.listen`.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
-        let db = store::connect(&settings.database_url).await?;
-        store::migrate(&db).await?;
-        let added = strategies::check_and_record(&db, &settings.catalog).await?;
-        if added > 0 {
-            tracing::info!(added, "new strategy versions recorded");
-        }
-        let grouped = settings.engine.group_commit.unwrap_or(true);
-        let writer = if grouped {
-            let count = match store::backend(&db) {
-                sea_orm::DbBackend::Postgres => settings.engine.postgres_writers.max(1),
-                _ => 1,
-            };
-            Writer::start_on_threads(&settings.database_url, count).await?
-        } else {
-            Writer::direct(&settings.database_url).await?
-        };
-        let engine = Arc::new(Engine {
-            writer,
-            db,
-            catalog: settings.catalog,
-            key_secret: settings.key_secret,
-            sinks: settings.sinks,
-            config: settings.engine,
-            http: reqwest::Client::new(),
-            tripped: Default::default(),
-        });
+        let engine = Engine::open(
+            &settings.database_url,
+            settings.catalog,
+            settings.key_secret,
+            settings.sinks,
+            settings.engine,
+        )
+        .await?;
         breakers::refresh(&engine).await?;
         store::spawn_checkpointer(&engine.db);
         sweeper::spawn(engine.clone());

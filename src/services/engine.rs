@@ -15,7 +15,7 @@ use crate::domain::journal::JournalEvent;
 use crate::providers::sinks::SinkConfig;
 use crate::store::deferred::Deferred;
 use crate::store::writer::Writer;
-use crate::store::{journal, projections};
+use crate::store::{self, journal, projections};
 
 /// Everything deciding and applying effects needs; shared by every request.
 pub struct Engine {
@@ -34,6 +34,43 @@ pub struct Engine {
 pub type SharedEngine = Arc<Engine>;
 
 impl Engine {
+    /// Connects to and migrates the database, checks and records strategy
+    /// versions, and starts the writer: everything deciding needs, without
+    /// the background tasks or the HTTP server (`startup` adds those).
+    pub async fn open(
+        database_url: &str,
+        catalog: Catalog,
+        key_secret: KeySecret,
+        sinks: Vec<SinkConfig>,
+        config: EngineConfig,
+    ) -> anyhow::Result<SharedEngine> {
+        let db = store::connect(database_url).await?;
+        store::migrate(&db).await?;
+        let added = super::strategies::check_and_record(&db, &catalog).await?;
+        if added > 0 {
+            tracing::info!(added, "new strategy versions recorded");
+        }
+        let writer = if config.group_commit.unwrap_or(true) {
+            let count = match store::backend(&db) {
+                sea_orm::DbBackend::Postgres => config.postgres_writers.max(1),
+                _ => 1,
+            };
+            Writer::start_on_threads(database_url, count).await?
+        } else {
+            Writer::direct(database_url).await?
+        };
+        Ok(Arc::new(Self {
+            writer,
+            db,
+            catalog,
+            key_secret,
+            sinks,
+            config,
+            http: reqwest::Client::new(),
+            tripped: Default::default(),
+        }))
+    }
+
     pub fn lease(&self) -> chrono::Duration {
         chrono::Duration::seconds(i64::try_from(self.config.lease_secs).unwrap_or(i64::MAX / 1000))
     }

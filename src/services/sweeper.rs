@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
@@ -41,7 +41,7 @@ pub fn spawn(engine: SharedEngine) {
 pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
     let mut swept = Swept {
         expired: expire_leases(engine).await?,
-        purged: purge_horizon(engine).await?,
+        purged: purge_horizon(engine, Utc::now()).await?,
         ..Swept::default()
     };
     for row in &stale_deferrals(engine).await? {
@@ -117,8 +117,9 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
     Ok(count)
 }
 
-async fn purge_horizon(engine: &SharedEngine) -> Result<usize, DbErr> {
-    let now = Utc::now();
+/// Purges from the fast index the applied keys whose horizon ended before
+/// `now`; the effects ledger keeps them.
+pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<usize, DbErr> {
     let keys: Vec<String> = reservation::Entity::find()
         .select_only()
         .column(reservation::Column::Key)

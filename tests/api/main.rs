@@ -15,4 +15,5 @@ mod processes;
 mod reads;
 mod stripe;
 mod svix;
+mod version_sequences;
 mod versions;
