@@ -13,6 +13,7 @@ use crate::domain::identity::{
     Catalog, CatalogConfig, DeliveryFacts, HierarchyDef, KeySecret, ProviderDef, StrategyDef,
 };
 use crate::domain::journal::Origin;
+use crate::domain::masking::HeaderMask;
 use crate::providers::signature::{self, SchemeConfig};
 use crate::providers::sinks::SinkConfig;
 
@@ -148,11 +149,19 @@ pub struct Source {
     pub secrets: Vec<SecretString>,
     pub tolerance_secs: u64,
     pub max_body_bytes: usize,
+    /// Headers whose values are never stored or shown: the defaults, the
+    /// scheme's signature headers, and the source's own `masked_headers`.
+    pub header_mask: HeaderMask,
 }
 
 impl Source {
     pub fn slug(&self) -> &str {
         &self.origin.source
+    }
+
+    /// The headers as they may be journaled and shown.
+    pub fn mask_headers(&self, headers: &[(String, String)]) -> crate::domain::delivery::Headers {
+        self.header_mask.apply(headers)
     }
 
     /// A delivery to this source as the identity engine sees it.
@@ -219,6 +228,10 @@ pub struct SourceFile {
     /// Required to accept `scheme = "none"`: unsigned traffic is an explicit choice.
     #[serde(default)]
     pub allow_unsigned: bool,
+    /// Header names (case-insensitive, `*` a wildcard) whose values are never
+    /// stored or shown, added to the default set (keys, tokens, signatures).
+    #[serde(default)]
+    pub masked_headers: Vec<String>,
 }
 
 fn default_tenant() -> String {
@@ -305,6 +318,10 @@ impl SourceFile {
                 )
             })?;
         }
+        let mut masked = signature::sensitive_headers(&self.signature);
+        masked.extend(self.masked_headers);
+        let header_mask =
+            HeaderMask::with(&masked).map_err(|e| anyhow::anyhow!("source {slug:?}: {e}"))?;
         Ok(Source {
             origin: Origin {
                 source: slug,
@@ -316,6 +333,7 @@ impl SourceFile {
             secrets,
             tolerance_secs: self.tolerance_secs,
             max_body_bytes: self.max_body_bytes,
+            header_mask,
         })
     }
 }
@@ -411,6 +429,27 @@ mod tests {
         let text = "[[sources]]\nslug = \"x\"\nprovider = \"nobody\"\nallow_unsigned = true\nsignature = { scheme = \"none\" }\n";
         let err = Settings::from_toml(text, "l".into(), "d".into(), no_env, true).unwrap_err();
         assert!(err.to_string().contains("unknown provider"), "{err}");
+    }
+
+    #[test]
+    fn a_source_masks_its_own_headers_on_top_of_the_defaults_and_its_scheme() {
+        let text = "[[sources]]\nslug = \"x\"\nprovider = \"p\"\ndemo_secret = \"s\"\nmasked_headers = [\"X-Partner-Pin\", \"x-acme-*\"]\nsignature = { scheme = \"hmac\", header = \"x-sig\", encoding = \"hex\" }\n";
+        let sources = FileConfig::parse(text).unwrap().resolve(no_env).unwrap();
+        let mask = &sources[0].header_mask;
+        for name in ["x-partner-pin", "x-acme-key", "x-sig", "x-api-key"] {
+            assert!(mask.matches(name), "{name}");
+        }
+        assert!(!mask.matches("content-type"));
+    }
+
+    #[test]
+    fn a_masked_header_that_is_no_header_name_is_refused() {
+        let text = "[[sources]]\nslug = \"x\"\nprovider = \"p\"\nallow_unsigned = true\nmasked_headers = [\"x key\"]\nsignature = { scheme = \"none\" }\n";
+        let err = FileConfig::parse(text)
+            .unwrap()
+            .resolve(no_env)
+            .unwrap_err();
+        assert!(err.to_string().contains("masked header"), "{err}");
     }
 
     #[test]

@@ -7,4 +7,5 @@ pub mod decision;
 pub mod delivery;
 pub mod identity;
 pub mod journal;
+pub mod masking;
 pub mod strict_json;

@@ -13,7 +13,7 @@ use super::engine::{Appends, SharedEngine, record};
 use super::{effects, items};
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity, TransportMatch};
-use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers, mask_headers};
+use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
 use crate::domain::identity::{BusinessIdentity, Derivation, ItemDerivation, Unresolved};
 use crate::domain::journal::{
     DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
@@ -468,6 +468,7 @@ async fn record_rejection(
     }
 }
 
+/// Secret header values never reach the journal: it cannot be edited later.
 fn masked(source: &Source, headers: &Headers) -> Headers {
-    mask_headers(headers, &signature::sensitive_headers(&source.scheme))
+    source.mask_headers(headers)
 }

@@ -11,6 +11,7 @@ mod hostile;
 mod identity;
 mod ingest;
 mod journal;
+mod masking;
 mod processes;
 mod reads;
 mod stripe;
