@@ -1,10 +1,18 @@
-//! What no view may show in clear: secret header values.
+//! What no view may show in clear: secret header values and the body values
+//! strategies declare `sensitive`.
 //!
 //! Headers are masked before they are journaled (the journal is append-only: a
-//! secret that reached it could never be removed).
+//! secret that reached it could never be removed). Sensitive body values stay
+//! in the raw body, which lives apart from the journal; every view masks them
+//! as `hmac:<8 hex>…`, the keyed-hash tag the identity's material already uses,
+//! so equal values show equal tags without showing the value.
+
+use serde_json::Value;
 
 use crate::domain::delivery::{Headers, REDACTED};
+use crate::domain::identity::normalize::map_all;
 use crate::domain::identity::pattern;
+use crate::domain::identity::{FieldRef, KeySecret, mask as masked_tag};
 
 /// Header names masked on every source, whatever it adds (lower-case; `*`
 /// matches any run of characters). Auth headers, API keys and tokens, and the
@@ -100,9 +108,83 @@ impl HeaderMask {
     }
 }
 
+/// Masks the sensitive values of one delivery wherever a view shows them.
+#[derive(Debug, Default)]
+pub struct SensitiveMask {
+    /// Each clear leaf value found at a sensitive path, with its tag.
+    found: Vec<(Value, Value)>,
+}
+
+/// Clear text shorter than this is masked only where it is a whole value,
+/// never inside longer text (a two-letter value would shred every word).
+const MIN_EMBEDDED_LEN: usize = 6;
+
+impl SensitiveMask {
+    /// Replaces, in `body`, every node a path selects with its tag, and
+    /// remembers the clear values so that other views of the same delivery
+    /// can be scrubbed of them.
+    pub fn mask_body(body: &mut Value, paths: &[&FieldRef], secret: &KeySecret) -> Self {
+        let mut found = Vec::new();
+        for path in paths {
+            if let Some(clear) = path.resolve(&[], Some(body)) {
+                collect_leaves(&clear, secret, &mut found);
+            }
+            map_all(body, path, &|v| masked_tag(&secret.seal(v)));
+        }
+        Self { found }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.found.is_empty()
+    }
+
+    /// Replaces every clear sensitive value in `value`: whole values by their
+    /// tag, text embedded in a longer string by the tag's text.
+    pub fn scrub(&self, value: &mut Value) {
+        if self.found.is_empty() {
+            return;
+        }
+        if let Some((_, tag)) = self.found.iter().find(|(clear, _)| clear == value) {
+            *value = tag.clone();
+            return;
+        }
+        match value {
+            Value::String(text) => {
+                for (clear, tag) in &self.found {
+                    if let (Value::String(c), Value::String(t)) = (clear, tag)
+                        && c.chars().count() >= MIN_EMBEDDED_LEN
+                        && text.contains(c.as_str())
+                    {
+                        *text = text.replace(c.as_str(), t);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.scrub(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.scrub(v)),
+            _ => {}
+        }
+    }
+}
+
+fn collect_leaves(value: &Value, secret: &KeySecret, out: &mut Vec<(Value, Value)>) {
+    match value {
+        Value::Array(items) => items.iter().for_each(|v| collect_leaves(v, secret, out)),
+        Value::Object(map) => map.values().for_each(|v| collect_leaves(v, secret, out)),
+        Value::Null | Value::Bool(_) => {}
+        Value::String(s) if s.is_empty() => {}
+        leaf => out.push((leaf.clone(), masked_tag(&secret.seal(leaf)))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn secret() -> KeySecret {
+        KeySecret::from_bytes(&[7; 32]).unwrap()
+    }
 
     #[test]
     fn defaults_mask_keys_tokens_and_provider_signatures_whatever_the_case() {
@@ -157,5 +239,38 @@ mod tests {
         assert!(HeaderMask::with(&[""]).is_err());
         assert!(HeaderMask::with(&["x api key"]).is_err());
         assert!(HeaderMask::with(&["x-key:"]).is_err());
+    }
+
+    #[test]
+    fn sensitive_values_are_tagged_in_the_body_and_scrubbed_elsewhere() {
+        let mut body = json!({"customer_email": "ann@example.com", "amount": 1500});
+        let path = FieldRef::parse("$.customer_email").unwrap();
+        let mask = SensitiveMask::mask_body(&mut body, &[&path], &secret());
+        let tag = body["customer_email"].as_str().unwrap().to_owned();
+        assert!(tag.starts_with("hmac:") && tag.ends_with('…'), "{tag}");
+        assert_eq!(body["amount"], 1500);
+
+        let mut other =
+            json!({"note": "mail ann@example.com", "to": "ann@example.com", "n": [1500]});
+        mask.scrub(&mut other);
+        let text = other.to_string();
+        assert!(!text.contains("ann@example.com"), "{text}");
+        assert_eq!(other["to"], tag.as_str());
+        assert_eq!(other["n"][0], 1500);
+    }
+
+    #[test]
+    fn the_tag_is_stable_for_one_secret_and_differs_across_secrets() {
+        let path = FieldRef::parse("$.e").unwrap();
+        let tag = |s: &KeySecret| {
+            let mut body = json!({"e": "x@example.com"});
+            SensitiveMask::mask_body(&mut body, &[&path], s);
+            body["e"].clone()
+        };
+        assert_eq!(tag(&secret()), tag(&secret()));
+        assert_ne!(
+            tag(&secret()),
+            tag(&KeySecret::from_bytes(&[8; 32]).unwrap())
+        );
     }
 }

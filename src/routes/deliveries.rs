@@ -1,5 +1,5 @@
 //! `GET /api/deliveries/{id}`: a delivery, its masked headers, its body when
-//! parseable, and its journal events in order.
+//! parseable (sensitive values masked), and its journal events in order.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, web};
@@ -14,23 +14,31 @@ pub async fn show(
     state: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
-    let id: DeliveryId = id.parse().map_err(|_| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_delivery_id",
-            "a delivery id is a UUID",
-        )
-    })?;
-    match deliveries::show(state.db(), id).await {
+    let id = parse_id(&id)?;
+    match deliveries::show(&state.engine, &state.sources, id).await {
         Ok(view) => Ok(HttpResponse::Ok().json(view)),
-        Err(ShowError::NotFound) => Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            "delivery_not_found",
-            "no delivery with this id",
-        )),
+        Err(ShowError::NotFound) => Err(not_found()),
         Err(error) => {
             tracing::error!(delivery.id = %id, %error, "cannot read delivery");
             Err(ApiError::storage_unavailable())
         }
     }
+}
+
+fn parse_id(id: &str) -> Result<DeliveryId, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_delivery_id",
+            "a delivery id is a UUID",
+        )
+    })
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "delivery_not_found",
+        "no delivery with this id",
+    )
 }

@@ -1,10 +1,23 @@
 //! Reading one delivery back: its journal events and, when parseable, its body.
+//!
+//! What must stay true: nothing here shows a secret header value or a value a
+//! strategy of the delivery's provider declares `sensitive`, in the body or in
+//! anything derived from it (identity, decision, journal events). Headers are
+//! masked again on the way out, so rows journaled before a pattern was added
+//! are masked too.
 
-use sea_orm::DatabaseConnection;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use serde::Serialize;
+use serde_json::Value;
 
+use super::engine::Engine;
+use crate::config::Source;
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
-use crate::domain::journal::{DecisionMade, ItemOf, JournalEvent, KeyDerived, Origin};
+use crate::domain::identity::{Catalog, FieldRef};
+use crate::domain::journal::{ItemOf, JournalEvent, Origin};
+use crate::domain::masking::{HeaderMask, SensitiveMask};
 use crate::store::{bodies, journal};
 
 /// What `GET /api/deliveries/{id}` shows.
@@ -18,12 +31,13 @@ pub struct DeliveryView {
     pub headers: Headers,
     pub body_ref: Option<BodyRef>,
     pub parse: Option<BodyParse>,
-    /// The parsed body, when it was JSON and has not been redacted.
-    pub body: Option<serde_json::Value>,
+    /// The parsed body, when it was JSON and has not been redacted; sensitive
+    /// values shown as their `hmac:<8 hex>…` tag.
+    pub body: Option<Value>,
     /// The identity derived (strategy, skipped ones and why, masked material, keys).
-    pub identity: Option<KeyDerived>,
+    pub identity: Option<Value>,
     /// The latest decision, with its reasoning.
-    pub decision: Option<DecisionMade>,
+    pub decision: Option<Value>,
     /// `name@version` of the older strategy version a match was made
     /// through, when it was not the current one.
     pub matched_strategy: Option<String>,
@@ -42,7 +56,7 @@ pub struct ItemView {
     pub key: Option<String>,
     pub strategy: Option<String>,
     pub unresolved: Option<String>,
-    pub decision: Option<DecisionMade>,
+    pub decision: Option<Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -64,7 +78,14 @@ pub enum ShowError {
     Db(#[from] sea_orm::DbErr),
 }
 
-pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryView, ShowError> {
+/// The delivery, masked. `sources` supplies each source's header mask (the
+/// defaults alone for a source no longer configured).
+pub async fn show(
+    engine: &Engine,
+    sources: &HashMap<String, Arc<Source>>,
+    id: DeliveryId,
+) -> Result<DeliveryView, ShowError> {
+    let db = &engine.db;
     let stored = journal::for_delivery(db, id).await?;
     let first = stored.first().ok_or(ShowError::NotFound)?;
     let (status, origin, received_at, headers, body_ref, parse, item_of) = match &first.event {
@@ -88,23 +109,46 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
         ),
         _ => return Err(ShowError::NotFound),
     };
+    let header_mask = match sources.get(&origin.source) {
+        Some(source) => source.header_mask.clone(),
+        None => HeaderMask::default(),
+    };
+    let headers = header_mask.apply(&headers);
     let identity = stored.iter().find_map(|s| match &s.event {
-        JournalEvent::KeyDerived(e) => Some(e.clone()),
+        JournalEvent::KeyDerived(_) => Some(s.event.data()),
         _ => None,
     });
     let decision = stored.iter().rev().find_map(|s| match &s.event {
-        JournalEvent::DecisionMade(e) => Some(e.clone()),
+        JournalEvent::DecisionMade(e) => Some(e),
         _ => None,
     });
-    let body = match (&body_ref, parse) {
+    let matched_strategy = decision
+        .and_then(|d| d.matched_strategy())
+        .map(str::to_owned);
+    let mut body: Option<Value> = match (&body_ref, parse) {
         (Some(body_ref), Some(BodyParse::Json)) => bodies::get(db, &body_ref.sha256)
             .await?
             .and_then(|raw| serde_json::from_slice(&raw).ok()),
         _ => None,
     };
+    let paths = sensitive_paths(&engine.catalog, &origin.provider);
+    let sensitive = match body.as_mut() {
+        Some(body) => SensitiveMask::mask_body(body, &paths, &engine.key_secret),
+        None => SensitiveMask::default(),
+    };
+    let scrubbed = |mut value: Value| {
+        sensitive.scrub(&mut value);
+        value
+    };
     let mut items = Vec::new();
-    for item in identity.iter().flat_map(|i| &i.items) {
-        items.push(item_view(db, *item).await?);
+    let item_ids = stored.iter().find_map(|s| match &s.event {
+        JournalEvent::KeyDerived(e) => Some(e.items.clone()),
+        _ => None,
+    });
+    for item in item_ids.unwrap_or_default() {
+        let mut view = item_view(db, item).await?;
+        view.decision = view.decision.map(&scrubbed);
+        items.push(view);
     }
     let events = stored
         .iter()
@@ -113,7 +157,7 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
             event_type: s.event.event_type(),
             version: s.event.version(),
             recorded_at: s.recorded_at,
-            data: s.event.data(),
+            data: scrubbed(masked_data(&s.event, &header_mask)),
         })
         .collect();
     Ok(DeliveryView {
@@ -125,12 +169,9 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
         body_ref,
         parse,
         body,
-        identity,
-        matched_strategy: decision
-            .as_ref()
-            .and_then(|d| d.matched_strategy())
-            .map(str::to_owned),
-        decision,
+        identity: identity.map(scrubbed),
+        decision: decision.map(|d| scrubbed(JournalEvent::DecisionMade(d.clone()).data())),
+        matched_strategy,
         item_of,
         items,
         events,
@@ -138,7 +179,7 @@ pub async fn show(db: &DatabaseConnection, id: DeliveryId) -> Result<DeliveryVie
 }
 
 /// What one item of a batch became, from its own journal.
-async fn item_view(db: &DatabaseConnection, id: DeliveryId) -> Result<ItemView, ShowError> {
+async fn item_view(db: &sea_orm::DatabaseConnection, id: DeliveryId) -> Result<ItemView, ShowError> {
     let stored = journal::for_delivery(db, id).await?;
     let derived = stored.iter().find_map(|s| match &s.event {
         JournalEvent::KeyDerived(e) => Some(e),
@@ -152,8 +193,33 @@ async fn item_view(db: &DatabaseConnection, id: DeliveryId) -> Result<ItemView, 
         strategy: business.map(|b| b.strategy.clone()),
         unresolved: derived.and_then(|d| d.unresolved.clone()),
         decision: stored.iter().rev().find_map(|s| match &s.event {
-            JournalEvent::DecisionMade(e) => Some(e.clone()),
+            JournalEvent::DecisionMade(_) => Some(s.event.data()),
             _ => None,
         }),
     })
+}
+
+/// Every body path a strategy of `provider` declares sensitive, any version:
+/// a value sensitive to one strategy is sensitive in every view.
+fn sensitive_paths<'a>(catalog: &'a Catalog, provider: &str) -> Vec<&'a FieldRef> {
+    let mut paths: Vec<&FieldRef> = Vec::new();
+    for strategy in catalog.strategies().filter(|s| s.provider == provider) {
+        for path in &strategy.sensitive {
+            if !paths.iter().any(|p| p.as_str() == path.as_str()) {
+                paths.push(path);
+            }
+        }
+    }
+    paths
+}
+
+/// An event's payload with the headers it carries masked again.
+fn masked_data(event: &JournalEvent, mask: &HeaderMask) -> Value {
+    let mut event = event.clone();
+    match &mut event {
+        JournalEvent::DeliveryReceived(e) => e.headers = mask.apply(&e.headers),
+        JournalEvent::DeliveryRejected(e) => e.headers = mask.apply(&e.headers),
+        _ => {}
+    }
+    event.data()
 }

@@ -1,10 +1,10 @@
 //! Secrets and sensitive values: secret headers never reach the journal or a
-//! view.
+//! view, and `sensitive` body values are masked in every view.
 
 use serde_json::Value;
 use unicity::providers::signature;
 
-use crate::helpers::{TestApp, refund, spawn_app_with};
+use crate::helpers::{TestApp, refund, spawn_app, spawn_app_with};
 
 /// A signed source that masks one header of its own on top of the defaults.
 const PARTNER: &str = r#"
@@ -19,6 +19,7 @@ signature = { scheme = "hmac", header = "x-signature", encoding = "hex" }
 
 const API_KEY: &str = "sk_live_secret123";
 const PIN: &str = "pin-5550-8732-secret";
+const EMAIL: &str = "ann.customer@example.com";
 
 /// Posts `body` to the partner source with the secret headers, signed with
 /// `secret`.
@@ -73,4 +74,51 @@ async fn default_and_configured_secret_headers_are_masked_in_the_view_and_the_jo
     assert_eq!(journal_rows_containing(&app, "x-partner-pin").await, 2);
     assert_eq!(journal_rows_containing(&app, API_KEY).await, 0);
     assert_eq!(journal_rows_containing(&app, PIN).await, 0);
+}
+
+fn with_email(body: &[u8]) -> Vec<u8> {
+    let mut value: Value = serde_json::from_slice(body).expect("json");
+    value["customer_email"] = Value::String(EMAIL.to_owned());
+    serde_json::to_vec(&value).expect("json")
+}
+
+#[tokio::test]
+async fn a_sensitive_field_is_masked_everywhere_in_the_view_and_decisions_are_unchanged() {
+    let app = spawn_app().await;
+    // Without a refund reference the key is the canonical body, email sealed in.
+    let body = with_email(&refund("pay_1", 1500, None));
+    let first = app.post_raw("open", body.clone(), &[]).await;
+    assert_eq!(first.status, 202, "{}", first.json);
+    assert_eq!(first.json["strategy"], "norefid-refund-fingerprint@1");
+    // Keys still see the clear value: the same refund matches, another
+    // customer's otherwise equal refund does not.
+    let retry = app.post_raw("open", body, &[]).await;
+    assert_eq!(retry.json["key"], first.json["key"]);
+    assert_eq!(
+        retry.json["reason"], "weak_match_critical",
+        "{}",
+        retry.json
+    );
+    let mut other: Value =
+        serde_json::from_slice(&with_email(&refund("pay_1", 1500, None))).unwrap();
+    other["customer_email"] = Value::String("bob@example.com".to_owned());
+    let other = app
+        .post_raw("open", serde_json::to_vec(&other).unwrap(), &[])
+        .await;
+    assert_ne!(other.json["key"], first.json["key"]);
+    assert_eq!(other.json["decision"], "process", "{}", other.json);
+
+    let id = first.json["delivery_id"].as_str().expect("id");
+    let view = app.delivery(id).await;
+    assert_eq!(view.status, 200);
+    let text = view.json.to_string();
+    assert!(!text.contains(EMAIL), "{text}");
+    assert!(!text.contains("ann.customer"), "{text}");
+    // The body keeps every other value, and shows the email as the same
+    // keyed tag the identity's material shows.
+    let tag = view.json["body"]["customer_email"].as_str().expect("tag");
+    assert!(tag.starts_with("hmac:") && tag.ends_with('…'), "{tag}");
+    assert_eq!(view.json["body"]["payment_id"], "pay_1");
+    assert!(text.matches(tag).count() >= 2, "{text}");
+    assert_eq!(view.json["decision"]["action"], first.json["decision"]);
 }

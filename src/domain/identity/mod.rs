@@ -30,7 +30,7 @@ pub use batch::BATCH_STRATEGY;
 pub use catalog::{Catalog, CatalogConfig, CatalogError, HierarchyDef};
 pub use field::{FieldRef, FieldRefError};
 pub use horizon::Horizon;
-pub use key::{IdentityKey, IdentityKeyError, KeySecret, KeySecretError};
+pub use key::{IdentityKey, IdentityKeyError, KeySecret, KeySecretError, mask};
 pub use normalize::{NormalizeRules, VolatileField};
 pub use presets::PRESETS;
 pub use provider::{EventTypePart, EventTypeRule, ProviderDef};
