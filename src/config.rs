@@ -123,6 +123,10 @@ pub struct EngineConfig {
     pub breaker_window_secs: u64,
     /// How often breakers are evaluated.
     pub breaker_check_ms: u64,
+    /// Serve `GET /api/deliveries/{id}/raw`: the unmasked raw body, each read
+    /// journaled. Off by default: reads are not authenticated yet (operator
+    /// roles will gate it).
+    pub raw_body_reads: bool,
 }
 
 impl Default for EngineConfig {
@@ -136,6 +140,7 @@ impl Default for EngineConfig {
             breaker_min_deliveries: 200,
             breaker_window_secs: 3600,
             breaker_check_ms: 30_000,
+            raw_body_reads: false,
         }
     }
 }
@@ -450,6 +455,13 @@ mod tests {
             .resolve(no_env)
             .unwrap_err();
         assert!(err.to_string().contains("masked header"), "{err}");
+    }
+
+    #[test]
+    fn raw_body_reads_are_off_unless_enabled() {
+        assert!(!EngineConfig::default().raw_body_reads);
+        let file = FileConfig::parse("[engine]\nraw_body_reads = true\n").unwrap();
+        assert!(file.engine.raw_body_reads);
     }
 
     #[test]

@@ -65,6 +65,7 @@ impl Application {
                 .app_data(state.clone())
                 .service(routes::hooks::receive)
                 .service(routes::deliveries::show)
+                .service(routes::deliveries::raw)
                 .service(routes::health::healthz)
                 .service(routes::health::readyz)
         })

@@ -1,12 +1,15 @@
 //! `GET /api/deliveries/{id}`: a delivery, its masked headers, its body when
 //! parseable (sensitive values masked), and its journal events in order.
+//! `GET /api/deliveries/{id}/raw`: the exact bytes received, when enabled,
+//! each read journaled.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, get, web};
+use actix_web::{HttpRequest, HttpResponse, get, web};
 
 use super::error::ApiError;
 use crate::domain::delivery::DeliveryId;
 use crate::services::deliveries::{self, ShowError};
+use crate::services::raw_reads::{self, RawReadError, Reader};
 use crate::startup::AppState;
 
 #[get("/api/deliveries/{id}")]
@@ -20,6 +23,44 @@ pub async fn show(
         Err(ShowError::NotFound) => Err(not_found()),
         Err(error) => {
             tracing::error!(delivery.id = %id, %error, "cannot read delivery");
+            Err(ApiError::storage_unavailable())
+        }
+    }
+}
+
+#[get("/api/deliveries/{id}/raw")]
+pub async fn raw(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    request: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&id)?;
+    // The socket's peer, not a forwarding header a client could write itself.
+    let reader = Reader {
+        client_address: request.peer_addr().map(|a| a.ip().to_string()),
+        operator: None,
+    };
+    let address = reader.client_address.clone();
+    match raw_reads::read(&state.engine, id, reader).await {
+        Ok(bytes) => {
+            tracing::info!(delivery.id = %id, client = address, "raw body read");
+            Ok(HttpResponse::Ok()
+                .content_type("application/octet-stream")
+                .body(bytes))
+        }
+        Err(RawReadError::Disabled) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "raw_body_reads_disabled",
+            "raw body reads are disabled ([engine] raw_body_reads)",
+        )),
+        Err(RawReadError::NotFound) => Err(not_found()),
+        Err(RawReadError::NotStored) => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "raw_body_not_stored",
+            "this delivery's raw body is not stored",
+        )),
+        Err(error) => {
+            tracing::error!(delivery.id = %id, %error, "cannot read raw body");
             Err(ApiError::storage_unavailable())
         }
     }

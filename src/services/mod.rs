@@ -9,6 +9,7 @@ pub mod engine;
 pub mod ingest;
 pub mod items;
 pub mod projections;
+pub mod raw_reads;
 pub mod retention;
 pub mod strategies;
 pub mod sweeper;

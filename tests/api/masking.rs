@@ -1,5 +1,6 @@
 //! Secrets and sensitive values: secret headers never reach the journal or a
-//! view, and `sensitive` body values are masked in every view.
+//! view, `sensitive` body values are masked in every view, and the raw body is
+//! given out only when enabled, each read journaled.
 
 use serde_json::Value;
 use unicity::providers::signature;
@@ -121,4 +122,70 @@ async fn a_sensitive_field_is_masked_everywhere_in_the_view_and_decisions_are_un
     assert_eq!(view.json["body"]["payment_id"], "pay_1");
     assert!(text.matches(tag).count() >= 2, "{text}");
     assert_eq!(view.json["decision"]["action"], first.json["decision"]);
+}
+
+#[tokio::test]
+async fn the_raw_body_is_refused_while_reads_are_disabled() {
+    let app = spawn_app().await;
+    let posted = app
+        .post_raw("open", with_email(&refund("pay_1", 1, None)), &[])
+        .await;
+    let id = posted.json["delivery_id"].as_str().expect("id");
+    let reply = app.get(&format!("/api/deliveries/{id}/raw")).await;
+    assert_eq!(reply.status, 403, "{}", reply.json);
+    assert_eq!(reply.json["code"], "raw_body_reads_disabled");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'RawBodyRead'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn an_enabled_raw_read_returns_the_exact_bytes_and_is_journaled() {
+    let app = spawn_app_with("[engine]\nraw_body_reads = true\n").await;
+    let raw = format!(
+        "{{ \"type\":\"refund.created\", \"payment_id\":\"pay_1\",\n \"amount\":15.00, \"currency\":\"EUR\", \"customer_email\":\"{EMAIL}\" }}"
+    );
+    let posted = app.post_raw("open", raw.clone(), &[]).await;
+    assert_eq!(posted.status, 202, "{}", posted.json);
+    let id = posted.json["delivery_id"].as_str().expect("id");
+
+    let response = app
+        .client
+        .get(format!("{}/api/deliveries/{id}/raw", app.address))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status().as_u16(), 200);
+    let bytes = response.bytes().await.expect("body");
+    assert_eq!(&bytes[..], raw.as_bytes());
+
+    let reads = format!(
+        "SELECT COUNT(*) FROM journal WHERE event_type = 'RawBodyRead' AND delivery_id = '{id}'"
+    );
+    assert_eq!(app.count(&reads).await, 1);
+    let by_peer = format!("{reads} AND CAST(data AS TEXT) LIKE '%127.0.0.1%'");
+    assert_eq!(
+        app.count(&by_peer).await,
+        1,
+        "the reader's address is recorded"
+    );
+    // The read shows in the delivery's history; the view stays masked.
+    let view = app.delivery(id).await;
+    let events: Vec<&str> = view.json["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["event_type"].as_str())
+        .collect();
+    assert!(events.contains(&"RawBodyRead"), "{events:?}");
+    assert!(!view.json.to_string().contains(EMAIL));
+
+    let unknown = app
+        .get(&format!("/api/deliveries/{}/raw", uuid::Uuid::now_v7()))
+        .await;
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.json["code"], "delivery_not_found");
+    assert_eq!(app.count(&reads).await, 1);
 }

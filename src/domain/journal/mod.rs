@@ -2,11 +2,13 @@
 //! version; renaming a stored name or changing a payload shape needs a new
 //! version and an upcaster in `JournalEvent::from_stored`.
 
+mod access;
 mod decision;
 mod delivery;
 mod effect;
 mod strategy;
 
+pub use access::RawBodyRead;
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin};
 pub use effect::{
@@ -139,6 +141,7 @@ journal_events! {
     StrategyReset(StrategyReset) = "StrategyReset", version 1;
     KeyMigrated(KeyMigrated) = "KeyMigrated", version 1;
     StrategyMigrated(StrategyMigrated) = "StrategyMigrated", version 1;
+    RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
 }
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::StrategyMigrated(e) => migrations::strategy_migrated(conn, e, at).await,
         // Recorded in its own table by the strategy registry, not a projection.
         JournalEvent::StrategyVersionRecorded(_) => Ok(0),
+        // An audit record only: no projection counts reads.
+        JournalEvent::RawBodyRead(_) => Ok(0),
     }
 }
 
