@@ -179,7 +179,10 @@ pub async fn show(
 }
 
 /// What one item of a batch became, from its own journal.
-async fn item_view(db: &sea_orm::DatabaseConnection, id: DeliveryId) -> Result<ItemView, ShowError> {
+async fn item_view(
+    db: &sea_orm::DatabaseConnection,
+    id: DeliveryId,
+) -> Result<ItemView, ShowError> {
     let stored = journal::for_delivery(db, id).await?;
     let derived = stored.iter().find_map(|s| match &s.event {
         JournalEvent::KeyDerived(e) => Some(e),
