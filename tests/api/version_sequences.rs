@@ -14,6 +14,7 @@ use unicity::services::ingest::{self, Arrival};
 use unicity::services::{strategies, sweeper};
 
 use crate::helpers::{fresh_database, test_settings};
+use crate::versions::{Version, refund_hierarchy, refund_strategy, version};
 
 /// What can happen between two retries of the same refund.
 #[derive(Clone, Copy, Debug)]
@@ -39,11 +40,6 @@ const STEPS: [Step; 5] = [
     Step::Retire,
 ];
 
-struct Version {
-    discriminants: Vec<&'static str>,
-    retired: bool,
-}
-
 /// One sequence's strategy, its versions so far, and a server on them.
 struct Sequence {
     name: String,
@@ -55,26 +51,10 @@ struct Sequence {
 
 fn config(name: &str, versions: &[Version]) -> String {
     let mut text = String::from("[engine]\ngroup_commit = false\n");
-    for (n, v) in versions.iter().enumerate() {
-        let discriminants: Vec<String> = v
-            .discriminants
-            .iter()
-            .map(|d| format!("{{ name = \"{d}\", path = \"$.{d}\" }}"))
-            .collect();
-        text.push_str(&format!(
-            "\n[[strategies]]\nname = \"{name}\"\nversion = {}\nretired = {}\nprovider = \"norefid\"\n\
-             event_types = [\"refund.*\"]\nkind = \"business_reference\"\nstrength = \"strong\"\n\
-             horizon = \"1h\"\neffect_type = \"refund.create\"\ncriticality = \"critical\"\n\
-             fields = [{{ name = \"payment\", path = \"$.payment_id\" }}, {{ name = \"refund_reference\", path = \"$.refund_reference\" }}]\n\
-             discriminants = [{}]\n",
-            n + 1,
-            v.retired,
-            discriminants.join(", ")
-        ));
+    for v in versions {
+        text.push_str(&refund_strategy(name, v));
     }
-    text.push_str(&format!(
-        "\n[[hierarchies]]\nprovider = \"norefid\"\nevent_type = \"refund.*\"\nstrategies = [\"{name}\"]\n"
-    ));
+    text.push_str(&refund_hierarchy(name));
     text
 }
 
@@ -87,10 +67,7 @@ async fn open(url: &str, name: &str, versions: &[Version]) -> SharedEngine {
 
 impl Sequence {
     async fn start(url: &str, name: String) -> Self {
-        let versions = vec![Version {
-            discriminants: vec!["amount", "currency"],
-            retired: false,
-        }];
+        let versions = vec![version(1, "1h", &["amount", "currency"])];
         let engine = open(url, &name, &versions).await;
         Self {
             name,
@@ -152,10 +129,8 @@ impl Sequence {
                     }
                     None => discriminants.push(field),
                 }
-                self.versions.push(Version {
-                    discriminants,
-                    retired: false,
-                });
+                let number = self.versions.len() as u32 + 1;
+                self.versions.push(version(number, "1h", &discriminants));
                 self.restart().await;
             }
             Step::Retire => {

@@ -12,22 +12,22 @@ use crate::helpers::{Reply, TestApp, fresh_database, spawn_on, test_settings};
 
 /// A refund strategy version: its number, horizon, discriminating fields and
 /// criticality.
-struct Version {
-    number: u32,
-    horizon: &'static str,
-    discriminants: &'static [&'static str],
-    retired: bool,
-    effect: (&'static str, &'static str),
+pub struct Version {
+    pub number: u32,
+    pub horizon: &'static str,
+    pub discriminants: Vec<&'static str>,
+    pub retired: bool,
+    pub effect: (&'static str, &'static str),
 }
 
 const REFUND: (&str, &str) = ("refund.create", "critical");
 const NOTICE: (&str, &str) = ("refund.notify", "reversible");
 
-fn version(number: u32, horizon: &'static str, discriminants: &'static [&'static str]) -> Version {
+pub fn version(number: u32, horizon: &'static str, discriminants: &[&'static str]) -> Version {
     Version {
         number,
         horizon,
-        discriminants,
+        discriminants: discriminants.to_vec(),
         retired: false,
         effect: REFUND,
     }
@@ -41,15 +41,23 @@ fn config(downstream: &Downstream, versions: &[Version]) -> String {
         downstream.sink_toml(2000)
     );
     for v in versions {
-        let discriminants: Vec<String> = v
-            .discriminants
-            .iter()
-            .map(|d| format!("{{ name = \"{d}\", path = \"$.{d}\" }}"))
-            .collect();
-        text.push_str(&format!(
-            r#"
+        text.push_str(&refund_strategy("vref", v));
+    }
+    text.push_str(&refund_hierarchy("vref"));
+    text
+}
+
+/// One version of a strong refund strategy keyed on payment + refund reference.
+pub fn refund_strategy(name: &str, v: &Version) -> String {
+    let discriminants: Vec<String> = v
+        .discriminants
+        .iter()
+        .map(|d| format!("{{ name = \"{d}\", path = \"$.{d}\" }}"))
+        .collect();
+    format!(
+        r#"
 [[strategies]]
-name = "vref"
+name = "{name}"
 version = {}
 retired = {}
 provider = "norefid"
@@ -65,18 +73,20 @@ fields = [
 ]
 discriminants = [{}]
 "#,
-            v.number,
-            v.retired,
-            v.horizon,
-            v.effect.0,
-            v.effect.1,
-            discriminants.join(", ")
-        ));
-    }
-    text.push_str(
-        "\n[[hierarchies]]\nprovider = \"norefid\"\nevent_type = \"refund.*\"\nstrategies = [\"vref\"]\n",
-    );
-    text
+        v.number,
+        v.retired,
+        v.horizon,
+        v.effect.0,
+        v.effect.1,
+        discriminants.join(", ")
+    )
+}
+
+/// The norefid refund hierarchy with `name` alone.
+pub fn refund_hierarchy(name: &str) -> String {
+    format!(
+        "\n[[hierarchies]]\nprovider = \"norefid\"\nevent_type = \"refund.*\"\nstrategies = [\"{name}\"]\n"
+    )
 }
 
 /// One refund, sent again on every retry with a new send time (volatile).
