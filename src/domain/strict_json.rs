@@ -287,4 +287,72 @@ mod tests {
             }
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+        use serde_json::{Map, Value, json};
+
+        use super::super::{Limits, Refused, parse};
+        use crate::domain::delivery::BodyParse;
+
+        fn arb_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(|n| json!(n)),
+                any::<f64>()
+                    .prop_filter("finite", |f| f.is_finite())
+                    .prop_map(|f| json!(f)),
+                "\\PC{0,8}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 32, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("\\PC{1,4}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+                ]
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Any bytes: classified without panic, and whatever is read as
+            /// JSON is what serde_json reads.
+            #[test]
+            fn any_bytes_are_classified_and_agree_with_serde_json(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+                let (parse_kind, value) = BodyParse::classify(&bytes);
+                if let Some(value) = value {
+                    prop_assert_eq!(parse_kind, BodyParse::Json);
+                    let theirs: Value = serde_json::from_slice(&bytes).expect("serde_json reads it too");
+                    prop_assert_eq!(value, theirs);
+                }
+            }
+
+            /// Any JSON text of any shape within the limit reads back to its value.
+            #[test]
+            fn any_json_within_the_limit_reads_back_to_itself(value in arb_json()) {
+                let text = serde_json::to_string(&value).unwrap();
+                prop_assert_eq!(parse(&text, Limits::BODY), Ok(value));
+            }
+
+            /// A member named twice, at any depth, is refused.
+            #[test]
+            fn a_member_named_twice_is_refused_at_any_depth(
+                value in arb_json(),
+                name in "\\PC{1,4}",
+                depth in 0usize..5,
+            ) {
+                let mut text = format!("{{{}:1,{}:{}}}",
+                    serde_json::to_string(&name).unwrap(),
+                    serde_json::to_string(&name).unwrap(),
+                    serde_json::to_string(&value).unwrap());
+                for _ in 0..depth {
+                    text = format!("[{text}]");
+                }
+                let refused = matches!(parse(&text, Limits::BODY), Err(Refused::DuplicateMember { .. }));
+                prop_assert!(refused);
+            }
+        }
+    }
 }
