@@ -201,50 +201,17 @@ pub async fn decide_keyed<C: ConnectionTrait>(
             // distinct effect with a key of its own, never the matched one.
             _ => (derived_key(&key.key, delivery_id), Uuid::now_v7(), 1),
         };
-        let reserved = KeyReserved {
-            key: claim_key.clone(),
-            strategy: key.strategy.clone(),
-            strength: key.strength,
-            effect_type: key.effect_type.clone(),
-            criticality: key.criticality,
+        let claim = Claim {
+            key: claim_key,
             effect_id,
             fencing_token: token,
-            lease_until: at + engine.lease(),
-            expires_at: at + horizon_of(key),
-            discriminants: key.discriminants.clone(),
-            sink: sink.to_owned(),
-            delivery_id,
         };
-        // A `record` sink's effect is its ledger row: applied with the claim.
-        let applied = (sink == SinkKind::Record.name()).then(|| EffectSettled {
-            key: claim_key.clone(),
-            effect_id,
-            fencing_token: token,
-            outcome: SettlementOutcome::Applied,
-            result: Some(sinks::recorded()),
-            authoritative_ref: None,
-            error: None,
-            case_id: None,
-            delivery_id,
-        });
-        if projections::reserve(conn, rows, &reserved, applied.as_ref(), at).await? != 1 {
+        let Some(job) =
+            reserve_effect(conn, engine, sink, delivery_id, key, claim, at, appends, rows).await?
+        else {
             continue;
-        }
-        decision.effect_id = Some(effect_id);
-        appends.push(Some(delivery_id), JournalEvent::KeyReserved(reserved));
-        let job = match applied {
-            Some(settled) => {
-                appends.push(Some(delivery_id), JournalEvent::EffectApplied(settled));
-                None
-            }
-            None => Some(EffectJob {
-                key: claim_key,
-                effect_id,
-                fencing_token: token,
-                effect_type: key.effect_type.clone(),
-                delivery_id,
-            }),
         };
+        decision.effect_id = Some(effect_id);
         return Ok(Verdict {
             decision,
             layer,
@@ -256,6 +223,81 @@ pub async fn decide_keyed<C: ConnectionTrait>(
     Err(DbErr::Custom(
         "reservation contended three times".to_owned(),
     ))
+}
+
+/// What a reservation claims: the key, the effect and its fencing token.
+pub struct Claim {
+    pub key: String,
+    pub effect_id: Uuid,
+    pub fencing_token: i64,
+}
+
+/// Reserves `claim` for the effect `key` describes (journaled `KeyReserved`).
+/// A `record` sink's effect is its ledger row, applied with the claim; any
+/// other is returned as a job to run after commit. `None`: the claim lost (the
+/// key is taken).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the reservation's inputs, each distinct"
+)]
+pub async fn reserve_effect<C: ConnectionTrait>(
+    conn: &C,
+    engine: &Engine,
+    sink: &str,
+    delivery_id: DeliveryId,
+    key: &KeySummary,
+    claim: Claim,
+    at: DateTime<Utc>,
+    appends: &mut Appends,
+    rows: &mut Deferred,
+) -> Result<Option<Option<EffectJob>>, DbErr> {
+    let Claim {
+        key: claim_key,
+        effect_id,
+        fencing_token: token,
+    } = claim;
+    let reserved = KeyReserved {
+        key: claim_key.clone(),
+        strategy: key.strategy.clone(),
+        strength: key.strength,
+        effect_type: key.effect_type.clone(),
+        criticality: key.criticality,
+        effect_id,
+        fencing_token: token,
+        lease_until: at + engine.lease(),
+        expires_at: at + horizon_of(key),
+        discriminants: key.discriminants.clone(),
+        sink: sink.to_owned(),
+        delivery_id,
+    };
+    let applied = (sink == SinkKind::Record.name()).then(|| EffectSettled {
+        key: claim_key.clone(),
+        effect_id,
+        fencing_token: token,
+        outcome: SettlementOutcome::Applied,
+        result: Some(sinks::recorded()),
+        authoritative_ref: None,
+        error: None,
+        case_id: None,
+        delivery_id,
+    });
+    if projections::reserve(conn, rows, &reserved, applied.as_ref(), at).await? != 1 {
+        return Ok(None);
+    }
+    appends.push(Some(delivery_id), JournalEvent::KeyReserved(reserved));
+    Ok(Some(match applied {
+        Some(settled) => {
+            appends.push(Some(delivery_id), JournalEvent::EffectApplied(settled));
+            None
+        }
+        None => Some(EffectJob {
+            key: claim_key,
+            effect_id,
+            fencing_token: token,
+            effect_type: key.effect_type.clone(),
+            delivery_id,
+        }),
+    }))
 }
 
 /// The key of an effect processed again under a matched key.
