@@ -2,6 +2,7 @@
 //! Nothing here touches actix, sea_orm, reqwest or tokio, reads the clock or
 //! makes ids: time, ids and provider answers come in as arguments.
 
+pub mod cases;
 pub mod confidence;
 pub mod decision;
 pub mod delivery;

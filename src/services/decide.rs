@@ -206,8 +206,18 @@ pub async fn decide_keyed<C: ConnectionTrait>(
             effect_id,
             fencing_token: token,
         };
-        let Some(job) =
-            reserve_effect(conn, engine, sink, delivery_id, key, claim, at, appends, rows).await?
+        let Some(job) = reserve_effect(
+            conn,
+            engine,
+            sink,
+            delivery_id,
+            key,
+            claim,
+            at,
+            appends,
+            rows,
+        )
+        .await?
         else {
             continue;
         };

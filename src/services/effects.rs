@@ -194,26 +194,32 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
     Ok(())
 }
 
-/// What the journal holds about a deferred delivery, read once.
-struct Journaled {
-    key: Option<KeySummary>,
-    body: Option<BodyRef>,
+/// What the journal holds about a delivery that waits (deferred, or in a
+/// case), read once: its key, its body and the source it came from.
+pub(super) struct Journaled {
+    pub key: Option<KeySummary>,
+    pub body: Option<BodyRef>,
+    pub source: Option<String>,
 }
 
 impl Journaled {
-    async fn read<C: ConnectionTrait>(conn: &C, id: DeliveryId) -> Result<Self, DbErr> {
+    pub async fn read<C: ConnectionTrait>(conn: &C, id: DeliveryId) -> Result<Self, DbErr> {
         let events = journal::for_delivery(conn, id)
             .await
             .map_err(|e| DbErr::Custom(e.to_string()))?;
         let mut journaled = Self {
             key: None,
             body: None,
+            source: None,
         };
         for stored in events {
             match stored.event {
                 JournalEvent::KeyDerived(derived) => journaled.key = derived.business,
-                JournalEvent::DeliveryReceived(r) if r.parse == BodyParse::Json => {
-                    journaled.body = Some(r.body);
+                JournalEvent::DeliveryReceived(r) => {
+                    journaled.source = Some(r.origin.source);
+                    if r.parse == BodyParse::Json {
+                        journaled.body = Some(r.body);
+                    }
                 }
                 _ => {}
             }
@@ -222,7 +228,7 @@ impl Journaled {
     }
 
     /// The parsed body, for the downstream service.
-    async fn body<C: ConnectionTrait>(&self, conn: &C) -> Result<Option<Value>, DbErr> {
+    pub async fn body<C: ConnectionTrait>(&self, conn: &C) -> Result<Option<Value>, DbErr> {
         let Some(body) = &self.body else {
             return Ok(None);
         };

@@ -2,6 +2,7 @@
 //! together.
 
 pub mod breakers;
+pub mod cases;
 pub mod decide;
 pub mod deliveries;
 pub mod effects;

@@ -2,6 +2,7 @@
 //! migrating, the journal and the raw-body store.
 
 pub mod bodies;
+pub mod cases;
 pub mod deferred;
 pub mod entities;
 pub mod journal;

@@ -2,6 +2,7 @@
 //! database per test (SQLite file, or PostgreSQL when TEST_DATABASE_URL is set).
 
 mod batches;
+mod cases;
 mod connections;
 mod decisions;
 mod downstream;

@@ -3,12 +3,14 @@
 //! version and an upcaster in `JournalEvent::from_stored`.
 
 mod access;
+mod case;
 mod decision;
 mod delivery;
 mod effect;
 mod strategy;
 
 pub use access::RawBodyRead;
+pub use case::{CaseCommented, CaseResolved};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin};
 pub use effect::{
@@ -141,6 +143,8 @@ journal_events! {
     StrategyReset(StrategyReset) = "StrategyReset", version 1;
     KeyMigrated(KeyMigrated) = "KeyMigrated", version 1;
     StrategyMigrated(StrategyMigrated) = "StrategyMigrated", version 1;
+    CaseResolved(CaseResolved) = "CaseResolved", version 1;
+    CaseCommented(CaseCommented) = "CaseCommented", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
 }
 

@@ -17,6 +17,8 @@ pub struct Model {
     pub details: Json,
     pub opened_at: DateTimeUtc,
     pub resolved_at: Option<DateTimeUtc>,
+    pub resolution: Option<String>,
+    pub resolved_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
+use crate::domain::journal::CaseResolved;
 use crate::store::entities::case;
 
 /// A case to open.
@@ -42,6 +43,8 @@ pub(super) fn row(new: NewCase<'_>, at: DateTime<Utc>) -> case::ActiveModel {
         details: Set(new.details),
         opened_at: Set(at),
         resolved_at: Set(None),
+        resolution: Set(None),
+        resolved_by: Set(None),
     }
 }
 
@@ -57,6 +60,28 @@ pub(super) async fn resolve_outcome_unknown<C: ConnectionTrait>(
         .col_expr(case::Column::ResolvedAt, Expr::value(at))
         .filter(case::Column::BusinessKey.eq(key))
         .filter(case::Column::Reason.eq("outcome_unknown"))
+        .filter(case::Column::Status.eq("open"))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+/// Resolves an open case: the atomic claim that lets a case resolve once.
+/// Returns the rows changed (0: it was not open).
+pub(super) async fn resolved<C: ConnectionTrait>(
+    conn: &C,
+    e: &CaseResolved,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(case::Entity::update_many()
+        .col_expr(case::Column::Status, Expr::value("resolved"))
+        .col_expr(case::Column::ResolvedAt, Expr::value(at))
+        .col_expr(case::Column::Resolution, Expr::value(e.resolution.as_str()))
+        .col_expr(
+            case::Column::ResolvedBy,
+            Expr::value(e.resolved_by.as_str()),
+        )
+        .filter(case::Column::CaseId.eq(e.case_id.to_string()))
         .filter(case::Column::Status.eq("open"))
         .exec(conn)
         .await?

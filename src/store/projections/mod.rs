@@ -67,6 +67,9 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::StrategyVersionRecorded(_) => Ok(0),
         // An audit record only: no projection counts reads.
         JournalEvent::RawBodyRead(_) => Ok(0),
+        JournalEvent::CaseResolved(e) => cases::resolved(conn, e, at).await,
+        // A case's comments are read from the journal (its history).
+        JournalEvent::CaseCommented(_) => Ok(0),
     }
 }
 

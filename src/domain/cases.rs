@@ -1,0 +1,190 @@
+//! Cases: what Unicity could not decide safely, and how a person (or, later,
+//! the provider's authoritative API) settles it.
+//!
+//! A case resolves once, one of three ways:
+//! * **process as distinct** — the delivery asks for an effect of its own: it
+//!   is applied under a key derived from the case (`distinct_key`), never the
+//!   colliding key, so the existing effect is untouched and a second
+//!   resolution of the same case finds that key taken;
+//! * **confirm duplicate** — the delivery is linked to the existing effect;
+//!   nothing is applied;
+//! * **reject** — nothing is applied.
+//!
+//! Every resolution carries a note (who decided and why is the proof).
+
+use serde::{Deserialize, Serialize};
+
+/// How a case was settled; the stored codes are frozen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    ProcessAsDistinct,
+    ConfirmDuplicate,
+    Reject,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ProcessAsDistinct => "process_as_distinct",
+            Self::ConfirmDuplicate => "confirm_duplicate",
+            Self::Reject => "reject",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::ProcessAsDistinct,
+            Self::ConfirmDuplicate,
+            Self::Reject,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == text)
+    }
+}
+
+/// What a case needs before it can be resolved a given way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaseFacts {
+    pub open: bool,
+    /// The delivery has a business key and a body to apply an effect with.
+    pub can_apply: bool,
+    /// An existing effect the delivery may be a duplicate of.
+    pub has_existing_effect: bool,
+    /// The case waits on an effect whose outcome is unknown: applying another
+    /// blindly could pay twice.
+    pub outcome_unknown: bool,
+}
+
+/// Why a resolution is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the case is already resolved")]
+    AlreadyResolved,
+    #[error("a resolution needs a note saying why")]
+    NoteRequired,
+    #[error("this delivery has no business key or body to apply an effect with")]
+    NothingToApply,
+    #[error("the effect's outcome is unknown: verify it before applying another")]
+    OutcomeUnknown,
+    #[error("there is no existing effect to confirm this delivery as a duplicate of")]
+    NothingToConfirm,
+}
+
+impl Refusal {
+    /// Stable snake_case code, as the API answers it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::AlreadyResolved => "case_already_resolved",
+            Self::NoteRequired => "note_required",
+            Self::NothingToApply => "nothing_to_apply",
+            Self::OutcomeUnknown => "outcome_unknown",
+            Self::NothingToConfirm => "nothing_to_confirm",
+        }
+    }
+}
+
+/// Whether `case` may be resolved as `resolution` with `note`.
+pub fn check(case: CaseFacts, resolution: Resolution, note: &str) -> Result<(), Refusal> {
+    if !case.open {
+        return Err(Refusal::AlreadyResolved);
+    }
+    if note.trim().is_empty() {
+        return Err(Refusal::NoteRequired);
+    }
+    match resolution {
+        Resolution::ProcessAsDistinct if case.outcome_unknown => Err(Refusal::OutcomeUnknown),
+        Resolution::ProcessAsDistinct if !case.can_apply => Err(Refusal::NothingToApply),
+        Resolution::ConfirmDuplicate if !case.has_existing_effect => Err(Refusal::NothingToConfirm),
+        _ => Ok(()),
+    }
+}
+
+/// The key an effect processed as distinct is applied under: the delivery's
+/// key and the case, so that it can never be the colliding key and a case can
+/// apply at most one.
+pub fn distinct_key(business_key: &str, case_id: uuid::Uuid) -> String {
+    format!("{business_key}~case-{case_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPEN: CaseFacts = CaseFacts {
+        open: true,
+        can_apply: true,
+        has_existing_effect: true,
+        outcome_unknown: false,
+    };
+
+    #[test]
+    fn given_an_open_case_with_a_note_when_resolved_any_way_then_allowed() {
+        for r in [
+            Resolution::ProcessAsDistinct,
+            Resolution::ConfirmDuplicate,
+            Resolution::Reject,
+        ] {
+            assert_eq!(check(OPEN, r, "provider shows two refunds"), Ok(()));
+            assert_eq!(Resolution::parse(r.as_str()), Some(r));
+        }
+    }
+
+    #[test]
+    fn given_a_resolved_case_when_resolved_again_then_refused() {
+        let resolved = CaseFacts {
+            open: false,
+            ..OPEN
+        };
+        assert_eq!(
+            check(resolved, Resolution::Reject, "again"),
+            Err(Refusal::AlreadyResolved)
+        );
+    }
+
+    #[test]
+    fn given_no_note_when_resolved_then_refused() {
+        assert_eq!(
+            check(OPEN, Resolution::Reject, "  "),
+            Err(Refusal::NoteRequired)
+        );
+    }
+
+    #[test]
+    fn given_an_unknown_outcome_when_processed_as_distinct_then_refused() {
+        let unknown = CaseFacts {
+            outcome_unknown: true,
+            ..OPEN
+        };
+        assert_eq!(
+            check(unknown, Resolution::ProcessAsDistinct, "x"),
+            Err(Refusal::OutcomeUnknown)
+        );
+        assert_eq!(check(unknown, Resolution::Reject, "x"), Ok(()));
+    }
+
+    #[test]
+    fn given_nothing_to_apply_or_confirm_when_resolved_so_then_refused() {
+        let bare = CaseFacts {
+            can_apply: false,
+            has_existing_effect: false,
+            ..OPEN
+        };
+        assert_eq!(
+            check(bare, Resolution::ProcessAsDistinct, "x"),
+            Err(Refusal::NothingToApply)
+        );
+        assert_eq!(
+            check(bare, Resolution::ConfirmDuplicate, "x"),
+            Err(Refusal::NothingToConfirm)
+        );
+    }
+
+    #[test]
+    fn a_distinct_key_is_never_the_colliding_key() {
+        let case = uuid::Uuid::nil();
+        let key = "norefid-refund-fingerprint@1:ab";
+        assert_ne!(distinct_key(key, case), key);
+        assert!(distinct_key(key, case).starts_with(key));
+    }
+}

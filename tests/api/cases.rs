@@ -1,0 +1,237 @@
+//! Resolving cases through the service layer, against a real server that
+//! opened them and an HTTP downstream that counts refunds: each resolution
+//! does what it says, once.
+
+use unicity::domain::cases::{Refusal, Resolution};
+use unicity::services::cases::{self, CaseError, Resolve};
+use unicity::services::engine::{Engine, SharedEngine};
+
+use crate::downstream::{Behaviour, Downstream};
+use crate::helpers::{TestApp, fresh_database, refund, spawn_on, test_settings};
+
+struct Setup {
+    app: TestApp,
+    downstream: Downstream,
+    url: String,
+    extra: String,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Setup {
+    async fn new() -> Self {
+        let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+        let (url, dir) = fresh_database().await;
+        let extra = downstream.sink_toml(2000);
+        let app = spawn_on(&url, &extra, None).await;
+        Self {
+            app,
+            downstream,
+            url,
+            extra,
+            _dir: dir,
+        }
+    }
+
+    /// Another process on the same database, as an operator's would be.
+    async fn engine(&self) -> SharedEngine {
+        let s = test_settings(&self.url, &self.extra);
+        Engine::open(&self.url, s.catalog, s.key_secret, s.sinks, s.engine)
+            .await
+            .expect("engine opens")
+    }
+
+    /// Two equal refunds without a reference: the second is a weak match on
+    /// money and opens a case. Returns (first key, case id, second delivery).
+    async fn weak_match_case(&self) -> (String, uuid::Uuid, String) {
+        let body = refund("pay_case", 700, None);
+        let first = self.app.post_signed("hmac", &body).await;
+        assert_eq!(first.json["decision"], "process", "{}", first.json);
+        self.downstream.wait_calls(1).await;
+        self.app
+            .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+            .await;
+        let second = self
+            .app
+            .post_signed("hmac", &refund("pay_case", 700, None))
+            .await;
+        assert_eq!(second.json["decision"], "reconcile", "{}", second.json);
+        assert_eq!(second.json["reason"], "weak_match_critical");
+        let case_id = second.json["case_id"].as_str().unwrap().parse().unwrap();
+        (
+            first.json["key"].as_str().unwrap().to_owned(),
+            case_id,
+            second.json["delivery_id"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    async fn case_column(&self, case_id: uuid::Uuid, column: &str) -> String {
+        use sea_orm::ConnectionTrait;
+        let row = self
+            .app
+            .db
+            .query_one_raw(sea_orm::Statement::from_string(
+                self.app.db.get_database_backend(),
+                format!("SELECT {column} FROM cases WHERE case_id = '{case_id}'"),
+            ))
+            .await
+            .unwrap()
+            .expect("the case");
+        row.try_get_by_index::<Option<String>>(0)
+            .unwrap()
+            .unwrap_or_default()
+    }
+}
+
+fn request(case_id: uuid::Uuid, resolution: Resolution, note: &str) -> Resolve {
+    Resolve {
+        case_id,
+        resolution,
+        by: "operator:ann (finance)".to_owned(),
+        note: note.to_owned(),
+        authoritative_ref: Some("re_provider_2".to_owned()),
+    }
+}
+
+#[tokio::test]
+async fn processing_a_weak_match_as_distinct_applies_one_more_refund_under_the_cases_own_key() {
+    let s = Setup::new().await;
+    let (key, case_id, delivery) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    let resolved = cases::resolve(
+        &engine,
+        request(
+            case_id,
+            Resolution::ProcessAsDistinct,
+            "the provider lists two refunds",
+        ),
+    )
+    .await
+    .expect("resolved");
+    let applied_key = resolved.key.expect("a key of its own");
+    assert_ne!(applied_key, key, "never the colliding key");
+    s.downstream.wait_calls(2).await;
+    // The Idempotency-Key header carries the key as a quoted string.
+    assert_eq!(s.downstream.calls()[1], format!("\"{applied_key}\""));
+    assert_eq!(s.case_column(case_id, "status").await, "resolved");
+    assert_eq!(
+        s.case_column(case_id, "resolution").await,
+        "process_as_distinct"
+    );
+    assert_eq!(
+        s.case_column(case_id, "resolved_by").await,
+        "operator:ann (finance)"
+    );
+    // The proof is in the delivery's history.
+    let shown = s.app.delivery(&delivery).await;
+    let resolved_event = shown.json["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event_type"] == "CaseResolved")
+        .expect("CaseResolved in the delivery's history")
+        .clone();
+    assert_eq!(resolved_event["data"]["authoritative_ref"], "re_provider_2");
+
+    // The same form submitted again changes nothing.
+    let again = cases::resolve(
+        &engine,
+        request(case_id, Resolution::ProcessAsDistinct, "twice"),
+    )
+    .await;
+    assert!(
+        matches!(again, Err(CaseError::Refused(Refusal::AlreadyResolved))),
+        "{again:?}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2, "one more refund, no more");
+}
+
+#[tokio::test]
+async fn confirming_a_duplicate_links_the_delivery_to_the_existing_effect_and_applies_nothing() {
+    let s = Setup::new().await;
+    let (_, case_id, delivery) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    let resolved = cases::resolve(
+        &engine,
+        request(
+            case_id,
+            Resolution::ConfirmDuplicate,
+            "a retry of the same refund",
+        ),
+    )
+    .await
+    .expect("resolved");
+    let effect = resolved.effect_id.expect("the existing effect");
+    assert_eq!(
+        s.app
+            .count(&format!(
+                "SELECT COUNT(*) FROM effect_deliveries WHERE effect_id = '{effect}' AND delivery_id = '{delivery}'"
+            ))
+            .await,
+        1
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 1);
+    assert_eq!(
+        s.case_column(case_id, "resolution").await,
+        "confirm_duplicate"
+    );
+}
+
+#[tokio::test]
+async fn rejecting_needs_a_note_and_applies_nothing() {
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    let refused = cases::resolve(&engine, request(case_id, Resolution::Reject, " ")).await;
+    assert!(
+        matches!(refused, Err(CaseError::Refused(Refusal::NoteRequired))),
+        "{refused:?}"
+    );
+    assert_eq!(s.case_column(case_id, "status").await, "open");
+    cases::resolve(
+        &engine,
+        request(case_id, Resolution::Reject, "test payment"),
+    )
+    .await
+    .expect("rejected");
+    assert_eq!(s.case_column(case_id, "resolution").await, "reject");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn two_operators_resolving_at_once_from_two_processes_apply_one_effect() {
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+    let (one, two) = (s.engine().await, s.engine().await);
+    let (a, b) = tokio::join!(
+        cases::resolve(
+            &one,
+            request(case_id, Resolution::ProcessAsDistinct, "two refunds")
+        ),
+        cases::resolve(
+            &two,
+            request(case_id, Resolution::ProcessAsDistinct, "two refunds")
+        ),
+    );
+    let resolved = [&a, &b].iter().filter(|r| r.is_ok()).count();
+    assert_eq!(resolved, 1, "{a:?} {b:?}");
+    assert!(
+        [&a, &b]
+            .iter()
+            .any(|r| matches!(r, Err(CaseError::Refused(Refusal::AlreadyResolved)))),
+        "{a:?} {b:?}"
+    );
+    s.downstream.wait_calls(2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2);
+
+    // Rebuilt from the journal, the case reads the same.
+    let status = s.case_column(case_id, "resolution").await;
+    unicity::services::projections::rebuild(&s.app.db)
+        .await
+        .expect("rebuild");
+    assert_eq!(s.case_column(case_id, "resolution").await, status);
+    assert_eq!(s.case_column(case_id, "status").await, "resolved");
+}
