@@ -6,6 +6,7 @@ pub mod cases;
 pub mod confidence;
 pub mod decision;
 pub mod delivery;
+pub mod diff;
 pub mod identity;
 pub mod journal;
 pub mod masking;

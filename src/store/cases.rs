@@ -13,3 +13,80 @@ pub async fn find<C: ConnectionTrait>(
         .one(conn)
         .await
 }
+
+/// Which cases a queue shows.
+#[derive(Debug, Clone, Default)]
+pub struct QueueFilter {
+    /// `open` (the default) or `resolved`.
+    pub status: Option<String>,
+    pub reason: Option<String>,
+    pub source: Option<String>,
+    pub provider: Option<String>,
+    pub event_type: Option<String>,
+    /// Opened before this instant (older than an age).
+    pub opened_before: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// One page of cases, oldest first.
+pub async fn queue<C: ConnectionTrait>(
+    conn: &C,
+    filter: &QueueFilter,
+    limit: u64,
+    offset: u64,
+) -> Result<Vec<case::Model>, DbErr> {
+    use sea_orm::sea_query::Query;
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+
+    use super::entities::delivery;
+
+    let status = filter.status.as_deref().unwrap_or("open");
+    let mut query = case::Entity::find().filter(case::Column::Status.eq(status));
+    if let Some(reason) = &filter.reason {
+        query = query.filter(case::Column::Reason.eq(reason.as_str()));
+    }
+    if let Some(before) = filter.opened_before {
+        query = query.filter(case::Column::OpenedAt.lt(before));
+    }
+    let mut deliveries = Query::select();
+    deliveries
+        .column(delivery::Column::DeliveryId)
+        .from(delivery::Entity);
+    let mut by_delivery = false;
+    for (column, value) in [
+        (delivery::Column::Source, &filter.source),
+        (delivery::Column::Provider, &filter.provider),
+        (delivery::Column::EventType, &filter.event_type),
+    ] {
+        if let Some(value) = value {
+            deliveries.and_where(column.eq(value.as_str()));
+            by_delivery = true;
+        }
+    }
+    if by_delivery {
+        query = query.filter(case::Column::DeliveryId.in_subquery(deliveries));
+    }
+    query
+        .order_by_asc(case::Column::OpenedAt)
+        .order_by_asc(case::Column::CaseId)
+        .limit(limit)
+        .offset(offset)
+        .all(conn)
+        .await
+}
+
+/// How many cases of `status` wait per reason.
+pub async fn counts_by_reason<C: ConnectionTrait>(
+    conn: &C,
+    status: &str,
+) -> Result<Vec<(String, i64)>, DbErr> {
+    use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
+    case::Entity::find()
+        .select_only()
+        .column(case::Column::Reason)
+        .column_as(case::Column::CaseId.count(), "n")
+        .filter(case::Column::Status.eq(status))
+        .group_by(case::Column::Reason)
+        .into_tuple()
+        .all(conn)
+        .await
+}

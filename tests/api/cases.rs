@@ -235,3 +235,56 @@ async fn two_operators_resolving_at_once_from_two_processes_apply_one_effect() {
     assert_eq!(s.case_column(case_id, "resolution").await, status);
     assert_eq!(s.case_column(case_id, "status").await, "resolved");
 }
+
+#[tokio::test]
+async fn a_collision_case_shows_both_deliveries_and_the_discriminating_field_that_differs() {
+    let s = Setup::new().await;
+    let first = s
+        .app
+        .post_signed("hmac", &refund("pay_q", 800, Some("rr_q")))
+        .await;
+    assert_eq!(first.json["decision"], "process");
+    s.app
+        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    let second = s
+        .app
+        .post_signed("hmac", &refund("pay_q", 900, Some("rr_q")))
+        .await;
+    assert_eq!(
+        second.json["reason"], "discriminants_differ",
+        "{}",
+        second.json
+    );
+    let case_id = second.json["case_id"].as_str().unwrap().parse().unwrap();
+
+    let engine = s.engine().await;
+    let settings = test_settings(&s.url, &s.extra);
+    let sources = settings
+        .sources
+        .into_iter()
+        .map(|source| (source.slug().to_owned(), std::sync::Arc::new(source)))
+        .collect();
+    let view = cases::show(&engine, &sources, case_id)
+        .await
+        .expect("the case");
+    assert_eq!(view.status, "open");
+    assert_eq!(
+        view.reference.as_ref().map(|r| r.delivery_id.to_string()),
+        first.json["delivery_id"].as_str().map(str::to_owned)
+    );
+    let amount = view
+        .changes
+        .iter()
+        .find(|c| c.change.path == "$.amount")
+        .expect("the amount differs");
+    assert!(amount.discriminating);
+    assert_eq!(amount.change.old, Some(serde_json::json!(800)));
+    assert_eq!(amount.change.new, Some(serde_json::json!(900)));
+    let sent_at = view
+        .changes
+        .iter()
+        .find(|c| c.change.path == "$.sent_at")
+        .expect("the send time differs too");
+    assert!(!sent_at.discriminating);
+}
