@@ -288,3 +288,70 @@ async fn a_collision_case_shows_both_deliveries_and_the_discriminating_field_tha
         .expect("the send time differs too");
     assert!(!sent_at.discriminating);
 }
+
+#[tokio::test]
+async fn the_queue_lists_open_cases_oldest_first_filtered_and_counted_per_reason() {
+    use unicity::store::cases::{QueueFilter, counts_by_reason, queue};
+    let s = Setup::new().await;
+    let (_, weak, _) = s.weak_match_case().await;
+    s.app
+        .post_signed("hmac", &refund("pay_c", 800, Some("rr_c")))
+        .await;
+    s.app
+        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 2)
+        .await;
+    let collision = s
+        .app
+        .post_signed("hmac", &refund("pay_c", 900, Some("rr_c")))
+        .await;
+    let collision: uuid::Uuid = collision.json["case_id"].as_str().unwrap().parse().unwrap();
+
+    let all = queue(&s.app.db, &QueueFilter::default(), 50, 0)
+        .await
+        .unwrap();
+    let ids: Vec<String> = all.iter().map(|c| c.case_id.clone()).collect();
+    assert_eq!(
+        ids,
+        [weak.to_string(), collision.to_string()],
+        "oldest first"
+    );
+    let only = QueueFilter {
+        reason: Some("discriminants_differ".to_owned()),
+        source: Some("hmac".to_owned()),
+        ..QueueFilter::default()
+    };
+    let filtered = queue(&s.app.db, &only, 50, 0).await.unwrap();
+    assert_eq!(filtered.len(), 1);
+    assert_eq!(filtered[0].case_id, collision.to_string());
+    let elsewhere = QueueFilter {
+        source: Some("stripe".to_owned()),
+        ..QueueFilter::default()
+    };
+    assert!(
+        queue(&s.app.db, &elsewhere, 50, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let mut counts = counts_by_reason(&s.app.db, "open").await.unwrap();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            ("discriminants_differ".to_owned(), 1),
+            ("weak_match_critical".to_owned(), 1)
+        ]
+    );
+    // Resolved cases leave the queue.
+    let engine = s.engine().await;
+    cases::resolve(&engine, request(weak, Resolution::Reject, "test refund"))
+        .await
+        .unwrap();
+    assert_eq!(
+        queue(&s.app.db, &QueueFilter::default(), 50, 0)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
