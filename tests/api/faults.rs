@@ -243,6 +243,12 @@ async fn a_full_disk_loses_no_acknowledged_delivery_and_heals_without_a_restart(
 
     ledger.assert_each_processed_once();
     assert_all_journaled_after_restart(&url, &ledger).await;
+    eprintln!(
+        "full disk: {} references, {} answers 2xx, {} answers 503, all 2xx journaled",
+        ledger.replies.len(),
+        ledger.count(200) + ledger.count(202),
+        ledger.count(503)
+    );
 }
 
 /// Terminates every other connection to the test's PostgreSQL database: the
