@@ -10,4 +10,5 @@ pub mod diff;
 pub mod identity;
 pub mod journal;
 pub mod masking;
+pub mod reservation;
 pub mod strict_json;

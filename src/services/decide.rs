@@ -24,6 +24,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
     EffectSettled, JournalEvent, KeyDerived, KeyReserved, KeySummary, Layer, SettlementOutcome,
 };
+use crate::domain::reservation::ReservationState;
 use crate::providers::sinks::{self, SinkKind};
 use crate::store::deferred::Deferred;
 use crate::store::entities::{effect, reservation, transport_link};
@@ -453,19 +454,20 @@ fn uuid_of(text: &str) -> Uuid {
 
 fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
     let reference_delivery = uuid_of(&row.first_delivery_id);
-    match row.state.as_str() {
-        "reserved" if row.lease_until.is_some_and(|until| until > at) => {
+    match ReservationState::parse(&row.state) {
+        Some(ReservationState::Reserved) if row.lease_until.is_some_and(|until| until > at) => {
             Existing::LeaseAlive { reference_delivery }
         }
-        "applied" => Existing::Applied {
+        Some(ReservationState::Applied) => Existing::Applied {
             reference_delivery,
             effect_id: uuid_of(&row.effect_id),
         },
-        "failed" => Existing::Failed {
+        Some(ReservationState::Failed) => Existing::Failed {
             reference_delivery,
             failure: FailureKind::NoEffect,
         },
-        // "unknown", or "reserved" with its lease run out.
+        // Unknown, reserved with its lease run out, or a state this code does
+        // not know: nobody can say whether the effect happened.
         _ => Existing::OutcomeUnknown { reference_delivery },
     }
 }
@@ -505,7 +507,7 @@ async fn ledger<C: ConnectionTrait>(
     let Some((effect, matched)) = pick(key, rows, |row| &row.key) else {
         return retired(conn, key).await.map(Some);
     };
-    if effect.status != "applied" {
+    if effect.status != ReservationState::Applied.as_str() {
         return Ok(None);
     }
     let evidence = if effect.evidence_purged_at.is_some() {
@@ -548,7 +550,8 @@ async fn retired<C: ConnectionTrait>(conn: &C, key: &KeySummary) -> Result<Answe
         .into_iter()
         .next()
     {
-        let evidence = if effect.status == "applied" && effect.evidence_purged_at.is_none() {
+        let applied = effect.status == ReservationState::Applied.as_str();
+        let evidence = if applied && effect.evidence_purged_at.is_none() {
             LedgerEvidence::Found {
                 reference_delivery: uuid_of(&effect.first_delivery_id),
                 effect_id: uuid_of(&effect.effect_id),

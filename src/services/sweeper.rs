@@ -12,6 +12,7 @@ use super::decide::base_key;
 use super::effects::{redecide, redecide_deferred};
 use super::engine::{SharedEngine, claim, record};
 use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
+use crate::domain::reservation::ReservationState;
 use crate::store::entities::{delivery, reservation};
 use crate::store::projections::deliveries;
 
@@ -68,7 +69,7 @@ async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, 
         .select_only()
         .column(reservation::Column::Key)
         .filter(reservation::Column::Key.is_in(keys))
-        .filter(reservation::Column::State.eq("reserved"))
+        .filter(reservation::Column::State.eq(ReservationState::Reserved.as_str()))
         .filter(reservation::Column::LeaseUntil.gt(now))
         .into_tuple()
         .all(&engine.db)
@@ -86,7 +87,7 @@ async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, 
 async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
     let now = Utc::now();
     let expired = reservation::Entity::find()
-        .filter(reservation::Column::State.eq("reserved"))
+        .filter(reservation::Column::State.eq(ReservationState::Reserved.as_str()))
         .filter(reservation::Column::LeaseUntil.lt(now))
         .limit(BATCH)
         .all(&engine.db)
@@ -123,7 +124,7 @@ pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<
     let keys: Vec<String> = reservation::Entity::find()
         .select_only()
         .column(reservation::Column::Key)
-        .filter(reservation::Column::State.eq("applied"))
+        .filter(reservation::Column::State.eq(ReservationState::Applied.as_str()))
         .filter(reservation::Column::ExpiresAt.lt(now))
         .limit(BATCH)
         .into_tuple()

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+
+use crate::domain::reservation::ReservationState;
 use uuid::Uuid;
 
 use crate::domain::confidence::{Criticality, Strength};
@@ -44,10 +46,14 @@ pub enum SettlementOutcome {
 impl SettlementOutcome {
     /// The reservation state this outcome leaves.
     pub fn state(self) -> &'static str {
+        self.reservation_state().as_str()
+    }
+
+    pub fn reservation_state(self) -> ReservationState {
         match self {
-            Self::Applied => "applied",
-            Self::Failed => "failed",
-            Self::Unknown => "unknown",
+            Self::Applied => ReservationState::Applied,
+            Self::Failed => ReservationState::Failed,
+            Self::Unknown => ReservationState::Unknown,
         }
     }
 }

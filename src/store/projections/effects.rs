@@ -13,6 +13,7 @@ use crate::domain::decision::Action;
 use crate::domain::journal::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
+use crate::domain::reservation::ReservationState;
 use crate::store::deferred::Deferred;
 use crate::store::entities::{effect, reservation};
 
@@ -56,7 +57,12 @@ pub async fn reserve<C: ConnectionTrait>(
             strength: e.strength.as_str().to_owned(),
             effect_type: e.effect_type.clone(),
             criticality: e.criticality.as_str().to_owned(),
-            state: folded.map_or("reserved", |s| s.outcome.state()).to_owned(),
+            state: folded
+                .map_or(ReservationState::Reserved, |s| {
+                    s.outcome.reservation_state()
+                })
+                .as_str()
+                .to_owned(),
             fencing_token: 1,
             lease_until: folded.is_none().then_some(e.lease_until),
             first_delivery_id: delivery_id.clone(),
@@ -80,11 +86,13 @@ pub async fn reserve<C: ConnectionTrait>(
     } else {
         match current(conn, rows, &e.key).await? {
             Some(found) => {
-                let retakable =
-                    found.filter(|r| r.state == "failed" && r.fencing_token == e.fencing_token - 1);
+                let retakable = found.filter(|r| {
+                    r.state == ReservationState::Failed.as_str()
+                        && r.fencing_token == e.fencing_token - 1
+                });
                 match retakable {
                     Some(mut row) => {
-                        row.state = "reserved".to_owned();
+                        row.state = ReservationState::Reserved.as_str().to_owned();
                         row.fencing_token = e.fencing_token;
                         row.lease_until = Some(e.lease_until);
                         row.updated_at = at;
@@ -108,7 +116,10 @@ pub async fn reserve<C: ConnectionTrait>(
         key: e.key.clone(),
         effect_type: e.effect_type.clone(),
         criticality: e.criticality.as_str().to_owned(),
-        status: folded.map_or("pending", |s| s.outcome.state()).to_owned(),
+        status: folded
+            .map_or(ReservationState::Pending, |s| s.outcome.reservation_state())
+            .as_str()
+            .to_owned(),
         sink: e.sink.clone(),
         result: folded.and_then(|s| s.result.clone()),
         authoritative_ref: folded.and_then(|s| s.authoritative_ref.clone()),
@@ -163,7 +174,10 @@ pub(crate) async fn retake<C: ConnectionTrait>(
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     let taken = reservation::Entity::update_many()
-        .col_expr(reservation::Column::State, Expr::value("reserved"))
+        .col_expr(
+            reservation::Column::State,
+            Expr::value(ReservationState::Reserved.as_str()),
+        )
         .col_expr(
             reservation::Column::FencingToken,
             Expr::value(e.fencing_token),
@@ -175,13 +189,16 @@ pub(crate) async fn retake<C: ConnectionTrait>(
         .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
         .filter(reservation::Column::Key.eq(&e.key))
         .filter(reservation::Column::FencingToken.eq(e.fencing_token - 1))
-        .filter(reservation::Column::State.eq("failed"))
+        .filter(reservation::Column::State.eq(ReservationState::Failed.as_str()))
         .exec(conn)
         .await?
         .rows_affected;
     if taken == 1 {
         effect::Entity::update_many()
-            .col_expr(effect::Column::Status, Expr::value("pending"))
+            .col_expr(
+                effect::Column::Status,
+                Expr::value(ReservationState::Pending.as_str()),
+            )
             .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
             .exec(conn)
             .await?;
@@ -203,7 +220,10 @@ pub(crate) async fn settled<C: ConnectionTrait>(
         .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
         .filter(reservation::Column::Key.eq(&e.key))
         .filter(reservation::Column::FencingToken.eq(e.fencing_token))
-        .filter(reservation::Column::State.is_in(["reserved", "unknown"]))
+        .filter(reservation::Column::State.is_in([
+            ReservationState::Reserved.as_str(),
+            ReservationState::Unknown.as_str(),
+        ]))
         .exec(conn)
         .await?
         .rows_affected;
@@ -249,17 +269,23 @@ pub(super) async fn expired<C: ConnectionTrait>(
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     let rows = reservation::Entity::update_many()
-        .col_expr(reservation::Column::State, Expr::value("unknown"))
+        .col_expr(
+            reservation::Column::State,
+            Expr::value(ReservationState::Unknown.as_str()),
+        )
         .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
         .filter(reservation::Column::Key.eq(&e.key))
         .filter(reservation::Column::FencingToken.eq(e.fencing_token))
-        .filter(reservation::Column::State.eq("reserved"))
+        .filter(reservation::Column::State.eq(ReservationState::Reserved.as_str()))
         .exec(conn)
         .await?
         .rows_affected;
     if rows == 1 {
         effect::Entity::update_many()
-            .col_expr(effect::Column::Status, Expr::value("unknown"))
+            .col_expr(
+                effect::Column::Status,
+                Expr::value(ReservationState::Unknown.as_str()),
+            )
             .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
             .exec(conn)
             .await?;
