@@ -9,4 +9,5 @@ pub mod routes;
 pub mod services;
 pub mod startup;
 pub mod store;
+pub mod tasks;
 pub mod telemetry;

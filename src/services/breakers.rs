@@ -19,12 +19,15 @@ use crate::store::entities::strategy_breaker;
 /// Evaluates breakers forever at the configured interval.
 pub fn spawn(engine: SharedEngine) {
     let interval = Duration::from_millis(engine.config.breaker_check_ms.max(50));
-    tokio::spawn(async move {
-        loop {
-            if let Err(error) = evaluate(&engine).await {
-                tracing::warn!(%error, "breaker evaluation failed");
+    crate::tasks::supervise("breakers", move || {
+        let engine = engine.clone();
+        async move {
+            loop {
+                if let Err(error) = evaluate(&engine).await {
+                    tracing::warn!(%error, "breaker evaluation failed");
+                }
+                tokio::time::sleep(interval).await;
             }
-            tokio::time::sleep(interval).await;
         }
     });
 }

@@ -29,12 +29,15 @@ pub struct Swept {
 /// Runs `sweep` forever at the configured interval.
 pub fn spawn(engine: SharedEngine) {
     let interval = Duration::from_millis(engine.config.sweep_interval_ms.max(50));
-    tokio::spawn(async move {
-        loop {
-            if let Err(error) = sweep(&engine).await {
-                tracing::warn!(%error, "sweep failed; retrying at the next interval");
+    crate::tasks::supervise("sweeper", move || {
+        let engine = engine.clone();
+        async move {
+            loop {
+                if let Err(error) = sweep(&engine).await {
+                    tracing::warn!(%error, "sweep failed; retrying at the next interval");
+                }
+                tokio::time::sleep(interval).await;
             }
-            tokio::time::sleep(interval).await;
         }
     });
 }

@@ -165,24 +165,27 @@ const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(70);
 /// milliseconds (p99 40 ms with it on the writer, 21 ms with no checkpoint at
 /// all). A passive checkpoint waits for nobody; the writer's own automatic one
 /// stays as the backstop and then finds little left to copy.
-pub fn spawn_checkpointer(db: &DatabaseConnection) -> Option<tokio::task::JoinHandle<()>> {
+pub fn spawn_checkpointer(db: &DatabaseConnection) {
     if backend(db) != DbBackend::Sqlite {
-        return None;
+        return;
     }
     let db = db.clone();
-    Some(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(CHECKPOINT_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            if let Err(error) = db
-                .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
-                .await
-            {
-                tracing::warn!(%error, "background checkpoint failed");
+    crate::tasks::supervise("checkpointer", move || {
+        let db = db.clone();
+        async move {
+            let mut tick = tokio::time::interval(CHECKPOINT_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Err(error) = db
+                    .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
+                    .await
+                {
+                    tracing::warn!(%error, "background checkpoint failed");
+                }
             }
         }
-    }))
+    });
 }
 
 pub fn backend(db: &DatabaseConnection) -> DbBackend {
