@@ -127,6 +127,26 @@ pub struct EngineConfig {
     /// journaled. Off by default: reads are not authenticated yet (operator
     /// roles will gate it).
     pub raw_body_reads: bool,
+    /// Rejections journaled one by one per source and window; beyond that they
+    /// are counted, one `RejectionsAggregated` per source, reason and answer.
+    pub rejections_journaled_per_window: u32,
+    /// Length of that window (aggregates are journaled when it closes).
+    pub rejection_window_secs: u64,
+    /// Requests per second one client address may make, whatever they get
+    /// (0: no limit). Loose: above one provider's pace and the benchmark's.
+    pub client_requests_per_sec: u32,
+    /// Refused requests per second one client address may cause before its
+    /// refusals become 429 (0: no limit). Strict: a provider whose requests are
+    /// refused has a configuration to fix, not a burst to absorb.
+    pub client_rejections_per_sec: u32,
+    /// Requests per second to one source from every client (0: no limit).
+    pub source_requests_per_sec: u32,
+    /// Refused requests per second to one source from every client before its
+    /// refusals become 429 (0: no limit). Valid deliveries are not refused, so
+    /// a flood of bad ones never makes this limit refuse them.
+    pub source_rejections_per_sec: u32,
+    /// The burst each rate allows, in seconds of that rate.
+    pub rate_burst_secs: u32,
 }
 
 impl Default for EngineConfig {
@@ -141,6 +161,13 @@ impl Default for EngineConfig {
             breaker_window_secs: 3600,
             breaker_check_ms: 30_000,
             raw_body_reads: false,
+            rejections_journaled_per_window: 60,
+            rejection_window_secs: 60,
+            client_requests_per_sec: 10_000,
+            client_rejections_per_sec: 20,
+            source_requests_per_sec: 10_000,
+            source_rejections_per_sec: 200,
+            rate_burst_secs: 2,
         }
     }
 }

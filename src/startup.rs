@@ -13,6 +13,7 @@ use tracing_actix_web::TracingLogger;
 
 use crate::config::{Settings, Source};
 use crate::services::engine::{Engine, SharedEngine};
+use crate::services::rejections;
 use crate::services::{breakers, sweeper};
 use crate::{routes, store};
 
@@ -32,6 +33,7 @@ impl AppState {
 pub struct Application {
     port: u16,
     server: Server,
+    engine: SharedEngine,
 }
 
 impl Application {
@@ -50,6 +52,7 @@ impl Application {
         store::spawn_checkpointer(&engine.db);
         sweeper::spawn(engine.clone());
         breakers::spawn(engine.clone());
+        rejections::spawn(engine.clone());
         let listener = TcpListener::bind(&settings.listen)
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let port = listener.local_addr()?.port();
@@ -58,7 +61,10 @@ impl Application {
             .into_iter()
             .map(|s| (s.slug().to_owned(), Arc::new(s)))
             .collect();
-        let state = web::Data::new(AppState { engine, sources });
+        let state = web::Data::new(AppState {
+            engine: engine.clone(),
+            sources,
+        });
         let server = HttpServer::new(move || {
             App::new()
                 .wrap(TracingLogger::default())
@@ -71,14 +77,22 @@ impl Application {
         })
         .listen(listener)?
         .run();
-        Ok(Self { port, server })
+        Ok(Self {
+            port,
+            server,
+            engine,
+        })
     }
 
     pub fn port(&self) -> u16 {
         self.port
     }
 
+    /// Serves until stopped, then journals the rejection counts of the
+    /// windows still open (best effort: the process is going away).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        self.server.await
+        let served = self.server.await;
+        rejections::flush(&self.engine, true).await;
+        served
     }
 }

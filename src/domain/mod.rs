@@ -10,5 +10,6 @@ pub mod diff;
 pub mod identity;
 pub mod journal;
 pub mod masking;
+pub mod rejection;
 pub mod reservation;
 pub mod strict_json;

@@ -15,6 +15,9 @@ pub struct ApiError {
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery_id: Option<DeliveryId>,
+    /// Seconds to send as `Retry-After` (429 answers).
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -24,7 +27,13 @@ impl ApiError {
             code,
             message: message.into(),
             delivery_id: None,
+            retry_after: None,
         }
+    }
+
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub fn with_delivery(mut self, id: Option<DeliveryId>) -> Self {
@@ -54,7 +63,9 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let mut response = HttpResponse::build(self.status);
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        if let Some(secs) = self.retry_after {
+            response.insert_header(("Retry-After", secs.to_string()));
+        } else if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response.insert_header(("Retry-After", "5"));
         }
         response.json(self)

@@ -1,5 +1,6 @@
-//! `POST /hooks/{source}`: where providers deliver. The body is read as raw
-//! bytes under the source's size limit; everything else is the ingest service's.
+//! `POST /hooks/{source}`: where providers deliver. A request is first held to
+//! the rate limits and the header limits, then its body is read as raw bytes
+//! under the source's size limit; everything else is the ingest service's.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, post, web};
@@ -9,6 +10,7 @@ use serde_json::json;
 use super::error::ApiError;
 use crate::domain::decision::Action;
 use crate::domain::delivery::{DeliveryId, Headers};
+use crate::domain::rejection;
 use crate::services::ingest::{self, Accepted, Arrival, Refusal};
 use crate::services::items;
 use crate::startup::AppState;
@@ -32,12 +34,19 @@ pub async fn receive(
         delivery_id: DeliveryId::from_uuid(uuid::Uuid::now_v7()),
         received_at: chrono::Utc::now(),
         headers: &headers,
+        client: request.peer_addr().map(|a| a.ip()),
     };
     let limit = source.max_body_bytes;
+    let engine = &state.engine;
+    let declared = content_length(&request);
 
-    if let Some(declared) = content_length(&request).filter(|n| *n > limit as u64) {
-        let refusal =
-            ingest::refuse_too_large(&state.engine.writer, source, arrival, declared).await;
+    ingest::admit(engine, source, &arrival, declared).map_err(|r| refused(source.slug(), r))?;
+    if let Err(excess) = rejection::check_headers(&headers) {
+        let refusal = ingest::refuse_headers(engine, source, arrival, excess, declared).await;
+        return Err(refused(source.slug(), refusal));
+    }
+    if let Some(declared) = declared.filter(|n| *n > limit as u64) {
+        let refusal = ingest::refuse_too_large(engine, source, arrival, declared).await;
         return Err(refused(source.slug(), refusal));
     }
     let mut raw = web::BytesMut::new();
@@ -51,8 +60,7 @@ pub async fn receive(
         })?;
         if raw.len() + chunk.len() > limit {
             let seen = (raw.len() + chunk.len()) as u64;
-            let refusal =
-                ingest::refuse_too_large(&state.engine.writer, source, arrival, seen).await;
+            let refusal = ingest::refuse_too_large(engine, source, arrival, seen).await;
             return Err(refused(source.slug(), refusal));
         }
         raw.extend_from_slice(&chunk);
@@ -132,12 +140,27 @@ fn refused(source: &str, refusal: Refusal) -> ApiError {
     let status = match &refusal {
         Refusal::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         Refusal::Signature { .. } => StatusCode::UNAUTHORIZED,
+        Refusal::Headers { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        Refusal::RateLimited { retry_after } => {
+            // A flood is counted, not logged line by line.
+            tracing::debug!(source, "request rate limited");
+            return ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                refusal.code(),
+                refusal.to_string(),
+            )
+            .with_retry_after(retry_after.0);
+        }
         Refusal::Storage(error) => {
             tracing::error!(source, %error, "delivery not journaled; provider told to retry");
             return ApiError::storage_unavailable();
         }
     };
-    tracing::info!(delivery.id = ?delivery_id, source, code = refusal.code(), "delivery rejected");
+    // Only rejections journaled on their own get a log line: the rest are
+    // counted, and a flood must not fill the logs either.
+    if delivery_id.is_some() {
+        tracing::info!(delivery.id = ?delivery_id, source, code = refusal.code(), "delivery rejected");
+    }
     ApiError::new(status, refusal.code(), refusal.to_string()).with_delivery(delivery_id)
 }
 

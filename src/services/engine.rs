@@ -13,6 +13,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::JournalEvent;
 use crate::providers::sinks::SinkConfig;
+use crate::services::rejections::Rejections;
 use crate::store::deferred::Deferred;
 use crate::store::writer::Writer;
 use crate::store::{self, journal, projections};
@@ -29,6 +30,8 @@ pub struct Engine {
     pub writer: Writer,
     /// Strategies tripped by their collision breaker (`name@version`).
     pub tripped: RwLock<HashSet<String>>,
+    /// Request rate limits and the counts of refused requests.
+    pub rejections: Rejections,
 }
 
 pub type SharedEngine = Arc<Engine>;
@@ -60,6 +63,7 @@ impl Engine {
             Writer::direct(database_url).await?
         };
         Ok(Arc::new(Self {
+            rejections: Rejections::new(&config),
             writer,
             db,
             catalog,

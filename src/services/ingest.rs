@@ -4,12 +4,16 @@
 //! the provider gets any 2xx. If the database fails, the transaction rolls back
 //! and the provider gets a 503 so it retries: never a half-written delivery.
 
+use std::net::IpAddr;
+
 use chrono::{DateTime, Utc};
 use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::decide::{self, Verdict};
-use super::engine::{Appends, SharedEngine, record};
+use super::engine::{Appends, Engine, SharedEngine, record};
+use super::rate_limits::RetryAfter;
+use super::rejections::{Counted, Note};
 use super::{effects, items};
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity, TransportMatch};
@@ -19,10 +23,10 @@ use crate::domain::journal::{
     DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
     OlderKey,
 };
+use crate::domain::rejection::{HeaderExcess, header_bytes, summarize};
 use crate::providers::signature::{self, SignatureError};
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
-use crate::store::writer::Writer;
 use crate::store::{bodies, journal};
 
 /// A delivery that is safely journaled, with its decision.
@@ -37,19 +41,27 @@ pub struct Accepted {
     pub items: Vec<items::Decided>,
 }
 
-/// Why a delivery was refused. Each refusal is journaled when the database allows.
+/// Why a delivery was refused. Each refusal is journaled on its own while its
+/// source's quota allows and the database does, else counted (`rejections`).
 #[derive(Debug, thiserror::Error)]
 pub enum Refusal {
     #[error("body exceeds the source's limit of {limit} bytes")]
     TooLarge {
-        delivery_id: DeliveryId,
+        delivery_id: Option<DeliveryId>,
         limit: usize,
     },
     #[error("signature check failed: {reason}")]
     Signature {
-        delivery_id: DeliveryId,
+        delivery_id: Option<DeliveryId>,
         reason: SignatureError,
     },
+    #[error("request headers over the limits: {excess}")]
+    Headers {
+        delivery_id: Option<DeliveryId>,
+        excess: HeaderExcess,
+    },
+    #[error("too many requests; retry after {} s", retry_after.0)]
+    RateLimited { retry_after: RetryAfter },
     #[error("the journal is unavailable")]
     Storage(#[source] DbErr),
 }
@@ -60,17 +72,42 @@ impl Refusal {
         match self {
             Self::TooLarge { .. } => "payload_too_large",
             Self::Signature { reason, .. } => reason.code(),
+            Self::Headers { .. } => "request_header_fields_too_large",
+            Self::RateLimited { .. } => "rate_limited",
             Self::Storage(_) => "storage_unavailable",
         }
     }
 
+    /// The HTTP status the provider gets.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::TooLarge { .. } => 413,
+            Self::Signature { .. } => 401,
+            Self::Headers { .. } => 431,
+            Self::RateLimited { .. } => 429,
+            Self::Storage(_) => 503,
+        }
+    }
+
+    /// The id to look the refusal up by, when it was journaled on its own.
     pub fn delivery_id(&self) -> Option<DeliveryId> {
         match self {
-            Self::TooLarge { delivery_id, .. } | Self::Signature { delivery_id, .. } => {
-                Some(*delivery_id)
-            }
-            Self::Storage(_) => None,
+            Self::TooLarge { delivery_id, .. }
+            | Self::Signature { delivery_id, .. }
+            | Self::Headers { delivery_id, .. } => *delivery_id,
+            Self::RateLimited { .. } | Self::Storage(_) => None,
         }
+    }
+
+    /// The same refusal, journaled nowhere on its own (only counted).
+    fn counted_only(mut self) -> Self {
+        match &mut self {
+            Self::TooLarge { delivery_id, .. }
+            | Self::Signature { delivery_id, .. }
+            | Self::Headers { delivery_id, .. } => *delivery_id = None,
+            Self::RateLimited { .. } | Self::Storage(_) => {}
+        }
+        self
     }
 }
 
@@ -80,6 +117,8 @@ pub struct Arrival<'a> {
     pub received_at: DateTime<Utc>,
     /// Lower-case names, values as received.
     pub headers: &'a Headers,
+    /// The peer's address, for per-client rate limits.
+    pub client: Option<IpAddr>,
 }
 
 /// Verifies the signature on the raw bytes, derives the delivery's identity,
@@ -103,11 +142,10 @@ pub async fn receive(
         Ok(verified) => verified,
         Err(reason) => {
             let refusal = Refusal::Signature {
-                delivery_id: arrival.delivery_id,
+                delivery_id: Some(arrival.delivery_id),
                 reason,
             };
-            record_rejection(&engine.writer, source, &arrival, &refusal, Some(body), None).await;
-            return Err(refusal);
+            return Err(reject(engine, source, &arrival, refusal, Some(body), None).await);
         }
     };
 
@@ -424,47 +462,123 @@ fn key_summary(
 /// Refuses a body over the source's limit. `seen` is the size announced by
 /// Content-Length or read before giving up; the body itself is never stored.
 pub async fn refuse_too_large(
-    writer: &Writer,
+    engine: &Engine,
     source: &Source,
     arrival: Arrival<'_>,
     seen: u64,
 ) -> Refusal {
     let refusal = Refusal::TooLarge {
-        delivery_id: arrival.delivery_id,
+        delivery_id: Some(arrival.delivery_id),
         limit: source.max_body_bytes,
     };
-    record_rejection(writer, source, &arrival, &refusal, None, Some(seen)).await;
-    refusal
+    reject(engine, source, &arrival, refusal, None, Some(seen)).await
 }
 
-/// Journals a rejection. The provider gets its 4xx whether or not this
-/// succeeds (it will retry either way), so a storage failure is only logged.
-async fn record_rejection(
-    writer: &Writer,
+/// Refuses a request whose headers break the limits, before its body is read.
+pub async fn refuse_headers(
+    engine: &Engine,
+    source: &Source,
+    arrival: Arrival<'_>,
+    excess: HeaderExcess,
+    declared_size: Option<u64>,
+) -> Refusal {
+    let refusal = Refusal::Headers {
+        delivery_id: Some(arrival.delivery_id),
+        excess,
+    };
+    reject(engine, source, &arrival, refusal, None, declared_size).await
+}
+
+/// Admits a request under the per-client and per-source request rates, or
+/// counts it (never journaled on its own) and says when to retry.
+pub fn admit(
+    engine: &Engine,
     source: &Source,
     arrival: &Arrival<'_>,
-    refusal: &Refusal,
+    declared_size: Option<u64>,
+) -> Result<(), Refusal> {
+    let limits = &engine.rejections.limits;
+    limits
+        .admit_request(source.slug(), arrival.client)
+        .map_err(|retry_after| {
+            let refusal = Refusal::RateLimited { retry_after };
+            let bytes = header_bytes(arrival.headers) as u64 + declared_size.unwrap_or(0);
+            let counted = Counted {
+                reason: refusal.code(),
+                status: refusal.status(),
+                bytes,
+            };
+            engine
+                .rejections
+                .tally
+                .count(&source.origin, arrival.received_at, counted);
+            refusal
+        })
+}
+
+/// Answers a refusal. Past the per-client or per-source rejection rate it
+/// becomes a 429 and is only counted; within it, it is journaled on its own
+/// (a bounded summary: see `domain::rejection`) while the source's quota for
+/// the window lasts, and counted beyond. The provider gets its 4xx whether or
+/// not the journal write succeeds (it will retry either way); a failed write
+/// is logged and counted instead.
+async fn reject(
+    engine: &Engine,
+    source: &Source,
+    arrival: &Arrival<'_>,
+    refusal: Refusal,
     body: Option<BodyRef>,
     declared_size: Option<u64>,
-) {
+) -> Refusal {
+    let summary = summarize(&masked(source, arrival.headers));
+    let body_bytes = body.as_ref().map(|b| b.size).or(declared_size);
+    let counted = Counted {
+        reason: refusal.code(),
+        status: refusal.status(),
+        bytes: summary.bytes + body_bytes.unwrap_or(0),
+    };
+    let (tally, at) = (&engine.rejections.tally, arrival.received_at);
+    let admitted = engine
+        .rejections
+        .limits
+        .admit_rejection(source.slug(), arrival.client);
+    if let Err(retry_after) = admitted {
+        tally.count(
+            &source.origin,
+            at,
+            Counted {
+                status: 429,
+                ..counted
+            },
+        );
+        return Refusal::RateLimited { retry_after };
+    }
+    if tally.note(&source.origin, at, counted) == Note::Counted {
+        return refusal.counted_only();
+    }
     let event = JournalEvent::DeliveryRejected(DeliveryRejected {
         origin: source.origin.clone(),
-        received_at: arrival.received_at,
-        headers: masked(source, arrival.headers),
-        reason: refusal.code().to_owned(),
-        status: match refusal {
-            Refusal::TooLarge { .. } => 413,
-            _ => 401,
-        },
+        received_at: at,
+        headers: summary.headers,
+        headers_omitted: summary.omitted,
+        header_bytes: Some(summary.bytes),
+        reason: counted.reason.to_owned(),
+        status: counted.status,
         body,
         declared_size,
     });
-    let (id, at) = (arrival.delivery_id, arrival.received_at);
-    let recorded = writer
+    let id = arrival.delivery_id;
+    let recorded = engine
+        .writer
         .run(move |txn| Box::pin(async move { record(txn, Some(id), event, at).await.map(|_| ()) }))
         .await;
-    if let Err(error) = recorded {
-        tracing::error!(delivery.id = %arrival.delivery_id, source = source.slug(), %error, "could not journal a rejection");
+    match recorded {
+        Ok(()) => refusal,
+        Err(error) => {
+            tracing::error!(delivery.id = %id, source = source.slug(), %error, "could not journal a rejection; counted instead");
+            tally.count(&source.origin, at, counted);
+            refusal.counted_only()
+        }
     }
 }
 

@@ -7,6 +7,7 @@ mod connections;
 mod decisions;
 mod downstream;
 mod faults;
+mod floods;
 mod helpers;
 mod hostile;
 mod identity;

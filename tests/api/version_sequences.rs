@@ -104,6 +104,7 @@ impl Sequence {
             delivery_id: DeliveryId::from_uuid(uuid::Uuid::now_v7()),
             received_at: Utc::now(),
             headers: &headers,
+            client: None,
         };
         let accepted = ingest::receive(&self.engine, source, arrival, &body)
             .await

@@ -42,12 +42,22 @@ pub struct ItemOf {
 }
 
 /// A delivery was refused before any decision; the provider got an error.
+/// Version 2 bounds what is kept (see `domain::rejection`): a stranger can
+/// send this as often as the rate limits allow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeliveryRejected {
     #[serde(flatten)]
     pub origin: Origin,
     pub received_at: DateTime<Utc>,
+    /// The first headers, secrets masked, long names and values cut
+    /// (version 1 kept every header whole).
     pub headers: Headers,
+    /// Headers received but not kept (0 in version 1).
+    #[serde(default)]
+    pub headers_omitted: usize,
+    /// Bytes of all header names and values received (absent in version 1).
+    #[serde(default)]
+    pub header_bytes: Option<u64>,
     /// Stable snake_case code, the same one the provider received.
     pub reason: String,
     pub status: u16,
@@ -55,4 +65,23 @@ pub struct DeliveryRejected {
     pub body: Option<BodyRef>,
     /// Bytes announced or read when the body was refused for its size.
     pub declared_size: Option<u64>,
+}
+
+/// Rejections of one source, reason and answer in one window that were only
+/// counted, not journaled one by one: beyond the source's individual quota, or
+/// refused by a rate limit. A window's rejections are its individually
+/// journaled `DeliveryRejected` events plus these counts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RejectionsAggregated {
+    #[serde(flatten)]
+    pub origin: Origin,
+    /// Start of the window (aligned on its length since the epoch).
+    pub window_start: DateTime<Utc>,
+    pub window_secs: u64,
+    /// The same snake_case code the requests were answered.
+    pub reason: String,
+    pub status: u16,
+    pub count: u64,
+    /// Header and body bytes received (body size as announced when unread).
+    pub bytes: u64,
 }

@@ -12,7 +12,7 @@ mod strategy;
 pub use access::RawBodyRead;
 pub use case::{CaseCommented, CaseResolved};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
-pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin};
+pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
@@ -83,6 +83,7 @@ macro_rules! journal_events {
                 version: i32,
                 data: serde_json::Value,
             ) -> Result<Self, StoredEventError> {
+                let (version, data) = upcast(event_type, version, data);
                 match (event_type, version) {
                     $(($name, $version) => serde_json::from_value(data)
                         .map(Self::$variant)
@@ -128,7 +129,8 @@ impl JournalEvent {
 
 journal_events! {
     DeliveryReceived(DeliveryReceived) = "DeliveryReceived", version 1;
-    DeliveryRejected(DeliveryRejected) = "DeliveryRejected", version 1;
+    DeliveryRejected(DeliveryRejected) = "DeliveryRejected", version 2;
+    RejectionsAggregated(RejectionsAggregated) = "RejectionsAggregated", version 1;
     KeyDerived(KeyDerived) = "KeyDerived", version 1;
     DecisionMade(DecisionMade) = "DecisionMade", version 1;
     KeyReserved(KeyReserved) = "KeyReserved", version 1;
@@ -148,6 +150,15 @@ journal_events! {
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
 }
 
+/// Brings a stored payload of an older version to the shape this code reads.
+fn upcast(event_type: &str, version: i32, data: serde_json::Value) -> (i32, serde_json::Value) {
+    match (event_type, version) {
+        // v2 only adds fields that default: `headers_omitted`, `header_bytes`.
+        ("DeliveryRejected", 1) => (2, data),
+        _ => (version, data),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::DateTime;
@@ -165,6 +176,8 @@ mod tests {
             },
             received_at: DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default(),
             headers: vec![],
+            headers_omitted: 0,
+            header_bytes: Some(0),
             reason: "invalid_signature".into(),
             status: 401,
             body: None,
@@ -175,7 +188,25 @@ mod tests {
             .expect("round trip");
         assert_eq!(back, event);
         assert!(JournalEvent::from_stored("Nope", 1, serde_json::json!({})).is_err());
-        assert!(JournalEvent::from_stored("DeliveryRejected", 2, event.data()).is_err());
+        assert!(JournalEvent::from_stored("DeliveryRejected", 3, event.data()).is_err());
+    }
+
+    #[test]
+    fn a_version_1_rejection_with_every_header_whole_still_reads() {
+        let stored = serde_json::json!({
+            "source": "s", "tenant": "t", "provider": "stripe", "environment": "test",
+            "received_at": "2026-01-01T00:00:00Z",
+            "headers": [["x-big", "a".repeat(100_000)]],
+            "reason": "invalid_signature", "status": 401,
+            "body": null, "declared_size": null,
+        });
+        let Ok(JournalEvent::DeliveryRejected(read)) =
+            JournalEvent::from_stored("DeliveryRejected", 1, stored)
+        else {
+            panic!("a version 1 row must read");
+        };
+        assert_eq!(read.headers[0].1.len(), 100_000);
+        assert_eq!((read.headers_omitted, read.header_bytes), (0, None));
     }
 
     #[test]

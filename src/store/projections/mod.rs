@@ -63,6 +63,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::StrategyReset(e) => breakers::reset(conn, e).await,
         JournalEvent::KeyMigrated(e) => migrations::key_migrated(conn, e, at).await,
         JournalEvent::StrategyMigrated(e) => migrations::strategy_migrated(conn, e, at).await,
+        // Counts only: read from the journal, no projection.
+        JournalEvent::RejectionsAggregated(_) => Ok(0),
         // Recorded in its own table by the strategy registry, not a projection.
         JournalEvent::StrategyVersionRecorded(_) => Ok(0),
         // An audit record only: no projection counts reads.
