@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -65,8 +65,14 @@ impl LoadOutcome {
     }
 }
 
-/// Sends every step of `plan` to the server at `base_url`.
-pub async fn run(base_url: &str, plan: Arc<Plan>, clients: usize) -> anyhow::Result<LoadOutcome> {
+/// Sends every step of `plan` to the server at `base_url` (or until `stop`
+/// is set, when given).
+pub async fn run(
+    base_url: &str,
+    plan: Arc<Plan>,
+    clients: usize,
+    stop: Option<Arc<AtomicBool>>,
+) -> anyhow::Result<LoadOutcome> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(clients)
         .timeout(Duration::from_secs(60))
@@ -77,11 +83,16 @@ pub async fn run(base_url: &str, plan: Arc<Plan>, clients: usize) -> anyhow::Res
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients {
-        let (http, plan, sources, next) =
-            (http.clone(), plan.clone(), sources.clone(), next.clone());
+        let (http, plan, sources, next, stop) = (
+            http.clone(),
+            plan.clone(),
+            sources.clone(),
+            next.clone(),
+            stop.clone(),
+        );
         let base_url = base_url.to_owned();
         tasks.push(tokio::spawn(async move {
-            client(&http, &base_url, &plan, &sources, &next).await
+            client(&http, &base_url, &plan, &sources, &next, stop.as_deref()).await
         }));
     }
     let mut outcome = LoadOutcome::default();
@@ -98,9 +109,13 @@ async fn client(
     plan: &Plan,
     sources: &[Source],
     next: &AtomicUsize,
+    stop: Option<&AtomicBool>,
 ) -> anyhow::Result<LoadOutcome> {
     let mut outcome = LoadOutcome::default();
     loop {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Ok(outcome);
+        }
         let index = next.fetch_add(1, Ordering::Relaxed);
         let Some(step) = plan.steps.get(index) else {
             return Ok(outcome);

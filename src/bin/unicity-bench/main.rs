@@ -7,6 +7,7 @@
 //! ```sh
 //! cargo run --release --bin unicity-bench -- --requests 20000 --clients 32
 //! cargo run --release --bin unicity-bench -- --backend postgres --database-url postgres://postgres@127.0.0.1:5432/postgres
+//! cargo run --release --bin unicity-bench -- --requests 10000 --flood 100000
 //! ```
 //!
 //! Progress goes to stderr; stdout carries the table (unless `--json-only`)
@@ -25,6 +26,7 @@ macro_rules! note {
 mod baseline;
 mod checks;
 mod database;
+mod flood;
 mod history;
 mod load;
 mod payloads;
@@ -88,6 +90,25 @@ struct Cli {
     /// look at table and index sizes or replay queries against it.
     #[arg(long)]
     keep_database: bool,
+    /// Flood mode: measure valid deliveries alone, then alongside this many
+    /// forged ones (bad signature, one large header), and the database growth
+    /// per forged request (see `flood.rs`).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    flood: usize,
+    /// Flood mode: concurrent forged-request clients, each on its own
+    /// loopback address (127.0.1.x).
+    #[arg(long, default_value_t = 64)]
+    flood_clients: usize,
+    /// Flood mode: bytes of the padding header each forged request carries.
+    #[arg(long, default_value_t = 8000)]
+    flood_header_bytes: usize,
+    /// Flood mode: the flood stops after this many seconds if not done.
+    #[arg(long, default_value_t = 300)]
+    flood_secs: u64,
+    /// Flood mode: forged requests per second, all flood clients together
+    /// (0: as fast as they go, which on one host takes CPU from the server).
+    #[arg(long, default_value_t = 0)]
+    flood_rate: u32,
     /// Internal: preload `--history` deliveries into the database named by
     /// `PRELOAD_URL_ENV` and print the outcome as JSON. The benchmark runs
     /// its preload this way, in a child process, so that the bulk loader's
@@ -157,6 +178,9 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
     note!("unicity-bench: database {}", fresh.describe());
     let base_url = server::start(&fresh.url, cli.postgres_writers)?;
     note!("unicity-bench: Unicity listening on {base_url}");
+    if cli.flood > 0 {
+        return run_flood(cli, fresh, &base_url).await;
+    }
 
     let plan = Arc::new(Plan::new(cli.seed, cli.requests, 2 * cli.clients));
     let body_bytes_mean = plan.mean_body_bytes();
@@ -213,7 +237,7 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         cli.requests,
         cli.clients
     );
-    let sent = load::run(&base_url, plan.clone(), cli.clients).await?;
+    let sent = load::run(&base_url, plan.clone(), cli.clients, None).await?;
     let io_sent = io();
     let unicity_io = IoPerOp::between(io_first, io_sent, sent.ok);
     let failures = sent.failures();
@@ -308,6 +332,31 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
             sent.missing_decision,
             sent.transport_errors
         );
+    }
+    Ok(())
+}
+
+async fn run_flood(cli: &Cli, fresh: &Fresh, base_url: &str) -> anyhow::Result<()> {
+    let report = flood::run(flood::FloodArgs {
+        backend: cli.backend,
+        url: &fresh.url,
+        base_url,
+        requests: cli.requests,
+        clients: cli.clients,
+        seed: cli.seed,
+        flood: cli.flood,
+        flood_clients: cli.flood_clients.max(1),
+        header_bytes: cli.flood_header_bytes,
+        max_secs: cli.flood_secs,
+        rate: cli.flood_rate,
+    })
+    .await?;
+    if !cli.json_only {
+        emit(&report.table())?;
+    }
+    emit(&serde_json::to_string(&report)?)?;
+    if report.valid_failures > 0 {
+        bail!("{} valid deliveries failed", report.valid_failures);
     }
     Ok(())
 }
