@@ -131,10 +131,14 @@ async fn bad_signatures_with_large_headers_leave_a_bounded_trace() {
     let rows = "FROM journal WHERE event_type = 'DeliveryRejected'";
     assert_eq!(app.count(&format!("SELECT COUNT(*) {rows}")).await, 400);
     let total = app
-        .count(&format!("SELECT SUM(LENGTH(CAST(data AS TEXT))) {rows}"))
+        .count(&format!(
+            "SELECT CAST(SUM(LENGTH(CAST(data AS TEXT))) AS BIGINT) {rows}"
+        ))
         .await;
     let largest = app
-        .count(&format!("SELECT MAX(LENGTH(CAST(data AS TEXT))) {rows}"))
+        .count(&format!(
+            "SELECT CAST(MAX(LENGTH(CAST(data AS TEXT))) AS BIGINT) {rows}"
+        ))
         .await;
     assert!(largest < 2048, "one rejection stored {largest} bytes");
     assert!(total < 400 * 2048, "400 rejections stored {total} bytes");
