@@ -21,6 +21,7 @@ use super::effects::{self, Journaled};
 use super::engine::{Appends, SharedEngine, claim, record};
 use crate::config::Source;
 use crate::domain::cases::{self, CaseFacts, Refusal, Resolution};
+use crate::domain::confidence::Criticality;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::diff::{FieldChange, diff};
 use crate::domain::journal::{CaseCommented, CaseResolved, JournalEvent};
@@ -224,6 +225,9 @@ pub struct CaseView {
     pub resolution: Option<String>,
     pub resolved_by: Option<String>,
     pub details: serde_json::Value,
+    /// The effect is critical (money, rights, stock): only finance or an
+    /// admin may resolve it. A case without a key counts as critical.
+    pub critical: bool,
     pub delivery: DeliveryView,
     pub reference: Option<DeliveryView>,
     /// Field by field, the reference's body against this delivery's;
@@ -260,6 +264,7 @@ pub async fn show(
         None => None,
     };
     let discriminating = discriminating_paths(engine, case.business_key.as_deref());
+    let critical = is_critical(engine, case_id).await?;
     let changes = match (
         &reference,
         &delivery.body,
@@ -285,10 +290,26 @@ pub async fn show(
         resolution: case.resolution,
         resolved_by: case.resolved_by,
         details: case.details,
+        critical,
         delivery,
         reference,
         changes,
     })
+}
+
+/// Whether resolving `case_id` decides about a critical effect. Unknown
+/// (no key, a delivery that cannot be read) counts as critical.
+pub async fn is_critical(engine: &SharedEngine, case_id: Uuid) -> Result<bool, CaseError> {
+    let case = crate::store::cases::find(&engine.db, case_id)
+        .await?
+        .ok_or(CaseError::NotFound)?;
+    let Ok(delivery) = case.delivery_id.parse::<DeliveryId>() else {
+        return Ok(true);
+    };
+    let journaled = Journaled::read(&engine.db, delivery).await?;
+    Ok(journaled
+        .key
+        .is_none_or(|key| key.criticality == Criticality::Critical))
 }
 
 async fn view(

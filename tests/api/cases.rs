@@ -269,6 +269,7 @@ async fn a_collision_case_shows_both_deliveries_and_the_discriminating_field_tha
         .await
         .expect("the case");
     assert_eq!(view.status, "open");
+    assert!(view.critical, "a refund is money");
     assert_eq!(
         view.reference.as_ref().map(|r| r.delivery_id.to_string()),
         first.json["delivery_id"].as_str().map(str::to_owned)
