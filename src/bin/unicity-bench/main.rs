@@ -8,6 +8,7 @@
 //! cargo run --release --bin unicity-bench -- --requests 20000 --clients 32
 //! cargo run --release --bin unicity-bench -- --backend postgres --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! cargo run --release --bin unicity-bench -- --requests 10000 --flood 100000
+//! cargo run --release --bin unicity-bench -- --history 1000000 --queue-cases 10000
 //! ```
 //!
 //! Progress goes to stderr; stdout carries the table (unless `--json-only`)
@@ -31,6 +32,7 @@ mod history;
 mod load;
 mod payloads;
 mod prng;
+mod queue;
 mod report;
 mod server;
 mod workload;
@@ -109,6 +111,10 @@ struct Cli {
     /// (0: as fast as they go, which on one host takes CPU from the server).
     #[arg(long, default_value_t = 0)]
     flood_rate: u32,
+    /// Queue mode: after `--history`, open this many cases on the preloaded
+    /// deliveries and time the case queue's queries (see `queue.rs`).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    queue_cases: usize,
     /// Internal: preload `--history` deliveries into the database named by
     /// `PRELOAD_URL_ENV` and print the outcome as JSON. The benchmark runs
     /// its preload this way, in a child process, so that the bulk loader's
@@ -195,6 +201,21 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
             h.verified.len()
         );
         peak_rss_preload_mb = h.peak_rss_mb;
+        if cli.queue_cases > 0 {
+            note!(
+                "unicity-bench: opening {} cases and timing the queue",
+                cli.queue_cases
+            );
+            let timings = queue::run(&fresh.url, cli.queue_cases).await?;
+            for t in &timings {
+                println!(
+                    "queue, {} deliveries, {} open cases: {:<20} median {:>7.2} ms, max {:>7.2} ms",
+                    h.deliveries, cli.queue_cases, t.query, t.median_ms, t.max_ms
+                );
+            }
+            println!("{}", serde_json::json!({ "queue": timings }));
+            return Ok(());
+        }
         Some(report::History {
             deliveries: h.deliveries,
             retries: h.retries,

@@ -1,0 +1,127 @@
+//! Queue mode (`--queue-cases N`, after `--history`): opens N cases on the
+//! preloaded deliveries and times what the case queue asks of the store —
+//! its first page, a page filtered by reason and by source, and the counts
+//! per reason — each run `RUNS` times on a warm database.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use chrono::{Duration, Utc};
+use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QuerySelect};
+use unicity::store::cases::{QueueFilter, counts_by_reason, queue};
+use unicity::store::entities::{case, delivery};
+
+const RUNS: usize = 30;
+const PAGE: u64 = 50;
+const REASONS: [&str; 3] = [
+    "weak_match_critical",
+    "discriminants_differ",
+    "outcome_unknown",
+];
+
+/// Median and worst time of one query, in milliseconds.
+#[derive(Debug, serde::Serialize)]
+pub struct Timing {
+    pub query: &'static str,
+    pub median_ms: f64,
+    pub max_ms: f64,
+}
+
+pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
+    let db = unicity::store::connect(url).await?;
+    let picked: Vec<(String, String)> = delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::DeliveryId)
+        .column(delivery::Column::Source)
+        .limit(cases as u64)
+        .into_tuple()
+        .all(&db)
+        .await?;
+    if picked.len() < cases {
+        anyhow::bail!("--queue-cases {cases} needs at least as many deliveries (--history)");
+    }
+    let start = Utc::now() - Duration::days(30);
+    let rows: Vec<case::ActiveModel> = picked
+        .iter()
+        .enumerate()
+        .map(|(i, (id, _))| {
+            let opened = start + Duration::seconds(i as i64 * 60);
+            case::ActiveModel {
+                case_id: sea_orm::Set(uuid::Uuid::now_v7().to_string()),
+                delivery_id: sea_orm::Set(id.clone()),
+                business_key: sea_orm::Set(None),
+                action: sea_orm::Set("reconcile".to_owned()),
+                reason: sea_orm::Set(REASONS[i % REASONS.len()].to_owned()),
+                status: sea_orm::Set("open".to_owned()),
+                lookup_first: sea_orm::Set(false),
+                details: sea_orm::Set(serde_json::json!({})),
+                opened_at: sea_orm::Set(opened),
+                resolved_at: sea_orm::Set(None),
+                resolution: sea_orm::Set(None),
+                resolved_by: sea_orm::Set(None),
+            }
+        })
+        .collect();
+    for chunk in rows.chunks(500) {
+        case::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(&db)
+            .await
+            .context("inserting cases")?;
+    }
+    if db.get_database_backend() == sea_orm::DbBackend::Sqlite {
+        db.execute_unprepared("ANALYZE").await?;
+    } else {
+        db.execute_unprepared("ANALYZE cases").await?;
+        db.execute_unprepared("ANALYZE deliveries").await?;
+    }
+    let source = picked[0].1.clone();
+    let by_reason = QueueFilter {
+        reason: Some(REASONS[1].to_owned()),
+        ..QueueFilter::default()
+    };
+    let by_source = QueueFilter {
+        source: Some(source),
+        ..QueueFilter::default()
+    };
+    Ok(vec![
+        time("first page", &db, &QueueFilter::default()).await?,
+        time("filtered by reason", &db, &by_reason).await?,
+        time("filtered by source", &db, &by_source).await?,
+        time_counts(&db).await?,
+    ])
+}
+
+async fn time(
+    query: &'static str,
+    db: &DatabaseConnection,
+    filter: &QueueFilter,
+) -> anyhow::Result<Timing> {
+    let mut ms = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let page = queue(db, filter, PAGE, 0).await?;
+        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(!page.is_empty(), "{query}: an empty page");
+    }
+    Ok(summarise(query, ms))
+}
+
+async fn time_counts(db: &DatabaseConnection) -> anyhow::Result<Timing> {
+    let mut ms = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let counts = counts_by_reason(db, "open").await?;
+        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(counts.len() == REASONS.len(), "counts per reason");
+    }
+    Ok(summarise("counts per reason", ms))
+}
+
+fn summarise(query: &'static str, mut ms: Vec<f64>) -> Timing {
+    ms.sort_by(f64::total_cmp);
+    Timing {
+        query,
+        median_ms: ms[ms.len() / 2],
+        max_ms: ms[ms.len() - 1],
+    }
+}
