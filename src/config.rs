@@ -40,6 +40,7 @@ pub struct Settings {
     pub key_secret: KeySecret,
     pub sinks: Vec<SinkConfig>,
     pub engine: EngineConfig,
+    pub access: AccessConfig,
 }
 
 impl Settings {
@@ -73,6 +74,8 @@ impl Settings {
             .map_err(|e| anyhow::anyhow!("{KEY_SECRET_ENV}: {e}"))?;
         let sinks = file.sinks.clone();
         let engine = file.engine.clone();
+        let access = file.access.clone();
+        access.check()?;
         let sources = file.resolve(env)?;
         for source in &sources {
             if catalog.provider(&source.origin.provider).is_none() {
@@ -92,7 +95,55 @@ impl Settings {
             key_secret,
             sinks,
             engine,
+            access,
         })
+    }
+}
+
+/// Operator access: where the back-office is reached, how long sessions
+/// last, how fast sign-in attempts may come.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessConfig {
+    /// The URL operators reach this server at (`https://...` makes the
+    /// session cookie `Secure`). Default: `http://` and the listen address.
+    pub public_url: Option<String>,
+    /// A session idle this long ends.
+    pub session_idle_secs: u64,
+    /// A session ends this long after sign-in, however active.
+    pub session_lifetime_secs: u64,
+    /// Sign-in attempts allowed per operator name per minute (a burst of as many).
+    pub login_per_account_per_minute: u32,
+    /// Sign-in attempts allowed per client address per minute.
+    pub login_per_address_per_minute: u32,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        Self {
+            public_url: None,
+            session_idle_secs: 30 * 60,
+            session_lifetime_secs: 12 * 3600,
+            login_per_account_per_minute: 5,
+            login_per_address_per_minute: 20,
+        }
+    }
+}
+
+impl AccessConfig {
+    fn check(&self) -> anyhow::Result<()> {
+        if let Some(url) = &self.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("[access] public_url {url:?} must start with http:// or https://");
+        }
+        if self.session_idle_secs == 0 || self.session_lifetime_secs == 0 {
+            bail!("[access] session timeouts must be positive");
+        }
+        if self.login_per_account_per_minute == 0 || self.login_per_address_per_minute == 0 {
+            bail!("[access] login rates must be positive");
+        }
+        Ok(())
     }
 }
 
@@ -233,6 +284,8 @@ pub struct FileConfig {
     pub sinks: Vec<SinkConfig>,
     #[serde(default)]
     pub engine: EngineConfig,
+    #[serde(default)]
+    pub access: AccessConfig,
 }
 
 /// One `[[sources]]` table.

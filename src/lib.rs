@@ -2,6 +2,7 @@
 //! effect must happen, already happened, or cannot be decided safely, and keeps
 //! the proof in an append-only journal.
 
+pub mod auth;
 pub mod config;
 pub mod domain;
 pub mod providers;

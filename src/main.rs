@@ -1,12 +1,15 @@
 //! Wiring only: parse the command line, load settings, run.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use secrecy::{ExposeSecret, SecretString};
+use unicity::auth::Role;
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
-use unicity::services::{breakers, projections, retention, strategies};
+use unicity::domain::journal::Actor;
+use unicity::services::{access, breakers, projections, retention, strategies};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
@@ -41,7 +44,7 @@ struct Cli {
 enum Command {
     /// Run the HTTP server (the default).
     Serve {
-        /// Address to listen on. Reads are not authenticated yet: keep it on localhost.
+        /// Address to listen on.
         #[arg(long, env = "UNICITY_LISTEN", default_value = DEFAULT_LISTEN)]
         listen: String,
     },
@@ -72,6 +75,53 @@ enum Command {
         #[command(subcommand)]
         command: RetentionCommand,
     },
+    /// Operators (people who sign in to the back-office).
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+    /// API tokens (for `/api`, as `Authorization: Bearer <token>`).
+    Tokens {
+        #[command(subcommand)]
+        command: TokensCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum UsersCommand {
+    /// Add an operator. The password is read from standard input when it is
+    /// not a terminal, else prompted twice.
+    Add {
+        name: String,
+        /// support, finance, engineer or admin.
+        #[arg(long)]
+        role: Role,
+    },
+    /// List operators.
+    List,
+    /// Disable an operator and end their sessions.
+    Disable { name: String },
+    /// Set an operator's password (read as for `add`) and end their sessions.
+    SetPassword { name: String },
+    /// Change an operator's role.
+    SetRole { name: String, role: Role },
+}
+
+#[derive(Subcommand)]
+enum TokensCommand {
+    /// Issue a token; it is printed once, only its hash is kept.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        role: Role,
+        #[arg(long)]
+        expires_days: Option<u32>,
+    },
+    /// List tokens (never the tokens themselves).
+    List,
+    /// Revoke a token.
+    Revoke { name: String },
 }
 
 #[derive(Subcommand)]
@@ -202,6 +252,16 @@ async fn main() -> anyhow::Result<()> {
             let purged = retention::purge_evidence(&db, before).await?;
             println!("evidence purged for {purged} effects settled before {before}");
         }
+        Some(Command::Users { command }) => {
+            let db = store::connect(&cli.database_url).await?;
+            store::migrate(&db).await?;
+            users(&db, command).await?;
+        }
+        Some(Command::Tokens { command }) => {
+            let db = store::connect(&cli.database_url).await?;
+            store::migrate(&db).await?;
+            tokens(&db, command).await?;
+        }
         Some(Command::Key {
             command:
                 KeyCommand::Explain {
@@ -218,6 +278,103 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+async fn users(db: &sea_orm::DatabaseConnection, command: &UsersCommand) -> anyhow::Result<()> {
+    match command {
+        UsersCommand::Add { name, role } => {
+            access::create_operator(db, name, *role, read_password()?, Actor::Cli).await?;
+            println!("operator {name} added ({role})");
+        }
+        UsersCommand::List => {
+            for o in access::operators(db).await? {
+                let state = if o.enabled { "enabled" } else { "disabled" };
+                let last = o.last_login_at.map(|t| t.to_rfc3339());
+                println!(
+                    "{}\t{}\t{state}\tcreated {}\tlast login {}",
+                    o.name,
+                    o.role,
+                    o.created_at.to_rfc3339(),
+                    last.as_deref().unwrap_or("never")
+                );
+            }
+        }
+        UsersCommand::Disable { name } => {
+            if access::disable_operator(db, name, Actor::Cli).await? {
+                println!("operator {name} disabled; their sessions ended");
+            } else {
+                println!("operator {name} was already disabled");
+            }
+        }
+        UsersCommand::SetPassword { name } => {
+            access::set_password(db, name, read_password()?, Actor::Cli).await?;
+            println!("password of {name} changed; their sessions ended");
+        }
+        UsersCommand::SetRole { name, role } => {
+            let from = access::set_role(db, name, *role, Actor::Cli).await?;
+            println!("operator {name}: {from} -> {role}");
+        }
+    }
+    Ok(())
+}
+
+async fn tokens(db: &sea_orm::DatabaseConnection, command: &TokensCommand) -> anyhow::Result<()> {
+    match command {
+        TokensCommand::Create {
+            name,
+            role,
+            expires_days,
+        } => {
+            let token = access::issue_token(db, name, *role, *expires_days, Actor::Cli).await?;
+            eprintln!("token {name} ({role}) issued; it is shown once:");
+            println!("{token}");
+        }
+        TokensCommand::List => {
+            let now = chrono::Utc::now();
+            for t in access::tokens(db).await? {
+                let state = match (t.revoked_at, t.expires_at) {
+                    (Some(_), _) => "revoked",
+                    (None, Some(at)) if at <= now => "expired",
+                    _ => "active",
+                };
+                let expires = t.expires_at.map(|t| t.to_rfc3339());
+                println!(
+                    "{}\t{}\t{state}\tcreated {}\texpires {}",
+                    t.name,
+                    t.role,
+                    t.created_at.to_rfc3339(),
+                    expires.as_deref().unwrap_or("never")
+                );
+            }
+        }
+        TokensCommand::Revoke { name } => {
+            if access::revoke_token(db, name, Actor::Cli).await? {
+                println!("token {name} revoked");
+            } else {
+                println!("token {name} was already revoked");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A password: the first line of standard input when it is not a terminal,
+/// else typed twice without echo.
+fn read_password() -> anyhow::Result<SecretString> {
+    if !std::io::stdin().is_terminal() {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .context("cannot read the password from standard input")?;
+        let line = line.trim_end_matches(['\n', '\r']).to_owned();
+        return Ok(SecretString::from(line));
+    }
+    let first = SecretString::from(rpassword::prompt_password("Password: ")?);
+    let second = SecretString::from(rpassword::prompt_password("Password again: ")?);
+    if first.expose_secret() != second.expose_secret() {
+        anyhow::bail!("the two passwords differ");
+    }
+    Ok(first)
 }
 
 fn explain(

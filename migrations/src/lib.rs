@@ -10,6 +10,7 @@ mod m20261130_000004_breakers;
 mod m20261130_000005_deferred_indexes;
 mod m20261201_000006_writer_probes;
 mod m20261201_000007_key_migrations;
+mod m20261201_000008_operator_access;
 mod m20261201_000020_case_resolutions;
 mod sql;
 
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000005_deferred_indexes::Migration),
             Box::new(m20261201_000006_writer_probes::Migration),
             Box::new(m20261201_000007_key_migrations::Migration),
+            Box::new(m20261201_000008_operator_access::Migration),
             Box::new(m20261201_000020_case_resolutions::Migration),
         ]
     }

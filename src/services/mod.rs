@@ -1,6 +1,7 @@
 //! Orchestration: the only layer that calls storage, providers and the domain
 //! together.
 
+pub mod access;
 pub mod breakers;
 pub mod cases;
 pub mod decide;

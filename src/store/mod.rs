@@ -1,6 +1,7 @@
 //! Everything sea-orm: connecting (with deliberate SQLite durability settings),
 //! migrating, the journal and the raw-body store.
 
+pub mod access;
 pub mod bodies;
 pub mod cases;
 pub mod deferred;

@@ -7,6 +7,7 @@ mod case;
 mod decision;
 mod delivery;
 mod effect;
+mod operators;
 mod strategy;
 
 pub use access::RawBodyRead;
@@ -15,6 +16,10 @@ pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
+};
+pub use operators::{
+    Actor, LoginFailed, OperatorCreated, OperatorDisabled, OperatorLoggedIn, OperatorLoggedOut,
+    OperatorPasswordChanged, OperatorRoleChanged, SetupCompleted, TokenIssued, TokenRevoked,
 };
 pub use strategy::{
     KeyMigrated, StrategyMigrated, StrategyReset, StrategyTripped, StrategyVersionRecorded,
@@ -148,6 +153,16 @@ journal_events! {
     CaseResolved(CaseResolved) = "CaseResolved", version 1;
     CaseCommented(CaseCommented) = "CaseCommented", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
+    OperatorLoggedIn(OperatorLoggedIn) = "OperatorLoggedIn", version 1;
+    LoginFailed(LoginFailed) = "LoginFailed", version 1;
+    OperatorLoggedOut(OperatorLoggedOut) = "OperatorLoggedOut", version 1;
+    OperatorCreated(OperatorCreated) = "OperatorCreated", version 1;
+    OperatorDisabled(OperatorDisabled) = "OperatorDisabled", version 1;
+    OperatorRoleChanged(OperatorRoleChanged) = "OperatorRoleChanged", version 1;
+    OperatorPasswordChanged(OperatorPasswordChanged) = "OperatorPasswordChanged", version 1;
+    TokenIssued(TokenIssued) = "TokenIssued", version 1;
+    TokenRevoked(TokenRevoked) = "TokenRevoked", version 1;
+    SetupCompleted(SetupCompleted) = "SetupCompleted", version 1;
 }
 
 /// Brings a stored payload of an older version to the shape this code reads.

@@ -1,13 +1,17 @@
 //! sea-orm entities: data only, one per table.
 
+pub mod api_token;
 pub mod case;
 pub mod delivery;
 pub mod effect;
 pub mod effect_delivery;
 pub mod journal;
 pub mod migrated_key;
+pub mod operator;
 pub mod raw_body;
 pub mod reservation;
+pub mod session;
+pub mod setup_token;
 pub mod strategy_breaker;
 pub mod strategy_migration;
 pub mod strategy_version;

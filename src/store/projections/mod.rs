@@ -72,6 +72,18 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::CaseResolved(e) => cases::resolved(conn, e, at).await,
         // A case's comments are read from the journal (its history).
         JournalEvent::CaseCommented(_) => Ok(0),
+        // Audit of operator access: operators and tokens are state tables
+        // written beside these events (their hashes are never journaled).
+        JournalEvent::OperatorLoggedIn(_)
+        | JournalEvent::LoginFailed(_)
+        | JournalEvent::OperatorLoggedOut(_)
+        | JournalEvent::OperatorCreated(_)
+        | JournalEvent::OperatorDisabled(_)
+        | JournalEvent::OperatorRoleChanged(_)
+        | JournalEvent::OperatorPasswordChanged(_)
+        | JournalEvent::TokenIssued(_)
+        | JournalEvent::TokenRevoked(_)
+        | JournalEvent::SetupCompleted(_) => Ok(0),
     }
 }
 

@@ -1,0 +1,57 @@
+//! Who is asking: an operator signed in through a session, or an API token.
+
+use uuid::Uuid;
+
+use super::roles::{Action, Role, allows};
+use crate::domain::journal::Actor;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrincipalKind {
+    Operator,
+    Token,
+}
+
+/// An authenticated caller and its role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub kind: PrincipalKind,
+    pub id: Uuid,
+    pub name: String,
+    pub role: Role,
+}
+
+impl Principal {
+    pub fn may(&self, action: Action) -> bool {
+        allows(self.role, action)
+    }
+
+    /// How the journal names this caller.
+    pub fn actor(&self) -> Actor {
+        match self.kind {
+            PrincipalKind::Operator => Actor::Operator {
+                id: self.id,
+                name: self.name.clone(),
+            },
+            PrincipalKind::Token => Actor::Token {
+                id: self.id,
+                name: self.name.clone(),
+            },
+        }
+    }
+}
+
+/// Handlers behind the access guard read the caller it found.
+impl actix_web::FromRequest for Principal {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &actix_web::HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        use actix_web::HttpMessage;
+        std::future::ready(
+            req.extensions()
+                .get::<Principal>()
+                .cloned()
+                .ok_or_else(|| actix_web::error::ErrorUnauthorized("unauthenticated")),
+        )
+    }
+}

@@ -1,0 +1,106 @@
+//! Audit events of operator access. Each names who acted (`by`): an operator,
+//! an API token, the command line on the host, or the first-run setup link.
+//! No payload ever holds a password, a token or a hash of either.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// Who performed an audited action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Actor {
+    Operator {
+        id: Uuid,
+        name: String,
+    },
+    Token {
+        id: Uuid,
+        name: String,
+    },
+    /// `unicity users ...` / `unicity tokens ...` on the host.
+    Cli,
+    /// The one-time first-run setup link.
+    Setup,
+}
+
+/// An operator signed in; a new session was opened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorLoggedIn {
+    pub operator_id: Uuid,
+    pub name: String,
+    pub client: Option<String>,
+}
+
+/// A sign-in was refused. `operator_id` is absent for an unknown name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoginFailed {
+    pub name: String,
+    pub operator_id: Option<Uuid>,
+    /// `unknown_name`, `wrong_password` or `disabled`.
+    pub reason: String,
+    pub client: Option<String>,
+}
+
+/// An operator signed out; the session was deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorLoggedOut {
+    pub operator_id: Uuid,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorCreated {
+    pub operator_id: Uuid,
+    pub name: String,
+    pub role: String,
+    pub by: Actor,
+}
+
+/// An operator was disabled; their sessions were deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorDisabled {
+    pub operator_id: Uuid,
+    pub name: String,
+    pub by: Actor,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorRoleChanged {
+    pub operator_id: Uuid,
+    pub name: String,
+    pub from: String,
+    pub to: String,
+    pub by: Actor,
+}
+
+/// A password was changed; the operator's other sessions were deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorPasswordChanged {
+    pub operator_id: Uuid,
+    pub name: String,
+    pub by: Actor,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenIssued {
+    pub token_id: Uuid,
+    pub name: String,
+    pub role: String,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub by: Actor,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenRevoked {
+    pub token_id: Uuid,
+    pub name: String,
+    pub by: Actor,
+}
+
+/// The first admin was created through the one-time setup link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SetupCompleted {
+    pub operator_id: Uuid,
+    pub name: String,
+}

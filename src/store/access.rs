@@ -1,0 +1,298 @@
+//! Queries of operator access: operators, API tokens, sessions and setup
+//! links. Times are compared in Rust after reading a row by its key, so the
+//! same code holds on both backends whatever their timestamp text form.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+};
+
+use super::entities::{api_token, operator, session, setup_token};
+
+pub use api_token::Model as TokenRow;
+pub use operator::Model as OperatorRow;
+pub use session::Model as SessionRow;
+
+/// Whether `error` is a unique-constraint violation (a name already taken).
+pub fn is_unique_violation(error: &DbErr) -> bool {
+    matches!(
+        error.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    )
+}
+
+pub async fn insert_operator<C: ConnectionTrait>(conn: &C, row: OperatorRow) -> Result<(), DbErr> {
+    operator::Entity::insert(operator::ActiveModel {
+        id: Set(row.id),
+        name: Set(row.name),
+        role: Set(row.role),
+        password_hash: Set(row.password_hash),
+        enabled: Set(row.enabled),
+        created_at: Set(row.created_at),
+        last_login_at: Set(row.last_login_at),
+    })
+    .exec_without_returning(conn)
+    .await
+    .map(|_| ())
+}
+
+pub async fn operator_by_name<C: ConnectionTrait>(
+    conn: &C,
+    name: &str,
+) -> Result<Option<OperatorRow>, DbErr> {
+    operator::Entity::find()
+        .filter(operator::Column::Name.eq(name))
+        .one(conn)
+        .await
+}
+
+pub async fn operator_by_id<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+) -> Result<Option<OperatorRow>, DbErr> {
+    operator::Entity::find_by_id(id.to_owned()).one(conn).await
+}
+
+pub async fn operators<C: ConnectionTrait>(conn: &C) -> Result<Vec<OperatorRow>, DbErr> {
+    operator::Entity::find()
+        .order_by_asc(operator::Column::Name)
+        .all(conn)
+        .await
+}
+
+pub async fn any_enabled_admin<C: ConnectionTrait>(conn: &C) -> Result<bool, DbErr> {
+    Ok(operator::Entity::find()
+        .filter(operator::Column::Role.eq("admin"))
+        .filter(operator::Column::Enabled.eq(true))
+        .one(conn)
+        .await?
+        .is_some())
+}
+
+/// Sets one column of an operator; returns whether a row changed.
+async fn set_operator<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    column: operator::Column,
+    value: sea_orm::Value,
+) -> Result<bool, DbErr> {
+    let result = operator::Entity::update_many()
+        .col_expr(column, Expr::value(value))
+        .filter(operator::Column::Id.eq(id))
+        .exec(conn)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+pub async fn disable_operator<C: ConnectionTrait>(conn: &C, id: &str) -> Result<bool, DbErr> {
+    set_operator(conn, id, operator::Column::Enabled, false.into()).await
+}
+
+pub async fn set_role<C: ConnectionTrait>(conn: &C, id: &str, role: &str) -> Result<bool, DbErr> {
+    set_operator(conn, id, operator::Column::Role, role.into()).await
+}
+
+pub async fn set_password_hash<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    hash: &str,
+) -> Result<bool, DbErr> {
+    set_operator(conn, id, operator::Column::PasswordHash, hash.into()).await
+}
+
+pub async fn touch_login<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    set_operator(conn, id, operator::Column::LastLoginAt, Some(at).into()).await
+}
+
+pub async fn insert_token<C: ConnectionTrait>(conn: &C, row: TokenRow) -> Result<(), DbErr> {
+    api_token::Entity::insert(api_token::ActiveModel {
+        id: Set(row.id),
+        name: Set(row.name),
+        role: Set(row.role),
+        token_hash: Set(row.token_hash),
+        created_at: Set(row.created_at),
+        expires_at: Set(row.expires_at),
+        revoked_at: Set(row.revoked_at),
+    })
+    .exec_without_returning(conn)
+    .await
+    .map(|_| ())
+}
+
+pub async fn token_by_hash<C: ConnectionTrait>(
+    conn: &C,
+    hash: &str,
+) -> Result<Option<TokenRow>, DbErr> {
+    api_token::Entity::find()
+        .filter(api_token::Column::TokenHash.eq(hash))
+        .one(conn)
+        .await
+}
+
+pub async fn token_by_name<C: ConnectionTrait>(
+    conn: &C,
+    name: &str,
+) -> Result<Option<TokenRow>, DbErr> {
+    api_token::Entity::find()
+        .filter(api_token::Column::Name.eq(name))
+        .one(conn)
+        .await
+}
+
+pub async fn tokens<C: ConnectionTrait>(conn: &C) -> Result<Vec<TokenRow>, DbErr> {
+    api_token::Entity::find()
+        .order_by_asc(api_token::Column::Name)
+        .all(conn)
+        .await
+}
+
+/// Marks a token revoked unless it already is; returns whether it was live.
+pub async fn revoke_token<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let result = api_token::Entity::update_many()
+        .col_expr(api_token::Column::RevokedAt, Expr::value(Some(at)))
+        .filter(api_token::Column::Id.eq(id))
+        .filter(api_token::Column::RevokedAt.is_null())
+        .exec(conn)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+pub async fn session<C: ConnectionTrait>(
+    conn: &C,
+    id_hash: &str,
+) -> Result<Option<SessionRow>, DbErr> {
+    session::Entity::find_by_id(id_hash.to_owned())
+        .one(conn)
+        .await
+}
+
+pub async fn insert_session<C: ConnectionTrait>(conn: &C, row: SessionRow) -> Result<(), DbErr> {
+    session::Entity::insert(session::ActiveModel {
+        id_hash: Set(row.id_hash),
+        operator_id: Set(row.operator_id),
+        state: Set(row.state),
+        created_at: Set(row.created_at),
+        expires_at: Set(row.expires_at),
+    })
+    .exec_without_returning(conn)
+    .await
+    .map(|_| ())
+}
+
+/// Replaces a live session's state; returns whether it still existed.
+pub async fn update_session<C: ConnectionTrait>(
+    conn: &C,
+    id_hash: &str,
+    operator_id: Option<String>,
+    state: String,
+    expires_at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let result = session::Entity::update_many()
+        .col_expr(session::Column::OperatorId, Expr::value(operator_id))
+        .col_expr(session::Column::State, Expr::value(state))
+        .col_expr(session::Column::ExpiresAt, Expr::value(expires_at))
+        .filter(session::Column::IdHash.eq(id_hash))
+        .exec(conn)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+pub async fn extend_session<C: ConnectionTrait>(
+    conn: &C,
+    id_hash: &str,
+    expires_at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    session::Entity::update_many()
+        .col_expr(session::Column::ExpiresAt, Expr::value(expires_at))
+        .filter(session::Column::IdHash.eq(id_hash))
+        .exec(conn)
+        .await
+        .map(|_| ())
+}
+
+pub async fn delete_session<C: ConnectionTrait>(conn: &C, id_hash: &str) -> Result<(), DbErr> {
+    session::Entity::delete_by_id(id_hash.to_owned())
+        .exec(conn)
+        .await
+        .map(|_| ())
+}
+
+/// Deletes sessions idle past their time (a sweep: `load` checks each
+/// session exactly, this only keeps the table small).
+pub async fn delete_expired_sessions<C: ConnectionTrait>(
+    conn: &C,
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(session::Entity::delete_many()
+        .filter(session::Column::ExpiresAt.lt(now))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+/// Revokes every session of an operator.
+pub async fn delete_sessions_of<C: ConnectionTrait>(
+    conn: &C,
+    operator_id: &str,
+) -> Result<u64, DbErr> {
+    Ok(session::Entity::delete_many()
+        .filter(session::Column::OperatorId.eq(operator_id))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+/// Replaces every unused setup link with this one.
+pub async fn replace_setup_token<C: ConnectionTrait>(
+    conn: &C,
+    token_hash: String,
+    at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    setup_token::Entity::delete_many()
+        .filter(setup_token::Column::UsedAt.is_null())
+        .exec(conn)
+        .await?;
+    setup_token::Entity::insert(setup_token::ActiveModel {
+        token_hash: Set(token_hash),
+        created_at: Set(at),
+        expires_at: Set(expires_at),
+        used_at: Set(None),
+    })
+    .exec_without_returning(conn)
+    .await
+    .map(|_| ())
+}
+
+pub async fn setup_token<C: ConnectionTrait>(
+    conn: &C,
+    token_hash: &str,
+) -> Result<Option<setup_token::Model>, DbErr> {
+    setup_token::Entity::find_by_id(token_hash.to_owned())
+        .one(conn)
+        .await
+}
+
+/// Marks a setup link used; true for the one caller that did it.
+pub async fn claim_setup_token<C: ConnectionTrait>(
+    conn: &C,
+    token_hash: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let result = setup_token::Entity::update_many()
+        .col_expr(setup_token::Column::UsedAt, Expr::value(Some(at)))
+        .filter(setup_token::Column::TokenHash.eq(token_hash))
+        .filter(setup_token::Column::UsedAt.is_null())
+        .exec(conn)
+        .await?;
+    Ok(result.rows_affected == 1)
+}

@@ -1,0 +1,18 @@
+//! A one-time first-run setup link (its SHA-256), valid until `expires_at` and used once.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "setup_tokens")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub token_hash: String,
+    pub created_at: DateTimeUtc,
+    pub expires_at: DateTimeUtc,
+    pub used_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
