@@ -174,9 +174,8 @@ pub struct EngineConfig {
     pub breaker_window_secs: u64,
     /// How often breakers are evaluated.
     pub breaker_check_ms: u64,
-    /// Serve `GET /api/deliveries/{id}/raw`: the unmasked raw body, each read
-    /// journaled. Off by default: reads are not authenticated yet (operator
-    /// roles will gate it).
+    /// Serve `GET /api/deliveries/{id}/raw`: the unmasked raw body, to
+    /// engineers and admins, each read journaled with who read it. Off by default.
     pub raw_body_reads: bool,
     /// Rejections journaled one by one per source and window; beyond that they
     /// are counted, one `RejectionsAggregated` per source, reason and answer.

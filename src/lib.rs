@@ -9,6 +9,7 @@ pub mod providers;
 pub mod routes;
 pub mod services;
 pub mod startup;
+pub mod state;
 pub mod store;
 pub mod tasks;
 pub mod telemetry;

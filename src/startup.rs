@@ -1,39 +1,85 @@
 //! Building the application: connect and migrate the database, bind the
-//! listener (port 0 in tests), mount the routes.
+//! listener (port 0 in tests), mount the routes behind the security headers,
+//! the session middleware and the access guard; print the first-run setup
+//! link while no enabled admin exists.
 
-use std::collections::HashMap;
 use std::net::TcpListener;
 use std::sync::Arc;
 
+use actix_session::SessionMiddleware;
+use actix_session::config::{BrowserSession, TtlExtensionPolicy};
+use actix_web::cookie::{Key, SameSite};
 use actix_web::dev::Server;
+use actix_web::middleware::{DefaultHeaders, from_fn};
 use actix_web::{App, HttpServer, web};
 use anyhow::Context;
-use sea_orm::DatabaseConnection;
 use tracing_actix_web::TracingLogger;
 
-use crate::config::{Settings, Source};
+use crate::auth::sessions::DbSessionStore;
+use crate::auth::throttle::LoginThrottle;
+use crate::config::{AccessConfig, Settings};
+use crate::domain::identity::KeySecret;
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::rejections;
-use crate::services::{breakers, sweeper};
+use crate::services::{access, breakers, rejections, sweeper};
+use crate::state::AccessState;
+pub use crate::state::AppState;
 use crate::{routes, store};
 
-/// What every request handler can reach.
-pub struct AppState {
-    pub engine: SharedEngine,
-    pub sources: HashMap<String, Arc<Source>>,
-}
-
-impl AppState {
-    pub fn db(&self) -> &DatabaseConnection {
-        &self.engine.db
-    }
-}
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "unicity_session";
 
 /// A bound, not yet running, server.
 pub struct Application {
     port: u16,
     server: Server,
     engine: SharedEngine,
+    setup_url: Option<String>,
+}
+
+/// Headers on every answer: no framing, no sniffing, no referrer, and a
+/// policy that allows this origin's styles and forms only (no script).
+fn security_headers() -> DefaultHeaders {
+    DefaultHeaders::new()
+        .add((
+            "Content-Security-Policy",
+            "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ))
+        .add(("X-Frame-Options", "DENY"))
+        .add(("Referrer-Policy", "no-referrer"))
+        .add(("X-Content-Type-Options", "nosniff"))
+}
+
+/// The key signing session cookies, derived from the key secret so that
+/// every process of a deployment reads the others' cookies. A cookie only
+/// carries a random id; the session itself is in the database.
+fn cookie_key(secret: &KeySecret) -> Key {
+    let derived = secret.seal(&serde_json::Value::String(
+        "unicity session cookie".to_owned(),
+    ));
+    Key::derive_from(derived.to_string().as_bytes())
+}
+
+fn seconds(secs: u64) -> actix_web::cookie::time::Duration {
+    actix_web::cookie::time::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX))
+}
+
+fn session_middleware(
+    store: DbSessionStore,
+    key: Key,
+    config: &AccessConfig,
+    secure: bool,
+) -> SessionMiddleware<DbSessionStore> {
+    SessionMiddleware::builder(store, key)
+        .cookie_name(SESSION_COOKIE.to_owned())
+        .cookie_http_only(true)
+        .cookie_same_site(SameSite::Strict)
+        .cookie_secure(secure)
+        .session_lifecycle(
+            BrowserSession::default()
+                .state_ttl(seconds(config.session_idle_secs))
+                .state_ttl_extension_policy(TtlExtensionPolicy::OnEveryRequest),
+        )
+        .build()
 }
 
 impl Application {
@@ -61,19 +107,52 @@ impl Application {
             .into_iter()
             .map(|s| (s.slug().to_owned(), Arc::new(s)))
             .collect();
+        let config = settings.access;
+        let public_url = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", listener_address(&listener)))
+            .trim_end_matches('/')
+            .to_owned();
+        let secure = public_url.starts_with("https://");
+        let lifetime = chrono::Duration::seconds(
+            i64::try_from(config.session_lifetime_secs).unwrap_or(i64::MAX / 1000),
+        );
+        let sessions = DbSessionStore::new(engine.db.clone(), lifetime);
+        let key = cookie_key(&engine.key_secret);
+        let setup_url = access::open_setup(&engine.db)
+            .await?
+            .map(|token| format!("{public_url}/setup/{token}"));
+        if let Some(url) = &setup_url {
+            // Printed once, not logged: it is a one-time credential.
+            eprintln!(
+                "\nNo administrator yet. Create the first one within the hour at:\n\n    {url}\n"
+            );
+        }
         let state = web::Data::new(AppState {
             engine: engine.clone(),
             sources,
+            access: AccessState {
+                throttle: LoginThrottle::new(
+                    config.login_per_account_per_minute,
+                    config.login_per_address_per_minute,
+                ),
+                public_url,
+            },
         });
         let server = HttpServer::new(move || {
             App::new()
+                .wrap(from_fn(routes::access::guard))
+                .wrap(session_middleware(
+                    sessions.clone(),
+                    key.clone(),
+                    &config,
+                    secure,
+                ))
+                .wrap(security_headers())
                 .wrap(TracingLogger::default())
                 .app_data(state.clone())
-                .service(routes::hooks::receive)
-                .service(routes::deliveries::show)
-                .service(routes::deliveries::raw)
-                .service(routes::health::healthz)
-                .service(routes::health::readyz)
+                .configure(routes::configure)
         })
         .listen(listener)?
         .run();
@@ -81,7 +160,13 @@ impl Application {
             port,
             server,
             engine,
+            setup_url,
         })
+    }
+
+    /// The first-run setup link printed at start, while no enabled admin exists.
+    pub fn setup_url(&self) -> Option<&str> {
+        self.setup_url.as_deref()
     }
 
     pub fn port(&self) -> u16 {
@@ -95,4 +180,12 @@ impl Application {
         rejections::flush(&self.engine, true).await;
         served
     }
+}
+
+/// `host:port` of the bound listener, for the default public URL.
+fn listener_address(listener: &TcpListener) -> String {
+    listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "127.0.0.1".to_owned())
 }

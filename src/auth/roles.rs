@@ -55,6 +55,9 @@ pub enum Action {
     OwnAccount,
     /// Deliveries, explanations, cases, dashboard.
     ReadDeliveries,
+    /// A delivery's raw body, unmasked (when `[engine] raw_body_reads` is
+    /// on): what engineers need to turn a delivery into a fixture.
+    ReadRawBodies,
     CommentCases,
     /// Resolve a case whose effect is critical (money).
     ResolveCriticalCases,
@@ -77,6 +80,7 @@ const A: Role = Role::Admin;
 pub const TABLE: &[(Action, &[Role])] = &[
     (Action::OwnAccount, &[S, F, E, A]),
     (Action::ReadDeliveries, &[S, F, E, A]),
+    (Action::ReadRawBodies, &[E, A]),
     (Action::CommentCases, &[S, F, E, A]),
     (Action::ResolveCriticalCases, &[F, A]),
     (Action::ResolveCases, &[E, A]),

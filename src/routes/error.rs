@@ -1,11 +1,21 @@
-//! The webhook API's error body: a stable snake_case `code`, a human `message`
-//! and, when the request was journaled, the `delivery_id` to look it up.
+//! Errors at the HTTP boundary, and the one place service errors become
+//! responses. Which type goes where:
+//!
+//! - `ApiError`: every JSON answer that is not a success, from `/hooks` and
+//!   `/api` (and the access guard on `/api`): a stable snake_case `code`, a
+//!   human `message` and, when the request was journaled, the `delivery_id`.
+//! - `UiError`: every HTML answer that is not a success, from `routes::ui`
+//!   (and the access guard elsewhere): the `error.html` page.
+//! - Service errors (`thiserror` enums where failure happens, e.g.
+//!   `services::access::AccessError`) are mapped to both below, by `From`;
+//!   handlers use `?` and never choose a status themselves.
 
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
 use crate::domain::delivery::DeliveryId;
+use crate::services::access::{AccessError, LoginError};
 
 #[derive(Debug, Serialize)]
 pub struct ApiError {
@@ -69,5 +79,146 @@ impl ResponseError for ApiError {
             response.insert_header(("Retry-After", "5"));
         }
         response.json(self)
+    }
+}
+
+impl ApiError {
+    pub fn unauthenticated() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthenticated",
+            "send `Authorization: Bearer <token>` or sign in",
+        )
+    }
+
+    pub fn forbidden() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "your role does not allow this",
+        )
+    }
+}
+
+impl From<AccessError> for ApiError {
+    fn from(error: AccessError) -> Self {
+        let (status, code) = access_status(&error);
+        if status.is_server_error() {
+            tracing::error!(%error, "access operation failed");
+            return Self::storage_unavailable();
+        }
+        Self::new(status, code, error.to_string())
+    }
+}
+
+fn access_status(error: &AccessError) -> (StatusCode, &'static str) {
+    match error {
+        AccessError::InvalidName => (StatusCode::BAD_REQUEST, "invalid_name"),
+        AccessError::Password(_) => (StatusCode::BAD_REQUEST, "invalid_password"),
+        AccessError::NameTaken(_) => (StatusCode::CONFLICT, "name_taken"),
+        AccessError::UnknownOperator(_) => (StatusCode::NOT_FOUND, "operator_not_found"),
+        AccessError::UnknownToken(_) => (StatusCode::NOT_FOUND, "token_not_found"),
+        AccessError::SetupClosed => (StatusCode::NOT_FOUND, "setup_closed"),
+        AccessError::Storage(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),
+    }
+}
+
+/// An HTML error page.
+#[derive(Debug)]
+pub struct UiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// Seconds to wait, sent as `Retry-After` (throttling, storage).
+    pub retry_after: Option<u64>,
+}
+
+impl UiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub fn forbidden() -> Self {
+        Self::new(StatusCode::FORBIDDEN, "Your role does not allow this page.")
+    }
+
+    pub fn csrf() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "This form has expired or did not come from this site. Reload the page and try again.",
+        )
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn throttled(wait: std::time::Duration) -> Self {
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        Self {
+            retry_after: Some(secs.max(1)),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-in attempts. Wait a minute and try again.",
+            )
+        }
+    }
+
+    pub fn internal(error: impl std::fmt::Display) -> Self {
+        tracing::error!(%error, "page failed");
+        Self {
+            retry_after: Some(5),
+            ..Self::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unicity cannot answer right now. Try again in a moment.",
+            )
+        }
+    }
+}
+
+impl std::fmt::Display for UiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status, self.message)
+    }
+}
+
+impl From<AccessError> for UiError {
+    fn from(error: AccessError) -> Self {
+        let (status, _) = access_status(&error);
+        if status.is_server_error() {
+            return Self::internal(error);
+        }
+        Self::new(status, error.to_string())
+    }
+}
+
+impl From<LoginError> for UiError {
+    fn from(error: LoginError) -> Self {
+        match error {
+            LoginError::Refused => Self::new(StatusCode::UNAUTHORIZED, error.to_string()),
+            LoginError::Storage(e) => Self::internal(e),
+        }
+    }
+}
+
+impl ResponseError for UiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status);
+        if let Some(secs) = self.retry_after {
+            response.insert_header(("Retry-After", secs.to_string()));
+        }
+        let page = super::ui::ErrorPage {
+            status: self.status.as_u16(),
+            reason: self.status.canonical_reason().unwrap_or("Error"),
+            message: &self.message,
+        };
+        super::ui::html(response, &page)
     }
 }

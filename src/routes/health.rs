@@ -4,7 +4,7 @@
 use actix_web::{HttpResponse, get, web};
 use serde_json::json;
 
-use crate::startup::AppState;
+use crate::state::AppState;
 use crate::store;
 
 #[get("/healthz")]

@@ -1,6 +1,75 @@
-//! HTTP only: extract, call a service, respond.
+//! HTTP only: extract, call a service, respond. `routes!` below is the one
+//! list of routes: it mounts each handler and gives it its row of access
+//! (`TABLE`), which the access guard (`access`) enforces with the role ×
+//! action table. A route cannot be mounted without its row.
 
-pub mod deliveries;
+pub mod access;
+pub mod api;
 pub mod error;
 pub mod health;
 pub mod hooks;
+pub mod ui;
+
+use actix_web::http::Method;
+
+use crate::auth::Action;
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone (probes, the login and setup pages, static files). Forms there
+    /// still need the session's CSRF token; the setup page its link's token.
+    Public,
+    /// Providers, authenticated by the signature of each delivery.
+    Signed,
+    /// An operator or API token whose role allows the action.
+    Requires(Action),
+}
+
+/// One mounted route and who may call it.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub access: Access,
+}
+
+macro_rules! routes {
+    ($($method:ident $path:literal => $service:path, $access:expr;)*) => {
+        /// Every route of the application and who may call it.
+        pub const TABLE: &[Route] = &[
+            $(Route { method: stringify!($method), path: $path, access: $access },)*
+        ];
+
+        /// Mounts every route of `TABLE`.
+        pub fn configure(cfg: &mut actix_web::web::ServiceConfig) {
+            $(cfg.service($service);)*
+        }
+    };
+}
+
+use Access::{Public, Requires, Signed};
+
+routes! {
+    GET "/healthz" => health::healthz, Public;
+    GET "/readyz" => health::readyz, Public;
+    POST "/hooks/{source}" => hooks::receive, Signed;
+    GET "/api/deliveries/{id}" => api::deliveries::show, Requires(Action::ReadDeliveries);
+    GET "/api/deliveries/{id}/raw" => api::deliveries::raw, Requires(Action::ReadRawBodies);
+    GET "/static/{file}" => ui::assets::file, Public;
+    GET "/login" => ui::login::show, Public;
+    POST "/login" => ui::login::submit, Public;
+    POST "/logout" => ui::login::logout, Requires(Action::OwnAccount);
+    GET "/setup/{token}" => ui::setup::show, Public;
+    POST "/setup/{token}" => ui::setup::submit, Public;
+    GET "/account" => ui::account::show, Requires(Action::OwnAccount);
+    POST "/account/password" => ui::account::change_password, Requires(Action::OwnAccount);
+    GET "/admin" => ui::admin::show, Requires(Action::ManageOperators);
+}
+
+/// The row of a request's method and matched pattern.
+pub fn row(method: &Method, pattern: &str) -> Option<&'static Route> {
+    TABLE
+        .iter()
+        .find(|r| r.path == pattern && r.method == method.as_str())
+}

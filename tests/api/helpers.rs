@@ -4,8 +4,11 @@ use std::sync::Arc;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};
 use serde_json::Value;
+use unicity::auth::Role;
 use unicity::config::{Settings, Source};
+use unicity::domain::journal::Actor;
 use unicity::providers::signature;
+use unicity::services::access;
 use unicity::startup::Application;
 
 /// Sources every test server has, one per signature scheme, with test secrets.
@@ -73,8 +76,12 @@ pub const STRIPE_SECRETS: [&str; 2] = ["whsec_current_stripe", "whsec_previous_s
 
 pub struct TestApp {
     pub address: String,
+    pub database_url: String,
     pub db: DatabaseConnection,
+    /// Sends an admin API token on every request (`/api` needs one).
     pub client: reqwest::Client,
+    /// The first-run setup link the server printed, if any.
+    pub setup_url: Option<String>,
     pub sources: Vec<Arc<Source>>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -149,17 +156,38 @@ pub async fn spawn_on(database_url: &str, extra: &str, dir: Option<tempfile::Tem
         .await
         .expect("application builds");
     let address = format!("http://127.0.0.1:{}", app.port());
+    let setup_url = app.setup_url().map(str::to_owned);
     tokio::spawn(app.run_until_stopped());
     let db = Database::connect(database_url)
         .await
         .expect("test connection");
+    let token = issue_token(&db, Role::Admin).await;
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {token}").parse().expect("header value"),
+    );
+    let client = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("http client");
     TestApp {
         address,
+        database_url: database_url.to_owned(),
         db,
-        client: reqwest::Client::new(),
+        client,
+        setup_url,
         sources: sources.into_iter().map(Arc::new).collect(),
         _dir: dir,
     }
+}
+
+/// A fresh API token of `role`, issued through the service layer.
+pub async fn issue_token(db: &DatabaseConnection, role: Role) -> String {
+    let name = format!("test-{role}-{}", uuid::Uuid::new_v4().simple());
+    access::issue_token(db, &name, role, None, Actor::Cli)
+        .await
+        .expect("token issued")
 }
 
 /// A response reduced to what tests look at.

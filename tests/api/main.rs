@@ -1,6 +1,7 @@
 //! The integration suite: the real server on port 0, real HTTP, a fresh
 //! database per test (SQLite file, or PostgreSQL when TEST_DATABASE_URL is set).
 
+mod access;
 mod batches;
 mod cases;
 mod connections;

@@ -739,6 +739,8 @@ impl Deployment {
                 address: format!("http://127.0.0.1:{port}"),
                 log,
                 http: client(),
+                database_url: self.database_url.clone(),
+                reader: tokio::sync::OnceCell::new(),
             };
             if server.ready().await {
                 return server;
@@ -811,6 +813,9 @@ struct Server {
     address: String,
     log: PathBuf,
     http: reqwest::Client,
+    database_url: String,
+    /// A support token for `/api` reads, issued on first use.
+    reader: tokio::sync::OnceCell<String>,
 }
 
 impl Server {
@@ -836,8 +841,18 @@ impl Server {
     }
 
     async fn get_json(&self, path: &str) -> Value {
+        let token = self
+            .reader
+            .get_or_init(|| async {
+                let db = sea_orm::Database::connect(self.database_url.as_str())
+                    .await
+                    .expect("test connection");
+                helpers::issue_token(&db, unicity::auth::Role::Support).await
+            })
+            .await;
         self.http
             .get(format!("{}{path}", self.address))
+            .bearer_auth(token)
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)

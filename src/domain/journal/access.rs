@@ -12,6 +12,7 @@ pub struct RawBodyRead {
     pub body: BodyRef,
     /// The network peer the bytes went to.
     pub client_address: Option<String>,
-    /// The operator who read it; empty until operator accounts exist.
+    /// The id of the operator or API token that read it (absent in reads
+    /// journaled before operator accounts existed).
     pub operator: Option<String>,
 }

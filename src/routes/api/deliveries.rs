@@ -6,11 +6,12 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, get, web};
 
-use super::error::ApiError;
+use crate::auth::Principal;
 use crate::domain::delivery::DeliveryId;
+use crate::routes::error::ApiError;
 use crate::services::deliveries::{self, ShowError};
 use crate::services::raw_reads::{self, RawReadError, Reader};
-use crate::startup::AppState;
+use crate::state::AppState;
 
 #[get("/api/deliveries/{id}")]
 pub async fn show(
@@ -33,12 +34,13 @@ pub async fn raw(
     state: web::Data<AppState>,
     id: web::Path<String>,
     request: HttpRequest,
+    caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
     // The socket's peer, not a forwarding header a client could write itself.
     let reader = Reader {
         client_address: request.peer_addr().map(|a| a.ip().to_string()),
-        operator: None,
+        operator: Some(caller.id.to_string()),
     };
     let address = reader.client_address.clone();
     match raw_reads::read(&state.engine, id, reader).await {

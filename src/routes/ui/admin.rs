@@ -1,0 +1,73 @@
+//! `GET /admin`: operators and API tokens (admin only). Tokens are managed
+//! with `unicity tokens ...` until the back-office pages come.
+
+use actix_web::{HttpResponse, get, web};
+use askama::Template;
+
+use super::html;
+use crate::routes::error::UiError;
+use crate::services::access;
+use crate::state::AppState;
+
+/// One operator as the admin page lists it.
+pub struct OperatorLine {
+    pub name: String,
+    pub role: String,
+    pub enabled: bool,
+    pub created_at: String,
+    pub last_login_at: String,
+}
+
+/// One API token as the admin page lists it (never the token).
+pub struct TokenLine {
+    pub name: String,
+    pub role: String,
+    pub created_at: String,
+    pub expires_at: String,
+    pub state: &'static str,
+}
+
+/// `templates/admin.html`.
+#[derive(Template)]
+#[template(path = "admin.html")]
+pub struct AdminPage {
+    pub operators: Vec<OperatorLine>,
+    pub tokens: Vec<TokenLine>,
+}
+
+fn when(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    at.map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| "—".to_owned())
+}
+
+#[get("/admin")]
+pub async fn show(state: web::Data<AppState>) -> Result<HttpResponse, UiError> {
+    let now = chrono::Utc::now();
+    let operators = access::operators(state.db())
+        .await?
+        .into_iter()
+        .map(|o| OperatorLine {
+            name: o.name,
+            role: o.role,
+            enabled: o.enabled,
+            created_at: when(Some(o.created_at)),
+            last_login_at: when(o.last_login_at),
+        })
+        .collect();
+    let tokens = access::tokens(state.db())
+        .await?
+        .into_iter()
+        .map(|t| TokenLine {
+            state: match (t.revoked_at, t.expires_at) {
+                (Some(_), _) => "revoked",
+                (None, Some(at)) if at <= now => "expired",
+                _ => "active",
+            },
+            name: t.name,
+            role: t.role,
+            created_at: when(Some(t.created_at)),
+            expires_at: when(t.expires_at),
+        })
+        .collect();
+    Ok(html(HttpResponse::Ok(), &AdminPage { operators, tokens }))
+}

@@ -1,0 +1,60 @@
+//! CSRF protection of every form: a synchronizer token kept in the session
+//! and echoed in a hidden `csrf` field. `CsrfForm<T>` checks it before the
+//! form is even parsed, so a post without a valid token (403) changes nothing.
+
+use actix_session::{Session, SessionExt};
+use actix_web::dev::Payload;
+use actix_web::{FromRequest, HttpRequest, web};
+use futures_util::future::LocalBoxFuture;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+
+use crate::auth::secrets;
+use crate::auth::sessions::CSRF_KEY;
+use crate::routes::error::UiError;
+
+/// The session's CSRF token, made on first use.
+pub fn token(session: &Session) -> Result<String, UiError> {
+    if let Ok(Some(token)) = session.get::<String>(CSRF_KEY) {
+        return Ok(token);
+    }
+    let token = secrets::random_hex();
+    session
+        .insert(CSRF_KEY, &token)
+        .map_err(UiError::internal)?;
+    Ok(token)
+}
+
+/// A form whose `csrf` field matched the session's token.
+pub struct CsrfForm<T>(pub T);
+
+#[derive(Deserialize, Default)]
+struct Field {
+    csrf: Option<String>,
+}
+
+impl<T: DeserializeOwned + 'static> FromRequest for CsrfForm<T> {
+    type Error = UiError;
+    type Future = LocalBoxFuture<'static, Result<Self, UiError>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let body = web::Bytes::from_request(req, payload);
+        let session = req.get_session();
+        Box::pin(async move {
+            let body = body
+                .await
+                .map_err(|_| UiError::bad_request("This form could not be read."))?;
+            let submitted = serde_urlencoded::from_bytes::<Field>(&body)
+                .unwrap_or_default()
+                .csrf;
+            let expected = session.get::<String>(CSRF_KEY).ok().flatten();
+            match (expected, submitted) {
+                (Some(expected), Some(submitted)) if secrets::same(&expected, &submitted) => {}
+                _ => return Err(UiError::csrf()),
+            }
+            serde_urlencoded::from_bytes(&body)
+                .map(CsrfForm)
+                .map_err(|_| UiError::bad_request("This form is incomplete."))
+        })
+    }
+}

@@ -1,0 +1,46 @@
+//! HTML routes: one askama page struct per template (`templates/`, paths
+//! mirroring these modules), plain forms that work without JavaScript, each
+//! carrying the session's CSRF token (`csrf`).
+
+pub mod account;
+pub mod admin;
+pub mod assets;
+pub mod csrf;
+pub mod login;
+pub mod setup;
+
+use actix_web::HttpResponse;
+use actix_web::HttpResponseBuilder;
+use askama::Template;
+
+/// `templates/error.html`: what went wrong, for people.
+#[derive(Template)]
+#[template(path = "error.html")]
+pub struct ErrorPage<'a> {
+    pub status: u16,
+    pub reason: &'a str,
+    pub message: &'a str,
+}
+
+/// Renders `page` as the body of `response`.
+pub fn html(mut response: HttpResponseBuilder, page: &impl Template) -> HttpResponse {
+    match page.render() {
+        Ok(body) => response
+            .content_type("text/html; charset=utf-8")
+            .insert_header(("Cache-Control", "no-store"))
+            .body(body),
+        Err(error) => {
+            tracing::error!(%error, "template failed");
+            HttpResponse::InternalServerError()
+                .content_type("text/plain; charset=utf-8")
+                .body("Unicity could not render this page.")
+        }
+    }
+}
+
+/// A `303 See Other` to `location` (after a form post).
+pub fn see_other(location: &str) -> HttpResponse {
+    HttpResponse::SeeOther()
+        .insert_header(("Location", location))
+        .finish()
+}

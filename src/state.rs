@@ -1,0 +1,30 @@
+//! What every request handler can reach: the engine (database, writer,
+//! catalog), the configured sources, and operator access settings.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sea_orm::DatabaseConnection;
+
+use crate::auth::throttle::LoginThrottle;
+use crate::config::Source;
+use crate::services::engine::SharedEngine;
+
+pub struct AppState {
+    pub engine: SharedEngine,
+    pub sources: HashMap<String, Arc<Source>>,
+    pub access: AccessState,
+}
+
+/// Operator access at run time.
+pub struct AccessState {
+    /// The URL operators reach the server at, without a trailing slash.
+    pub public_url: String,
+    pub throttle: LoginThrottle,
+}
+
+impl AppState {
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.engine.db
+    }
+}

@@ -1,0 +1,624 @@
+//! Operator access: the role × route matrix, sign-in and sessions, CSRF,
+//! throttling, API tokens, the first-run setup link, and their audit events.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use secrecy::SecretString;
+use unicity::auth::Role;
+use unicity::domain::journal::Actor;
+use unicity::services::access;
+
+use crate::helpers::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
+
+const PASSWORD: &str = "correct horse battery staple";
+
+/// Who may call each route, written from the issue rather than read from
+/// the code: `None` for routes open to anyone (or to signed webhooks).
+fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>)> {
+    use Role::{Admin, Engineer, Finance, Support};
+    const EVERYONE: &[Role] = &[Support, Finance, Engineer, Admin];
+    vec![
+        ("GET", "/healthz", None),
+        ("GET", "/readyz", None),
+        ("POST", "/hooks/{source}", None),
+        ("GET", "/api/deliveries/{id}", Some(EVERYONE)),
+        ("GET", "/api/deliveries/{id}/raw", Some(&[Engineer, Admin])),
+        ("GET", "/static/{file}", None),
+        ("GET", "/login", None),
+        ("POST", "/login", None),
+        ("POST", "/logout", Some(EVERYONE)),
+        ("GET", "/setup/{token}", None),
+        ("POST", "/setup/{token}", None),
+        ("GET", "/account", Some(EVERYONE)),
+        ("POST", "/account/password", Some(EVERYONE)),
+        ("GET", "/admin", Some(&[Admin])),
+    ]
+}
+
+fn example(path: &str) -> String {
+    path.replace("{source}", "open")
+        .replace("{id}", "0190f0e0-0000-7000-8000-000000000000")
+        .replace("{file}", "app.css")
+        .replace("{token}", "no-such-setup-token")
+}
+
+/// A client that neither follows redirects nor sends a token.
+fn bare() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+struct Answer {
+    status: StatusCode,
+    location: String,
+    body: String,
+}
+
+async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> Answer {
+    let url = format!("{}{}", app.address, example(path));
+    let mut request = match method {
+        "GET" => bare().get(url),
+        _ => bare()
+            .post(url)
+            .header("content-type", "application/json")
+            .body(r#"{"type":"refund.created","payment_id":"p","amount":1}"#),
+    };
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("answered");
+    let status = response.status();
+    let location = response
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = response.text().await.unwrap_or_default();
+    Answer {
+        status,
+        location,
+        body,
+    }
+}
+
+/// Refused for lack of credentials: JSON 401 under /api, else off to sign-in.
+fn unauthenticated(path: &str, a: &Answer) -> bool {
+    if path.starts_with("/api/") {
+        a.status == StatusCode::UNAUTHORIZED && a.body.contains("\"unauthenticated\"")
+    } else {
+        a.status == StatusCode::SEE_OTHER && a.location == "/login"
+    }
+}
+
+/// Refused for the role.
+fn forbidden(path: &str, a: &Answer) -> bool {
+    a.status == StatusCode::FORBIDDEN
+        && if path.starts_with("/api/") {
+            a.body.contains("\"forbidden\"")
+        } else {
+            a.body.contains("Your role does not allow")
+        }
+}
+
+#[tokio::test]
+async fn every_route_answers_each_role_and_anonymous_as_the_table_says() {
+    let mounted: BTreeSet<(&str, &str)> = unicity::routes::TABLE
+        .iter()
+        .map(|r| (r.method, r.path))
+        .collect();
+    let expected = expected_routes();
+    let listed: BTreeSet<(&str, &str)> = expected.iter().map(|(m, p, _)| (*m, *p)).collect();
+    assert_eq!(
+        mounted, listed,
+        "every mounted route needs a row here saying who may call it"
+    );
+
+    let app = spawn_app().await;
+    let mut tokens = Vec::new();
+    for role in Role::ALL {
+        tokens.push((role, issue_token(&app.db, role).await));
+    }
+    for (method, path, allowed) in expected {
+        let anonymous = call(&app, method, path, None).await;
+        match allowed {
+            None => assert!(
+                !unauthenticated(path, &anonymous) && !forbidden(path, &anonymous),
+                "{method} {path} is open, got {} {}",
+                anonymous.status,
+                anonymous.body
+            ),
+            Some(_) => assert!(
+                unauthenticated(path, &anonymous),
+                "{method} {path} anonymous: {} {}",
+                anonymous.status,
+                anonymous.body
+            ),
+        }
+        for (role, token) in &tokens {
+            let answer = call(&app, method, path, Some(token)).await;
+            let may = allowed.is_none_or(|roles| roles.contains(role));
+            if may {
+                assert!(
+                    !unauthenticated(path, &answer) && !forbidden(path, &answer),
+                    "{method} {path} as {role}: allowed, got {} {}",
+                    answer.status,
+                    answer.body
+                );
+            } else {
+                assert!(
+                    forbidden(path, &answer),
+                    "{method} {path} as {role}: forbidden, got {} {}",
+                    answer.status,
+                    answer.body
+                );
+            }
+        }
+    }
+}
+
+/// A browser without JavaScript: one session cookie, forms, no redirects followed.
+struct Browser {
+    address: String,
+    cookie: Option<String>,
+}
+
+impl Browser {
+    fn new(app: &TestApp) -> Self {
+        Self {
+            address: app.address.clone(),
+            cookie: None,
+        }
+    }
+
+    async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
+        let request = match &self.cookie {
+            Some(cookie) => request.header("cookie", format!("unicity_session={cookie}")),
+            None => request,
+        };
+        let response = request.send().await.expect("answered");
+        for value in response.headers().get_all("set-cookie") {
+            let text = value.to_str().unwrap_or_default();
+            if let Some(rest) = text.strip_prefix("unicity_session=") {
+                let value = rest.split(';').next().unwrap_or_default();
+                self.cookie =
+                    (!value.is_empty() && !text.contains("Max-Age=0")).then(|| value.to_owned());
+            }
+        }
+        let status = response.status();
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response.text().await.unwrap_or_default();
+        Answer {
+            status,
+            location,
+            body,
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> Answer {
+        let request = bare().get(format!("{}{path}", self.address));
+        self.send(request).await
+    }
+
+    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
+        let body = serde_urlencoded::to_string(form).expect("form");
+        let request = bare()
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body);
+        self.send(request).await
+    }
+
+    /// The CSRF token of the form on `path`.
+    async fn csrf(&mut self, path: &str) -> String {
+        let page = self.get(path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+        csrf_in(&page.body)
+    }
+
+    async fn login(&mut self, name: &str, password: &str) -> Answer {
+        let csrf = self.csrf("/login").await;
+        self.post(
+            "/login",
+            &[("csrf", &csrf), ("name", name), ("password", password)],
+        )
+        .await
+    }
+}
+
+fn csrf_in(html: &str) -> String {
+    let marker = r#"name="csrf" value=""#;
+    let start = html.find(marker).expect("a form with a CSRF token") + marker.len();
+    html[start..]
+        .split('"')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn operator(app: &TestApp, name: &str, role: Role) {
+    access::create_operator(
+        &app.db,
+        name,
+        role,
+        SecretString::from(PASSWORD),
+        Actor::Cli,
+    )
+    .await
+    .expect("operator created");
+}
+
+async fn journaled(app: &TestApp, event_type: &str) -> i64 {
+    app.count(&format!(
+        "SELECT COUNT(*) FROM journal WHERE event_type = '{event_type}'"
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
+    let app = spawn_app().await;
+    operator(&app, "sam", Role::Support).await;
+    let mut browser = Browser::new(&app);
+
+    let csrf = browser.csrf("/login").await;
+    let anonymous = browser
+        .cookie
+        .clone()
+        .expect("a session for the login form");
+    let signed_in = browser
+        .post(
+            "/login",
+            &[("csrf", &csrf), ("name", "sam"), ("password", PASSWORD)],
+        )
+        .await;
+    assert_eq!(signed_in.status, StatusCode::SEE_OTHER);
+    assert_eq!(signed_in.location, "/account");
+    let session = browser.cookie.clone().expect("a session cookie");
+    assert_ne!(session, anonymous, "a new session id at sign-in");
+    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);
+
+    let account = browser.get("/account").await;
+    assert_eq!(account.status, StatusCode::OK);
+    assert!(account.body.contains("sam") && account.body.contains("support"));
+    for header in [
+        "content-security-policy",
+        "referrer-policy",
+        "x-content-type-options",
+    ] {
+        let response = bare()
+            .get(format!("{}/login", app.address))
+            .send()
+            .await
+            .unwrap();
+        assert!(response.headers().contains_key(header), "{header}");
+    }
+
+    // The pre-login id opens nothing.
+    let mut fixated = Browser::new(&app);
+    fixated.cookie = Some(anonymous);
+    assert_eq!(fixated.get("/account").await.location, "/login");
+
+    let csrf = csrf_in(&account.body);
+    let out = browser.post("/logout", &[("csrf", &csrf)]).await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    let signed_in = "SELECT COUNT(*) FROM sessions WHERE operator_id IS NOT NULL";
+    assert_eq!(app.count(signed_in).await, 0);
+    let mut replay = Browser::new(&app);
+    replay.cookie = Some(session);
+    assert_eq!(replay.get("/account").await.location, "/login");
+
+    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 1);
+    assert_eq!(journaled(&app, "OperatorLoggedOut").await, 1);
+    assert_eq!(journaled(&app, "OperatorCreated").await, 1);
+    let data = app
+        .count("SELECT COUNT(*) FROM journal WHERE CAST(data AS TEXT) LIKE '%correct horse%'")
+        .await;
+    assert_eq!(data, 0, "no password in the journal");
+}
+
+#[tokio::test]
+async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
+    let app = spawn_app().await;
+    operator(&app, "eve", Role::Engineer).await;
+    let mut browser = Browser::new(&app);
+
+    let _ = browser.csrf("/login").await;
+    let no_token = browser
+        .post("/login", &[("name", "eve"), ("password", PASSWORD)])
+        .await;
+    assert_eq!(no_token.status, StatusCode::FORBIDDEN);
+    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 0);
+
+    assert_eq!(
+        browser.login("eve", PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+    let change = [
+        ("current", PASSWORD),
+        ("password", "another long password"),
+        ("confirm", "another long password"),
+    ];
+    let refused = browser.post("/account/password", &change).await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    let forged = browser
+        .post(
+            "/account/password",
+            &[&[("csrf", "0".repeat(64).as_str())][..], &change[..]].concat(),
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert_eq!(journaled(&app, "OperatorPasswordChanged").await, 0);
+    assert_eq!(
+        browser.get("/account").await.status,
+        StatusCode::OK,
+        "still signed in"
+    );
+
+    // With the token it goes through, and every session of the operator ends.
+    let csrf = browser.csrf("/account").await;
+    let changed = browser
+        .post(
+            "/account/password",
+            &[&[("csrf", csrf.as_str())][..], &change[..]].concat(),
+        )
+        .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    assert_eq!(journaled(&app, "OperatorPasswordChanged").await, 1);
+    assert_eq!(browser.get("/account").await.location, "/login");
+    let mut again = Browser::new(&app);
+    assert_eq!(
+        again.login("eve", PASSWORD).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        again.login("eve", "another long password").await.status,
+        StatusCode::SEE_OTHER
+    );
+}
+
+#[tokio::test]
+async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
+    let app = spawn_app_with("[access]\nlogin_per_account_per_minute = 2\n").await;
+    operator(&app, "fin", Role::Finance).await;
+    let mut browser = Browser::new(&app);
+    assert_eq!(
+        browser.login("fin", "wrong password!").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        browser.login("fin", "wrong password!").await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let csrf = browser.csrf("/login").await;
+    let response = bare()
+        .post(format!("{}/login", app.address))
+        .header(
+            "cookie",
+            format!("unicity_session={}", browser.cookie.clone().unwrap()),
+        )
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(
+            serde_urlencoded::to_string([
+                ("csrf", csrf.as_str()),
+                ("name", "fin"),
+                ("password", PASSWORD),
+            ])
+            .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(wait >= 1, "{wait}");
+    assert_eq!(
+        journaled(&app, "LoginFailed").await,
+        2,
+        "the throttled attempt checked nothing"
+    );
+    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 0);
+}
+
+#[tokio::test]
+async fn a_disabled_operator_loses_their_sessions_and_cannot_sign_in() {
+    let app = spawn_app().await;
+    operator(&app, "dan", Role::Support).await;
+    let mut browser = Browser::new(&app);
+    assert_eq!(
+        browser.login("dan", PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+    assert_eq!(browser.get("/account").await.status, StatusCode::OK);
+
+    assert!(
+        access::disable_operator(&app.db, "dan", Actor::Cli)
+            .await
+            .unwrap()
+    );
+    assert_eq!(browser.get("/account").await.location, "/login");
+    assert_eq!(
+        browser.login("dan", PASSWORD).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        browser.login("nobody", PASSWORD).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(journaled(&app, "OperatorDisabled").await, 1);
+    let reasons = app
+        .count(
+            "SELECT COUNT(*) FROM journal WHERE event_type = 'LoginFailed' \
+             AND (CAST(data AS TEXT) LIKE '%\"disabled\"%' OR CAST(data AS TEXT) LIKE '%\"unknown_name\"%')",
+        )
+        .await;
+    assert_eq!(reasons, 2);
+}
+
+#[tokio::test]
+async fn an_idle_session_and_a_session_past_its_lifetime_are_refused() {
+    for config in [
+        "[access]\nsession_idle_secs = 1\n",
+        "[access]\nsession_lifetime_secs = 2\n",
+    ] {
+        let app = spawn_app_with(config).await;
+        operator(&app, "ida", Role::Support).await;
+        let mut browser = Browser::new(&app);
+        assert_eq!(
+            browser.login("ida", PASSWORD).await.status,
+            StatusCode::SEE_OTHER
+        );
+        assert_eq!(
+            browser.get("/account").await.status,
+            StatusCode::OK,
+            "{config}"
+        );
+        // Active every 0.6 s: only the absolute lifetime can end it.
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            if config.contains("lifetime") {
+                let _ = browser.get("/account").await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(browser.get("/account").await.location, "/login", "{config}");
+    }
+}
+
+#[tokio::test]
+async fn an_api_token_works_until_revoked_and_only_for_its_role() {
+    let app = spawn_app().await;
+    let binary = env!("CARGO_BIN_EXE_unicity");
+    let output = std::process::Command::new(binary)
+        .args([
+            "tokens",
+            "create",
+            "--name",
+            "ci",
+            "--role",
+            "support",
+            "--expires-days",
+            "30",
+        ])
+        .env("DATABASE_URL", &app.database_url)
+        .output()
+        .expect("unicity tokens create");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let token = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+    assert!(token.starts_with("uni_") && token.len() == 68, "{token}");
+    let in_clear = app
+        .count(&format!(
+            "SELECT COUNT(*) FROM api_tokens WHERE token_hash = '{token}'"
+        ))
+        .await;
+    assert_eq!(in_clear, 0, "only the token's hash is stored");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM api_tokens WHERE name = 'ci'")
+            .await,
+        1
+    );
+
+    let path = "/api/deliveries/{id}";
+    let read = call(&app, "GET", path, Some(&token)).await;
+    assert_eq!(
+        read.status,
+        StatusCode::NOT_FOUND,
+        "authenticated: {}",
+        read.body
+    );
+    assert!(forbidden(
+        "/admin",
+        &call(&app, "GET", "/admin", Some(&token)).await
+    ));
+    assert!(unauthenticated(path, &call(&app, "GET", path, None).await));
+    assert!(unauthenticated(
+        path,
+        &call(&app, "GET", path, Some("uni_0000")).await
+    ));
+
+    let revoked = std::process::Command::new(binary)
+        .args(["tokens", "revoke", "ci"])
+        .env("DATABASE_URL", &app.database_url)
+        .output()
+        .expect("unicity tokens revoke");
+    assert!(revoked.status.success());
+    assert!(unauthenticated(
+        path,
+        &call(&app, "GET", path, Some(&token)).await
+    ));
+    assert_eq!(
+        journaled(&app, "TokenIssued").await,
+        2,
+        "the suite's own token and ci"
+    );
+    assert_eq!(journaled(&app, "TokenRevoked").await, 1);
+}
+
+#[tokio::test]
+async fn the_first_run_setup_link_works_once_and_then_never_again() {
+    let app = spawn_app().await;
+    let url = app
+        .setup_url
+        .clone()
+        .expect("a setup link while no admin exists");
+    let path = url
+        .strip_prefix(&app.address)
+        .expect("on this server")
+        .to_owned();
+    let mut browser = Browser::new(&app);
+    let csrf = browser.csrf(&path).await;
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("name", "root"),
+        ("password", PASSWORD),
+        ("confirm", PASSWORD),
+    ];
+    let done = browser.post(&path, &form).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(browser.get(&path).await.status, StatusCode::NOT_FOUND);
+    let twice = browser
+        .post(
+            &path,
+            &[
+                ("csrf", csrf.as_str()),
+                ("name", "root2"),
+                ("password", PASSWORD),
+                ("confirm", PASSWORD),
+            ],
+        )
+        .await;
+    assert_eq!(twice.status, StatusCode::NOT_FOUND);
+    assert_eq!(app.count("SELECT COUNT(*) FROM operators").await, 1);
+
+    assert_eq!(
+        browser.login("root", PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+    let admin = browser.get("/admin").await;
+    assert_eq!(admin.status, StatusCode::OK);
+    assert!(admin.body.contains("root"));
+    assert_eq!(journaled(&app, "SetupCompleted").await, 1);
+
+    let restarted = spawn_on(&app.database_url, "", None).await;
+    assert!(
+        restarted.setup_url.is_none(),
+        "an admin exists: no new link"
+    );
+}
