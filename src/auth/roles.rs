@@ -59,6 +59,9 @@ pub enum Action {
     /// on): what engineers need to turn a delivery into a fixture.
     ReadRawBodies,
     CommentCases,
+    /// Reach the resolution of a case at all; which cases then depends on
+    /// the two actions below.
+    ResolveSomeCases,
     /// Resolve a case whose effect is critical (money).
     ResolveCriticalCases,
     /// Resolve a case whose effect is not critical.
@@ -82,6 +85,7 @@ pub const TABLE: &[(Action, &[Role])] = &[
     (Action::ReadDeliveries, &[S, F, E, A]),
     (Action::ReadRawBodies, &[E, A]),
     (Action::CommentCases, &[S, F, E, A]),
+    (Action::ResolveSomeCases, &[F, E, A]),
     (Action::ResolveCriticalCases, &[F, A]),
     (Action::ResolveCases, &[E, A]),
     (Action::ViewStrategies, &[E, A]),

@@ -56,6 +56,10 @@ routes! {
     POST "/hooks/{source}" => hooks::receive, Signed;
     GET "/api/deliveries/{id}" => api::deliveries::show, Requires(Action::ReadDeliveries);
     GET "/api/deliveries/{id}/raw" => api::deliveries::raw, Requires(Action::ReadRawBodies);
+    GET "/api/cases" => api::cases::list, Requires(Action::ReadDeliveries);
+    GET "/api/cases/{id}" => api::cases::show, Requires(Action::ReadDeliveries);
+    POST "/api/cases/{id}/resolve" => api::cases::resolve, Requires(Action::ResolveSomeCases);
+    POST "/api/cases/{id}/comments" => api::cases::comment, Requires(Action::CommentCases);
     GET "/static/{file}" => ui::assets::file, Public;
     GET "/login" => ui::login::show, Public;
     POST "/login" => ui::login::submit, Public;

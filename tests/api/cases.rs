@@ -356,3 +356,81 @@ async fn the_queue_lists_open_cases_oldest_first_filtered_and_counted_per_reason
         1
     );
 }
+
+/// A request to the API with a token of `role` (the test server's own client
+/// sends an admin token; these send their own).
+async fn as_role(
+    s: &Setup,
+    role: unicity::auth::Role,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let token = crate::helpers::issue_token(&s.app.db, role).await;
+    let mut request = reqwest::Client::new()
+        .request(method, format!("{}{path}", s.app.address))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("request sent");
+    let status = response.status().as_u16();
+    let json = response.json().await.unwrap_or(serde_json::Value::Null);
+    (status, json)
+}
+
+#[tokio::test]
+async fn over_http_support_reads_the_queue_but_only_finance_resolves_a_money_case() {
+    use reqwest::Method;
+    use unicity::auth::Role;
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+
+    let (status, queue) = as_role(&s, Role::Support, Method::GET, "/api/cases", None).await;
+    assert_eq!(status, 200, "{queue}");
+    assert_eq!(queue["cases"][0]["case_id"], case_id.to_string());
+    assert_eq!(queue["counts"][0]["reason"], "weak_match_critical");
+    let path = format!("/api/cases/{case_id}");
+    let (status, case) = as_role(&s, Role::Support, Method::GET, &path, None).await;
+    assert_eq!(status, 200, "{case}");
+    assert_eq!(case["critical"], true);
+    assert!(case["reference"]["delivery_id"].is_string());
+
+    let resolve = format!("/api/cases/{case_id}/resolve");
+    let body = serde_json::json!({
+        "resolution": "process_as_distinct",
+        "note": "the provider lists two refunds",
+        "authoritative_ref": "re_2",
+    });
+    for role in [Role::Support, Role::Engineer] {
+        let (status, answer) = as_role(&s, role, Method::POST, &resolve, Some(body.clone())).await;
+        assert_eq!(status, 403, "{role}: {answer}");
+    }
+    assert_eq!(s.case_column(case_id, "status").await, "open");
+
+    let (status, answer) = as_role(
+        &s,
+        Role::Finance,
+        Method::POST,
+        &resolve,
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["resolution"], "process_as_distinct");
+    s.downstream.wait_calls(2).await;
+    let (status, again) = as_role(&s, Role::Finance, Method::POST, &resolve, Some(body)).await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(again["code"], "case_already_resolved");
+    let (_, queue) = as_role(&s, Role::Support, Method::GET, "/api/cases", None).await;
+    assert_eq!(
+        queue["cases"].as_array().unwrap().len(),
+        0,
+        "the queue drops it"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2);
+    let resolved_by = s.case_column(case_id, "resolved_by").await;
+    assert!(resolved_by.starts_with("token:"), "{resolved_by}");
+    assert!(resolved_by.contains("finance"), "{resolved_by}");
+}

@@ -1,0 +1,259 @@
+//! `/api/cases`: the ambiguity queue, one case beside its reference delivery,
+//! and resolving or commenting on a case. Money cases are resolved by finance
+//! or an admin only: the route admits whoever may resolve some case, the
+//! handler asks the role table for this case's kind.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, get, post, web};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::auth::{Action, Principal};
+use crate::domain::cases::{Refusal, Resolution};
+use crate::routes::error::ApiError;
+use crate::services::cases::{self, CaseError, Resolve};
+use crate::state::AppState;
+use crate::store::cases::{QueueFilter, counts_by_reason, queue};
+use crate::store::entities::case;
+
+const DEFAULT_PAGE: u64 = 50;
+const MAX_PAGE: u64 = 200;
+
+/// `GET /api/cases` query: the queue's filters and page.
+#[derive(Debug, Default, Deserialize)]
+pub struct QueueQuery {
+    status: Option<String>,
+    reason: Option<String>,
+    source: Option<String>,
+    provider: Option<String>,
+    event_type: Option<String>,
+    /// Only cases older than this many seconds.
+    older_than_secs: Option<i64>,
+    limit: Option<u64>,
+    offset: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct QueuePage {
+    cases: Vec<CaseRow>,
+    /// Cases of the listed status per reason (all pages).
+    counts: Vec<ReasonCount>,
+    next_offset: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct CaseRow {
+    case_id: String,
+    delivery_id: String,
+    business_key: Option<String>,
+    action: String,
+    reason: String,
+    status: String,
+    opened_at: chrono::DateTime<chrono::Utc>,
+    resolution: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ReasonCount {
+    reason: String,
+    cases: i64,
+}
+
+impl From<case::Model> for CaseRow {
+    fn from(c: case::Model) -> Self {
+        Self {
+            case_id: c.case_id,
+            delivery_id: c.delivery_id,
+            business_key: c.business_key,
+            action: c.action,
+            reason: c.reason,
+            status: c.status,
+            opened_at: c.opened_at,
+            resolution: c.resolution,
+        }
+    }
+}
+
+#[get("/api/cases")]
+pub async fn list(
+    state: web::Data<AppState>,
+    query: web::Query<QueueQuery>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query.into_inner();
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
+    let offset = query.offset.unwrap_or(0);
+    let status = query.status.clone().unwrap_or_else(|| "open".to_owned());
+    let filter = QueueFilter {
+        status: Some(status.clone()),
+        reason: query.reason,
+        source: query.source,
+        provider: query.provider,
+        event_type: query.event_type,
+        opened_before: query
+            .older_than_secs
+            .map(|secs| chrono::Utc::now() - chrono::Duration::seconds(secs)),
+    };
+    let db = &state.engine.db;
+    let rows = queue(db, &filter, limit + 1, offset)
+        .await
+        .map_err(storage)?;
+    let more = rows.len() as u64 > limit;
+    let counts = counts_by_reason(db, &status).await.map_err(storage)?;
+    Ok(HttpResponse::Ok().json(QueuePage {
+        cases: rows
+            .into_iter()
+            .take(limit as usize)
+            .map(CaseRow::from)
+            .collect(),
+        counts: counts
+            .into_iter()
+            .map(|(reason, cases)| ReasonCount { reason, cases })
+            .collect(),
+        next_offset: more.then_some(offset + limit),
+    }))
+}
+
+#[get("/api/cases/{id}")]
+pub async fn show(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&id)?;
+    let view = cases::show(&state.engine, &state.sources, id)
+        .await
+        .map_err(case_error)?;
+    Ok(HttpResponse::Ok().json(view))
+}
+
+/// `POST /api/cases/{id}/resolve` body.
+#[derive(Debug, Deserialize)]
+pub struct ResolveBody {
+    resolution: String,
+    note: String,
+    authoritative_ref: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ResolvedBody {
+    case_id: Uuid,
+    resolution: Resolution,
+    effect_id: Option<Uuid>,
+    key: Option<String>,
+}
+
+#[post("/api/cases/{id}/resolve")]
+pub async fn resolve(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<ResolveBody>,
+    caller: Principal,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&id)?;
+    let body = body.into_inner();
+    let resolution = Resolution::parse(&body.resolution).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_resolution",
+            "resolution is process_as_distinct, confirm_duplicate or reject",
+        )
+    })?;
+    let critical = cases::is_critical(&state.engine, id)
+        .await
+        .map_err(case_error)?;
+    let needed = if critical {
+        Action::ResolveCriticalCases
+    } else {
+        Action::ResolveCases
+    };
+    if !caller.may(needed) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            if critical {
+                "a case about money is resolved by finance or an admin"
+            } else {
+                "this case is resolved by an engineer or an admin"
+            },
+        ));
+    }
+    let resolved = cases::resolve(
+        &state.engine,
+        Resolve {
+            case_id: id,
+            resolution,
+            by: who(&caller),
+            note: body.note,
+            authoritative_ref: body.authoritative_ref,
+        },
+    )
+    .await
+    .map_err(case_error)?;
+    Ok(HttpResponse::Ok().json(ResolvedBody {
+        case_id: resolved.case_id,
+        resolution: resolved.resolution,
+        effect_id: resolved.effect_id,
+        key: resolved.key,
+    }))
+}
+
+/// `POST /api/cases/{id}/comments` body.
+#[derive(Debug, Deserialize)]
+pub struct CommentBody {
+    note: String,
+}
+
+#[post("/api/cases/{id}/comments")]
+pub async fn comment(
+    state: web::Data<AppState>,
+    id: web::Path<String>,
+    body: web::Json<CommentBody>,
+    caller: Principal,
+) -> Result<HttpResponse, ApiError> {
+    let id = parse_id(&id)?;
+    cases::comment(&state.engine, id, who(&caller), body.into_inner().note)
+        .await
+        .map_err(case_error)?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// How a case's journal names the caller: its kind, name and id.
+fn who(caller: &Principal) -> String {
+    let kind = match caller.kind {
+        crate::auth::PrincipalKind::Operator => "operator",
+        crate::auth::PrincipalKind::Token => "token",
+    };
+    format!("{kind}:{} ({}, {})", caller.name, caller.role, caller.id)
+}
+
+fn parse_id(id: &str) -> Result<Uuid, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_case_id",
+            "a case id is a UUID",
+        )
+    })
+}
+
+fn case_error(error: CaseError) -> ApiError {
+    match error {
+        CaseError::NotFound => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "case_not_found",
+            "no case with this id",
+        ),
+        CaseError::Refused(refusal) => {
+            let status = match refusal {
+                Refusal::NoteRequired => StatusCode::BAD_REQUEST,
+                _ => StatusCode::CONFLICT,
+            };
+            ApiError::new(status, refusal.code(), refusal.to_string())
+        }
+        CaseError::Db(error) => storage(error),
+    }
+}
+
+fn storage(error: sea_orm::DbErr) -> ApiError {
+    tracing::error!(%error, "cases: storage error");
+    ApiError::storage_unavailable()
+}
