@@ -34,7 +34,7 @@ pub async fn queue<C: ConnectionTrait>(
     limit: u64,
     offset: u64,
 ) -> Result<Vec<case::Model>, DbErr> {
-    use sea_orm::sea_query::Query;
+    use sea_orm::sea_query::{Expr, ExprTrait, Query};
     use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
 
     use super::entities::delivery;
@@ -47,10 +47,18 @@ pub async fn queue<C: ConnectionTrait>(
     if let Some(before) = filter.opened_before {
         query = query.filter(case::Column::OpenedAt.lt(before));
     }
+    // A filter on the delivery is a primary-key probe per case, walking the
+    // open cases oldest first (index `cases_status`) until the page is full:
+    // measured with 1M deliveries and 10k open cases, an `IN (SELECT … WHERE
+    // source = ?)` read every delivery of the source instead (281 ms median).
     let mut deliveries = Query::select();
     deliveries
-        .column(delivery::Column::DeliveryId)
-        .from(delivery::Entity);
+        .expr(Expr::val(1))
+        .from(delivery::Entity)
+        .and_where(
+            Expr::col((delivery::Entity, delivery::Column::DeliveryId))
+                .equals((case::Entity, case::Column::DeliveryId)),
+        );
     let mut by_delivery = false;
     for (column, value) in [
         (delivery::Column::Source, &filter.source),
@@ -58,12 +66,12 @@ pub async fn queue<C: ConnectionTrait>(
         (delivery::Column::EventType, &filter.event_type),
     ] {
         if let Some(value) = value {
-            deliveries.and_where(column.eq(value.as_str()));
+            deliveries.and_where(Expr::col((delivery::Entity, column)).eq(value.as_str()));
             by_delivery = true;
         }
     }
     if by_delivery {
-        query = query.filter(case::Column::DeliveryId.in_subquery(deliveries));
+        query = query.filter(Expr::exists(deliveries));
     }
     query
         .order_by_asc(case::Column::OpenedAt)
