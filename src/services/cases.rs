@@ -26,6 +26,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::diff::{FieldChange, diff};
 use crate::domain::journal::{CaseCommented, CaseResolved, JournalEvent};
 use crate::providers::sinks;
+pub use crate::store::cases::QueueFilter;
 use crate::store::deferred::Deferred;
 use crate::store::entities::case;
 
@@ -345,4 +346,60 @@ fn discriminating_paths(engine: &SharedEngine, key: Option<&str>) -> Vec<String>
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// One case as the queue lists it.
+#[derive(Debug, serde::Serialize)]
+pub struct CaseRow {
+    pub case_id: String,
+    pub delivery_id: String,
+    pub business_key: Option<String>,
+    pub action: String,
+    pub reason: String,
+    pub status: String,
+    pub opened_at: chrono::DateTime<Utc>,
+    pub resolution: Option<String>,
+}
+
+impl From<case::Model> for CaseRow {
+    fn from(c: case::Model) -> Self {
+        Self {
+            case_id: c.case_id,
+            delivery_id: c.delivery_id,
+            business_key: c.business_key,
+            action: c.action,
+            reason: c.reason,
+            status: c.status,
+            opened_at: c.opened_at,
+            resolution: c.resolution,
+        }
+    }
+}
+
+/// One page of the queue and the counts per reason of its status.
+pub struct QueuePage {
+    pub cases: Vec<CaseRow>,
+    pub counts: Vec<(String, i64)>,
+    /// Where the next page starts, if there is one.
+    pub next_offset: Option<u64>,
+}
+
+/// The queue's page at `offset` (at most `limit` cases), oldest first.
+pub async fn queue(
+    engine: &SharedEngine,
+    filter: &QueueFilter,
+    limit: u64,
+    offset: u64,
+) -> Result<QueuePage, CaseError> {
+    let db = &engine.db;
+    let mut cases = crate::store::cases::queue(db, filter, limit + 1, offset).await?;
+    let more = cases.len() as u64 > limit;
+    cases.truncate(limit as usize);
+    let status = filter.status.as_deref().unwrap_or("open");
+    let counts = crate::store::cases::counts_by_reason(db, status).await?;
+    Ok(QueuePage {
+        cases: cases.into_iter().map(CaseRow::from).collect(),
+        counts,
+        next_offset: more.then_some(offset + limit),
+    })
 }

@@ -11,10 +11,8 @@ use uuid::Uuid;
 use crate::auth::{Action, Principal};
 use crate::domain::cases::{Refusal, Resolution};
 use crate::routes::error::ApiError;
-use crate::services::cases::{self, CaseError, Resolve};
+use crate::services::cases::{self, CaseError, CaseRow, QueueFilter, Resolve};
 use crate::state::AppState;
-use crate::store::cases::{QueueFilter, counts_by_reason, queue};
-use crate::store::entities::case;
 
 const DEFAULT_PAGE: u64 = 50;
 const MAX_PAGE: u64 = 200;
@@ -34,7 +32,7 @@ pub struct QueueQuery {
 }
 
 #[derive(Debug, Serialize)]
-struct QueuePage {
+struct QueueBody {
     cases: Vec<CaseRow>,
     /// Cases of the listed status per reason (all pages).
     counts: Vec<ReasonCount>,
@@ -42,36 +40,9 @@ struct QueuePage {
 }
 
 #[derive(Debug, Serialize)]
-struct CaseRow {
-    case_id: String,
-    delivery_id: String,
-    business_key: Option<String>,
-    action: String,
-    reason: String,
-    status: String,
-    opened_at: chrono::DateTime<chrono::Utc>,
-    resolution: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
 struct ReasonCount {
     reason: String,
     cases: i64,
-}
-
-impl From<case::Model> for CaseRow {
-    fn from(c: case::Model) -> Self {
-        Self {
-            case_id: c.case_id,
-            delivery_id: c.delivery_id,
-            business_key: c.business_key,
-            action: c.action,
-            reason: c.reason,
-            status: c.status,
-            opened_at: c.opened_at,
-            resolution: c.resolution,
-        }
-    }
 }
 
 #[get("/api/cases")]
@@ -93,23 +64,17 @@ pub async fn list(
             .older_than_secs
             .map(|secs| chrono::Utc::now() - chrono::Duration::seconds(secs)),
     };
-    let db = &state.engine.db;
-    let rows = queue(db, &filter, limit + 1, offset)
+    let page = cases::queue(&state.engine, &filter, limit, offset)
         .await
-        .map_err(storage)?;
-    let more = rows.len() as u64 > limit;
-    let counts = counts_by_reason(db, &status).await.map_err(storage)?;
-    Ok(HttpResponse::Ok().json(QueuePage {
-        cases: rows
-            .into_iter()
-            .take(limit as usize)
-            .map(CaseRow::from)
-            .collect(),
-        counts: counts
+        .map_err(case_error)?;
+    Ok(HttpResponse::Ok().json(QueueBody {
+        cases: page.cases,
+        counts: page
+            .counts
             .into_iter()
             .map(|(reason, cases)| ReasonCount { reason, cases })
             .collect(),
-        next_offset: more.then_some(offset + limit),
+        next_offset: page.next_offset,
     }))
 }
 
@@ -249,11 +214,9 @@ fn case_error(error: CaseError) -> ApiError {
             };
             ApiError::new(status, refusal.code(), refusal.to_string())
         }
-        CaseError::Db(error) => storage(error),
+        CaseError::Db(error) => {
+            tracing::error!(%error, "cases: storage error");
+            ApiError::storage_unavailable()
+        }
     }
-}
-
-fn storage(error: sea_orm::DbErr) -> ApiError {
-    tracing::error!(%error, "cases: storage error");
-    ApiError::storage_unavailable()
 }
