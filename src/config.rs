@@ -14,6 +14,7 @@ use crate::domain::identity::{
 };
 use crate::domain::journal::Origin;
 use crate::domain::masking::HeaderMask;
+use crate::providers::lookup::{Lookup, LookupFile};
 use crate::providers::signature::{self, SchemeConfig};
 use crate::providers::sinks::SinkConfig;
 
@@ -41,6 +42,8 @@ pub struct Settings {
     pub sinks: Vec<SinkConfig>,
     pub engine: EngineConfig,
     pub access: AccessConfig,
+    /// Authoritative look-ups per provider and effect type (`[[lookups]]`).
+    pub lookups: Vec<Lookup>,
 }
 
 impl Settings {
@@ -76,6 +79,11 @@ impl Settings {
         let engine = file.engine.clone();
         let access = file.access.clone();
         access.check()?;
+        let lookups = file
+            .lookups
+            .iter()
+            .map(|l| l.resolve(&env))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let sources = file.resolve(env)?;
         for source in &sources {
             if catalog.provider(&source.origin.provider).is_none() {
@@ -96,6 +104,7 @@ impl Settings {
             sinks,
             engine,
             access,
+            lookups,
         })
     }
 }
@@ -285,6 +294,8 @@ pub struct FileConfig {
     pub engine: EngineConfig,
     #[serde(default)]
     pub access: AccessConfig,
+    #[serde(default)]
+    pub lookups: Vec<LookupFile>,
 }
 
 /// One `[[sources]]` table.

@@ -91,6 +91,7 @@ impl Application {
             settings.catalog,
             settings.key_secret,
             settings.sinks,
+            settings.lookups,
             settings.engine,
         )
         .await?;

@@ -1,5 +1,6 @@
 //! Talking to providers: webhook signature schemes (and, later, authoritative
 //! look-ups and effect sinks).
 
+pub mod lookup;
 pub mod signature;
 pub mod sinks;

@@ -12,6 +12,7 @@ use crate::config::{EngineConfig, Source};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::JournalEvent;
+use crate::providers::lookup::Lookup;
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::Rejections;
 use crate::store::deferred::Deferred;
@@ -24,6 +25,8 @@ pub struct Engine {
     pub catalog: Catalog,
     pub key_secret: KeySecret,
     pub sinks: Vec<SinkConfig>,
+    /// The provider's API, asked before a person (see `services::lookups`).
+    pub lookups: Vec<Lookup>,
     pub config: EngineConfig,
     pub http: reqwest::Client,
     /// Where write transactions run (group commit on SQLite).
@@ -45,6 +48,7 @@ impl Engine {
         catalog: Catalog,
         key_secret: KeySecret,
         sinks: Vec<SinkConfig>,
+        lookups: Vec<Lookup>,
         config: EngineConfig,
     ) -> anyhow::Result<SharedEngine> {
         let db = store::connect(database_url).await?;
@@ -69,6 +73,7 @@ impl Engine {
             catalog,
             key_secret,
             sinks,
+            lookups,
             config,
             http: reqwest::Client::new(),
             tripped: Default::default(),

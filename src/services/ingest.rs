@@ -14,7 +14,7 @@ use super::decide::{self, Verdict};
 use super::engine::{Appends, Engine, SharedEngine, record};
 use super::rate_limits::RetryAfter;
 use super::rejections::{Counted, Note};
-use super::{effects, items};
+use super::{effects, items, lookups};
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
@@ -292,6 +292,12 @@ pub async fn receive(
     for (job, event) in items::effects(&prepared, item_jobs) {
         effects::spawn(engine.clone(), job, source.slug().to_owned(), Some(event));
     }
+    // Cases the provider's API may settle are asked about at once.
+    let cases = std::iter::once(&decision)
+        .chain(decided.iter().map(|item| &item.decision))
+        .filter(|made| made.decision.action == Action::Reconcile)
+        .filter_map(|made| made.case_id);
+    lookups::spawn(engine, cases);
     Ok(Accepted {
         delivery_id: id,
         received_at: at,

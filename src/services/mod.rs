@@ -10,6 +10,7 @@ pub mod effects;
 pub mod engine;
 pub mod ingest;
 pub mod items;
+pub mod lookups;
 pub mod projections;
 pub mod rate_limits;
 pub mod raw_reads;

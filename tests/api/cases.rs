@@ -35,9 +35,16 @@ impl Setup {
     /// Another process on the same database, as an operator's would be.
     async fn engine(&self) -> SharedEngine {
         let s = test_settings(&self.url, &self.extra);
-        Engine::open(&self.url, s.catalog, s.key_secret, s.sinks, s.engine)
-            .await
-            .expect("engine opens")
+        Engine::open(
+            &self.url,
+            s.catalog,
+            s.key_secret,
+            s.sinks,
+            s.lookups,
+            s.engine,
+        )
+        .await
+        .expect("engine opens")
     }
 
     /// Two equal refunds without a reference: the second is a weak match on

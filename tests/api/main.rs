@@ -14,6 +14,7 @@ mod hostile;
 mod identity;
 mod ingest;
 mod journal;
+mod lookups;
 mod masking;
 mod processes;
 mod reads;

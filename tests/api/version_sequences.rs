@@ -60,7 +60,7 @@ fn config(name: &str, versions: &[Version]) -> String {
 
 async fn open(url: &str, name: &str, versions: &[Version]) -> SharedEngine {
     let s = test_settings(url, &config(name, versions));
-    Engine::open(url, s.catalog, s.key_secret, s.sinks, s.engine)
+    Engine::open(url, s.catalog, s.key_secret, s.sinks, s.lookups, s.engine)
         .await
         .expect("engine opens")
 }

@@ -28,3 +28,27 @@ pub struct CaseCommented {
     pub commented_by: String,
     pub note: String,
 }
+
+/// The provider's API was asked about a case: what it answered (or the
+/// error), how long it took, and what Unicity concluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LookupPerformed {
+    pub case_id: uuid::Uuid,
+    /// The URL asked; never a secret in it.
+    pub url: String,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    pub operations: Vec<ProviderOperation>,
+    pub error: Option<String>,
+    /// `process_as_distinct`, `confirm_duplicate` or `for_a_person`.
+    pub verdict: String,
+}
+
+/// One operation as the provider's API lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderOperation {
+    pub id: String,
+    pub amount: Option<serde_json::Value>,
+    pub currency: Option<serde_json::Value>,
+    pub status: Option<String>,
+}

@@ -11,7 +11,7 @@ mod operators;
 mod strategy;
 
 pub use access::RawBodyRead;
-pub use case::{CaseCommented, CaseResolved};
+pub use case::{CaseCommented, CaseResolved, LookupPerformed, ProviderOperation};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
 pub use effect::{
@@ -152,6 +152,7 @@ journal_events! {
     StrategyMigrated(StrategyMigrated) = "StrategyMigrated", version 1;
     CaseResolved(CaseResolved) = "CaseResolved", version 1;
     CaseCommented(CaseCommented) = "CaseCommented", version 1;
+    LookupPerformed(LookupPerformed) = "LookupPerformed", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
     OperatorLoggedIn(OperatorLoggedIn) = "OperatorLoggedIn", version 1;
     LoginFailed(LoginFailed) = "LoginFailed", version 1;

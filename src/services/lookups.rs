@@ -1,0 +1,174 @@
+//! Asking the provider before a person: a case that asks whether a delivery
+//! is a second legitimate operation or a retry (a weak or medium match on
+//! money, a late replay whose evidence was purged) is settled by the
+//! provider's own API when a look-up is configured for its provider and
+//! effect type. The policy (`domain::cases::judge_lookup`): the provider
+//! lists N operations matching the delivery, Unicity applied M for its key;
+//! N > M → processed as distinct with the provider's reference, N == M →
+//! confirmed duplicate, anything else (or an API failure) stays for a person.
+//! Every look-up is journaled (`LookupPerformed`); an automatic resolution is
+//! attributed to `look-up`, never to a person. Nothing runs inside a write
+//! transaction while the provider is asked.
+
+use chrono::Utc;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::cases::{self, CaseError, Resolve};
+use super::effects::Journaled;
+use super::engine::{SharedEngine, record};
+use crate::domain::cases::{LookupVerdict, Refusal, Resolution, judge_lookup};
+use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::{JournalEvent, KeySummary, LookupPerformed, ProviderOperation};
+use crate::providers::lookup;
+
+/// Case reasons the provider's list of operations can settle.
+const ASKABLE: [&str; 3] = [
+    "weak_match_critical",
+    "medium_match_critical",
+    "evidence_purged",
+];
+
+/// Statuses of operations that did not happen.
+const NOT_DONE: [&str; 4] = ["failed", "canceled", "cancelled", "reversed"];
+
+/// Asks the provider about `case_id` and resolves it when the answer settles
+/// it. `None`: nothing to ask (not an askable open case, no look-up
+/// configured, no body).
+pub async fn settle(
+    engine: &SharedEngine,
+    case_id: Uuid,
+) -> Result<Option<LookupVerdict>, CaseError> {
+    let case = crate::store::cases::find(&engine.db, case_id)
+        .await?
+        .ok_or(CaseError::NotFound)?;
+    if case.status != "open" || !ASKABLE.contains(&case.reason.as_str()) {
+        return Ok(None);
+    }
+    let delivery: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
+    let journaled = Journaled::read(&engine.db, delivery).await?;
+    let Some(key) = journaled.key.clone() else {
+        return Ok(None);
+    };
+    let Some(provider) = provider_of(engine, &key) else {
+        return Ok(None);
+    };
+    let Some(configured) = lookup::find(&engine.lookups, &provider, &key.effect_type) else {
+        return Ok(None);
+    };
+    let Some(event) = journaled.body(&engine.db).await? else {
+        return Ok(None);
+    };
+    let answer = configured.fetch(&engine.http, &event).await;
+    let applied =
+        crate::store::cases::applied_effects(&engine.db, super::decide::base_key(&key.key)).await?;
+    let (operations, error) = match answer.operations {
+        Ok(operations) => (operations, None),
+        Err(error) => (Vec::new(), Some(error)),
+    };
+    let matching: Vec<String> = operations
+        .iter()
+        .filter(|op| matches(op, &key))
+        .map(|op| op.id.clone())
+        .collect();
+    let verdict = match &error {
+        Some(_) => LookupVerdict::ForAPerson {
+            why: "the provider's API did not answer",
+        },
+        None => judge_lookup(&matching, applied as usize),
+    };
+    let performed = JournalEvent::LookupPerformed(LookupPerformed {
+        case_id,
+        url: answer.url,
+        status: answer.status,
+        latency_ms: answer.latency_ms,
+        operations,
+        error,
+        verdict: verdict_code(&verdict).to_owned(),
+    });
+    engine
+        .writer
+        .run(move |txn| {
+            Box::pin(async move {
+                record(txn, Some(delivery), performed, Utc::now())
+                    .await
+                    .map(drop)
+            })
+        })
+        .await?;
+    let note = format!(
+        "the provider lists {} matching operation(s) for this resource; {applied} applied",
+        matching.len()
+    );
+    let resolution = match &verdict {
+        LookupVerdict::ProcessAsDistinct { reference } => {
+            Some((Resolution::ProcessAsDistinct, Some(reference.clone())))
+        }
+        LookupVerdict::ConfirmDuplicate => Some((Resolution::ConfirmDuplicate, None)),
+        LookupVerdict::ForAPerson { .. } => None,
+    };
+    if let Some((resolution, authoritative_ref)) = resolution {
+        let resolved = cases::resolve(
+            engine,
+            Resolve {
+                case_id,
+                resolution,
+                by: "look-up".to_owned(),
+                note,
+                authoritative_ref,
+            },
+        )
+        .await;
+        match resolved {
+            Ok(_) | Err(CaseError::Refused(Refusal::AlreadyResolved)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Some(verdict))
+}
+
+/// Starts `settle` for each case in the background, when any look-up is
+/// configured; failures stay in the log and the case stays open.
+pub fn spawn(engine: &SharedEngine, case_ids: impl IntoIterator<Item = Uuid>) {
+    if engine.lookups.is_empty() {
+        return;
+    }
+    for case_id in case_ids {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            if let Err(error) = settle(&engine, case_id).await {
+                tracing::warn!(case.id = %case_id, %error, "look-up failed; the case stays open");
+            }
+        });
+    }
+}
+
+fn verdict_code(verdict: &LookupVerdict) -> &'static str {
+    match verdict {
+        LookupVerdict::ProcessAsDistinct { .. } => "process_as_distinct",
+        LookupVerdict::ConfirmDuplicate => "confirm_duplicate",
+        LookupVerdict::ForAPerson { .. } => "for_a_person",
+    }
+}
+
+/// An operation matches the delivery when it happened and agrees with the
+/// delivery's amount and currency (where the key discriminates on them).
+fn matches(op: &ProviderOperation, key: &KeySummary) -> bool {
+    let agrees = |name: &str, value: &Option<Value>| {
+        key.discriminants
+            .get(name)
+            .is_none_or(|mine| value.as_ref() == Some(mine))
+    };
+    !op.status.as_deref().is_some_and(|s| NOT_DONE.contains(&s))
+        && agrees("amount", &op.amount)
+        && agrees("currency", &op.currency)
+}
+
+/// The provider of the strategy that keyed `key`.
+fn provider_of(engine: &SharedEngine, key: &KeySummary) -> Option<String> {
+    let (name, version) = key.strategy.split_once('@')?;
+    engine
+        .catalog
+        .strategy(name, version.parse().ok()?)
+        .map(|s| s.provider.clone())
+}
