@@ -60,6 +60,7 @@ routes! {
     GET "/api/cases/{id}" => api::cases::show, Requires(Action::ReadDeliveries);
     POST "/api/cases/{id}/resolve" => api::cases::resolve, Requires(Action::ResolveSomeCases);
     POST "/api/cases/{id}/comments" => api::cases::comment, Requires(Action::CommentCases);
+    POST "/api/cases/{id}/lookup" => api::cases::lookup, Requires(Action::ResolveSomeCases);
     GET "/static/{file}" => ui::assets::file, Public;
     GET "/login" => ui::login::show, Public;
     POST "/login" => ui::login::submit, Public;

@@ -33,6 +33,11 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
             Some(&[Finance, Engineer, Admin]),
         ),
         ("POST", "/api/cases/{id}/comments", Some(EVERYONE)),
+        (
+            "POST",
+            "/api/cases/{id}/lookup",
+            Some(&[Finance, Engineer, Admin]),
+        ),
         ("GET", "/static/{file}", None),
         ("GET", "/login", None),
         ("POST", "/login", None),

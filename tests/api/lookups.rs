@@ -173,4 +173,15 @@ async fn a_provider_outage_leaves_the_case_for_a_person_and_applies_nothing() {
     );
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(downstream.calls().len(), 1);
+    // Asked again on demand: still down, still open, journaled again.
+    let again = app
+        .client
+        .post(format!("{}/api/cases/{case_id}/lookup", app.address))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(again.status().as_u16(), 200);
+    let body: Value = again.json().await.unwrap();
+    assert_eq!(body["verdict"], "for_a_person");
+    assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
 }
