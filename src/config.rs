@@ -165,6 +165,9 @@ pub struct EngineConfig {
     pub lease_secs: u64,
     /// How often leases and horizons are checked.
     pub sweep_interval_ms: u64,
+    /// First pause before a failed look-up is tried again; it doubles with
+    /// each failure (up to an hour), with up to a quarter of jitter.
+    pub lookup_retry_secs: u64,
     /// Commit concurrent deliveries together (one fsync for a burst, each still
     /// durable before its answer; on PostgreSQL batches lock the shards of the
     /// keys they decide on, shared by all processes). Default: on. Off: one
@@ -213,6 +216,7 @@ impl Default for EngineConfig {
         Self {
             lease_secs: 30,
             sweep_interval_ms: 1000,
+            lookup_retry_secs: 30,
             group_commit: None,
             postgres_writers: 2,
             breaker_threshold: 0.005,

@@ -12,6 +12,7 @@ mod m20261201_000006_writer_probes;
 mod m20261201_000007_key_migrations;
 mod m20261201_000008_operator_access;
 mod m20261201_000020_case_resolutions;
+mod m20261201_000021_case_lookups;
 mod sql;
 
 pub struct Migrator;
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000007_key_migrations::Migration),
             Box::new(m20261201_000008_operator_access::Migration),
             Box::new(m20261201_000020_case_resolutions::Migration),
+            Box::new(m20261201_000021_case_lookups::Migration),
         ]
     }
 }

@@ -77,6 +77,9 @@ pub async fn settle(
         },
         None => judge_lookup(&matching, applied as usize),
     };
+    let retry_at = error
+        .is_some()
+        .then(|| Utc::now() + retry_after(engine.config.lookup_retry_secs, case.lookups));
     let performed = JournalEvent::LookupPerformed(LookupPerformed {
         case_id,
         url: answer.url,
@@ -85,6 +88,7 @@ pub async fn settle(
         operations,
         error,
         verdict: verdict_code(&verdict).to_owned(),
+        retry_at,
     });
     engine
         .writer
@@ -143,6 +147,29 @@ pub fn spawn(engine: &SharedEngine, case_ids: impl IntoIterator<Item = Uuid>) {
     }
 }
 
+/// Open cases whose failed look-up is due again, asked once more (the
+/// sweeper calls this). Returns how many were asked.
+pub async fn retry_due(engine: &SharedEngine) -> Result<usize, CaseError> {
+    let due = crate::store::cases::lookups_due(&engine.db, Utc::now(), 20).await?;
+    for case_id in &due {
+        if let Err(error) = settle(engine, *case_id).await {
+            tracing::warn!(case.id = %case_id, %error, "look-up retry failed");
+        }
+    }
+    Ok(due.len())
+}
+
+/// The pause before the next try after `failures` failed ones: doubling from
+/// `base_secs`, at most an hour, plus up to a quarter of jitter (so that
+/// cases held by one outage are not all asked again at the same instant).
+fn retry_after(base_secs: u64, failures: i64) -> chrono::Duration {
+    let doubling = 1u64 << failures.clamp(0, 20);
+    let secs = base_secs.max(1).saturating_mul(doubling).min(3600);
+    let random = (Uuid::now_v7().as_u128() & 0xffff) as u64;
+    let jitter_ms = random * secs * 250 / 0xffff;
+    chrono::Duration::milliseconds((secs * 1000 + jitter_ms) as i64)
+}
+
 fn verdict_code(verdict: &LookupVerdict) -> &'static str {
     match verdict {
         LookupVerdict::ProcessAsDistinct { .. } => "process_as_distinct",
@@ -171,4 +198,21 @@ fn provider_of(engine: &SharedEngine, key: &KeySummary) -> Option<String> {
         .catalog
         .strategy(name, version.parse().ok()?)
         .map(|s| s.provider.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_after;
+
+    #[test]
+    fn a_failed_look_up_waits_twice_as_long_each_time_up_to_an_hour_plus_jitter() {
+        for (failures, secs) in [(0, 30), (1, 60), (2, 120), (10, 3600), (60, 3600)] {
+            let wait = retry_after(30, failures).num_milliseconds();
+            let base = secs * 1000;
+            assert!(
+                (base..=base + base / 4).contains(&wait),
+                "{failures} failures: {wait} ms"
+            );
+        }
+    }
 }

@@ -24,6 +24,8 @@ pub struct Swept {
     pub expired: usize,
     pub purged: usize,
     pub redecided: usize,
+    /// Failed look-ups asked again.
+    pub lookups: usize,
 }
 
 /// Runs `sweep` forever at the configured interval.
@@ -51,6 +53,11 @@ pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
     for row in &stale_deferrals(engine).await? {
         redecide(engine, row).await?;
         swept.redecided += 1;
+    }
+    if !engine.lookups.is_empty() {
+        swept.lookups = super::lookups::retry_due(engine)
+            .await
+            .map_err(|error| DbErr::Custom(error.to_string()))?;
     }
     Ok(swept)
 }

@@ -118,3 +118,23 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
         .count(conn)
         .await
 }
+
+/// Open cases whose look-up is due again at `now`, oldest due first.
+pub async fn lookups_due<C: ConnectionTrait>(
+    conn: &C,
+    now: chrono::DateTime<chrono::Utc>,
+    limit: u64,
+) -> Result<Vec<uuid::Uuid>, DbErr> {
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+    let ids: Vec<String> = case::Entity::find()
+        .select_only()
+        .column(case::Column::CaseId)
+        .filter(case::Column::NextLookupAt.lte(now))
+        .filter(case::Column::Status.eq("open"))
+        .order_by_asc(case::Column::NextLookupAt)
+        .limit(limit)
+        .into_tuple()
+        .all(conn)
+        .await?;
+    Ok(ids.iter().filter_map(|id| id.parse().ok()).collect())
+}

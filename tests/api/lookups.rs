@@ -14,7 +14,8 @@ use crate::downstream::{Behaviour, Downstream};
 use crate::helpers::{TestApp, refund, spawn_app_with};
 
 /// A test server standing for the provider's API: it answers every refund
-/// listing with `status` and `body`, and counts the questions.
+/// listing with `status` and `body` (after `outage` answers of 503), and
+/// counts the questions.
 struct ProviderApi {
     url: String,
     asked: Arc<AtomicUsize>,
@@ -22,6 +23,10 @@ struct ProviderApi {
 
 impl ProviderApi {
     async fn start(status: u16, body: Value) -> Self {
+        Self::start_after(0, status, body).await
+    }
+
+    async fn start_after(outage: usize, status: u16, body: Value) -> Self {
         let asked = Arc::new(AtomicUsize::new(0));
         let counted = asked.clone();
         let server = HttpServer::new(move || {
@@ -30,8 +35,9 @@ impl ProviderApi {
             App::new().route(
                 "/payments/{payment}/refunds",
                 web::get().to(move || {
-                    counted.fetch_add(1, Ordering::SeqCst);
+                    let n = counted.fetch_add(1, Ordering::SeqCst);
                     let body = body.clone();
+                    let status = if n < outage { 503 } else { status };
                     async move {
                         HttpResponse::build(
                             actix_web::http::StatusCode::from_u16(status).expect("status"),
@@ -184,4 +190,32 @@ async fn a_provider_outage_leaves_the_case_for_a_person_and_applies_nothing() {
     let body: Value = again.json().await.unwrap();
     assert_eq!(body["verdict"], "for_a_person");
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn after_a_provider_outage_the_look_up_is_retried_with_backoff_and_settles_the_case() {
+    let provider = ProviderApi::start_after(2, 200, refunds(&["re_1", "re_2"])).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let extra = format!(
+        "[engine]\nlookup_retry_secs = 1\nsweep_interval_ms = 100\n\n{}{}",
+        downstream.sink_toml(2000),
+        provider.config()
+    );
+    let app = spawn_app_with(&extra).await;
+    let case_id = two_equal_refunds(&app).await;
+    app.wait_for_count(
+        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
+        1,
+    )
+    .await;
+    downstream.wait_calls(2).await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'")
+            .await,
+        3,
+        "two failed questions, then the answer"
+    );
+    let shown = app.get(&format!("/api/cases/{case_id}")).await;
+    assert_eq!(shown.json["resolved_by"], "look-up");
+    assert_eq!(provider.asked.load(Ordering::SeqCst), 3);
 }

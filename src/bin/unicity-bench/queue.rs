@@ -59,6 +59,8 @@ pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
                 resolved_at: sea_orm::Set(None),
                 resolution: sea_orm::Set(None),
                 resolved_by: sea_orm::Set(None),
+                lookups: sea_orm::Set(0),
+                next_lookup_at: sea_orm::Set(None),
             }
         })
         .collect();

@@ -42,6 +42,9 @@ pub struct LookupPerformed {
     pub error: Option<String>,
     /// `process_as_distinct`, `confirm_duplicate` or `for_a_person`.
     pub verdict: String,
+    /// After a failure: when the look-up is tried again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// One operation as the provider's API lists it.

@@ -19,6 +19,8 @@ pub struct Model {
     pub resolved_at: Option<DateTimeUtc>,
     pub resolution: Option<String>,
     pub resolved_by: Option<String>,
+    pub lookups: i64,
+    pub next_lookup_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

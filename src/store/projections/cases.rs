@@ -1,10 +1,10 @@
 //! Projection `cases`: deliveries waiting for reconciliation or review.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
-use crate::domain::journal::CaseResolved;
+use crate::domain::journal::{CaseResolved, LookupPerformed};
 use crate::store::entities::case;
 
 /// A case to open.
@@ -45,6 +45,8 @@ pub(super) fn row(new: NewCase<'_>, at: DateTime<Utc>) -> case::ActiveModel {
         resolved_at: Set(None),
         resolution: Set(None),
         resolved_by: Set(None),
+        lookups: Set(0),
+        next_lookup_at: Set(None),
     }
 }
 
@@ -83,6 +85,24 @@ pub(super) async fn resolved<C: ConnectionTrait>(
         )
         .filter(case::Column::CaseId.eq(e.case_id.to_string()))
         .filter(case::Column::Status.eq("open"))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+/// A look-up was performed: counted, and its retry time (after a failure)
+/// recorded for the sweeper.
+pub(super) async fn looked_up<C: ConnectionTrait>(
+    conn: &C,
+    e: &LookupPerformed,
+) -> Result<u64, DbErr> {
+    Ok(case::Entity::update_many()
+        .col_expr(
+            case::Column::Lookups,
+            Expr::col(case::Column::Lookups).add(1),
+        )
+        .col_expr(case::Column::NextLookupAt, Expr::value(e.retry_at))
+        .filter(case::Column::CaseId.eq(e.case_id.to_string()))
         .exec(conn)
         .await?
         .rows_affected)

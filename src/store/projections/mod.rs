@@ -71,7 +71,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::RawBodyRead(_) => Ok(0),
         JournalEvent::CaseResolved(e) => cases::resolved(conn, e, at).await,
         // A case's comments are read from the journal (its history).
-        JournalEvent::CaseCommented(_) | JournalEvent::LookupPerformed(_) => Ok(0),
+        JournalEvent::CaseCommented(_) => Ok(0),
+        JournalEvent::LookupPerformed(e) => cases::looked_up(conn, e).await,
         // Audit of operator access: operators and tokens are state tables
         // written beside these events (their hashes are never journaled).
         JournalEvent::OperatorLoggedIn(_)
