@@ -30,18 +30,22 @@ use serde_json_path::JsonPath;
 
 use crate::domain::identity::pattern;
 
-/// One `[[lookups]]` table as written.
+/// One `[[lookups]]` table as written. A `preset` fills what is not given.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LookupFile {
     pub provider: String,
     /// Effect type pattern (`*` wildcard).
     pub effect_type: String,
-    pub url: String,
-    pub operations: String,
-    pub id: String,
-    pub amount: String,
-    pub currency: String,
+    /// `stripe-refunds`: the refunds of the event's payment intent, as
+    /// Stripe's API lists them (`GET /v1/refunds?payment_intent=…`, the
+    /// secret key as bearer token in `auth_env`).
+    pub preset: Option<String>,
+    pub url: Option<String>,
+    pub operations: Option<String>,
+    pub id: Option<String>,
+    pub amount: Option<String>,
+    pub currency: Option<String>,
     pub status: Option<String>,
     pub auth_env: Option<String>,
     #[serde(default = "default_timeout_ms")]
@@ -78,12 +82,53 @@ impl std::fmt::Debug for Lookup {
     }
 }
 
+/// What a preset fills: url, operations, id, amount, currency, status.
+struct Preset {
+    url: &'static str,
+    operations: &'static str,
+    id: &'static str,
+    amount: &'static str,
+    currency: &'static str,
+    status: &'static str,
+}
+
+const STRIPE_REFUNDS: Preset = Preset {
+    url: "https://api.stripe.com/v1/refunds?payment_intent={data.object.payment_intent}&limit=100",
+    operations: "$.data[*]",
+    id: "$.id",
+    amount: "$.amount",
+    currency: "$.currency",
+    status: "$.status",
+};
+
+fn preset(name: &str) -> Option<&'static Preset> {
+    match name {
+        "stripe-refunds" => Some(&STRIPE_REFUNDS),
+        _ => None,
+    }
+}
+
 impl LookupFile {
     /// Parses the paths and reads the secret through `env`.
     pub fn resolve(&self, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Lookup> {
+        let who = &self.provider;
+        let preset = match &self.preset {
+            Some(name) => Some(
+                preset(name)
+                    .ok_or_else(|| anyhow::anyhow!("look-up for {who}: unknown preset {name:?}"))?,
+            ),
+            None => None,
+        };
+        let given = |value: &Option<String>, field: &str, from: fn(&Preset) -> &'static str| {
+            value
+                .clone()
+                .or_else(|| preset.map(|p| from(p).to_owned()))
+                .ok_or_else(|| anyhow::anyhow!("look-up for {who}: `{field}` is required"))
+        };
+        let url = given(&self.url, "url", |p| p.url)?;
         let path = |text: &str| {
             JsonPath::parse(text)
-                .map_err(|e| anyhow::anyhow!("look-up for {}: path {text:?}: {e}", self.provider))
+                .map_err(|e| anyhow::anyhow!("look-up for {who}: path {text:?}: {e}"))
         };
         let auth = match &self.auth_env {
             Some(name) => Some(SecretString::from(env(name).ok_or_else(|| {
@@ -94,12 +139,18 @@ impl LookupFile {
         Ok(Lookup {
             provider: self.provider.clone(),
             effect_type: self.effect_type.clone(),
-            url: self.url.clone(),
-            operations: path(&self.operations)?,
-            id: path(&self.id)?,
-            amount: path(&self.amount)?,
-            currency: path(&self.currency)?,
-            status: self.status.as_deref().map(path).transpose()?,
+            url,
+            operations: path(&given(&self.operations, "operations", |p| p.operations)?)?,
+            id: path(&given(&self.id, "id", |p| p.id)?)?,
+            amount: path(&given(&self.amount, "amount", |p| p.amount)?)?,
+            currency: path(&given(&self.currency, "currency", |p| p.currency)?)?,
+            status: self
+                .status
+                .clone()
+                .or_else(|| preset.map(|p| p.status.to_owned()))
+                .as_deref()
+                .map(path)
+                .transpose()?,
             auth,
             timeout: Duration::from_millis(self.timeout_ms.max(1)),
         })
@@ -265,11 +316,12 @@ mod tests {
         let file = LookupFile {
             provider: "p".into(),
             effect_type: "refund.*".into(),
-            url: "http://x".into(),
-            operations: "$.data[*]".into(),
-            id: "$.id".into(),
-            amount: "$.amount".into(),
-            currency: "$.currency".into(),
+            preset: None,
+            url: Some("http://x".into()),
+            operations: Some("$.data[*]".into()),
+            id: Some("$.id".into()),
+            amount: Some("$.amount".into()),
+            currency: Some("$.currency".into()),
             status: Some("$.status".into()),
             auth_env: None,
             timeout_ms: 100,
@@ -285,5 +337,42 @@ mod tests {
         assert_eq!(ops[0].id, "re_1");
         assert_eq!(ops[0].status.as_deref(), Some("succeeded"));
         assert_eq!(ops[1].id, "42");
+    }
+
+    #[test]
+    fn the_stripe_preset_asks_for_the_refunds_of_the_events_payment_intent() {
+        let file: LookupFile = toml::from_str(
+            "provider = \"stripe\"\neffect_type = \"refund.*\"\npreset = \"stripe-refunds\"\nauth_env = \"STRIPE_KEY\"",
+        )
+        .unwrap();
+        let lookup = file
+            .resolve(|name| (name == "STRIPE_KEY").then(|| "sk_test_x".to_owned()))
+            .unwrap();
+        assert!(
+            format!("{lookup:?}").contains("[redacted]"),
+            "the key never prints"
+        );
+        let event = json!({"type": "refund.created", "data": {"object": {"object": "refund", "payment_intent": "pi_123"}}});
+        assert_eq!(
+            fill(&lookup.url, &event).unwrap(),
+            "https://api.stripe.com/v1/refunds?payment_intent=pi_123&limit=100"
+        );
+        // Stripe's documented Refund object, in a list as its API answers.
+        let refund: Value = serde_json::from_str(
+            &std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/vectors/stripe/openapi-fixtures3/refund.json"
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let ops = lookup.map(&json!({"object": "list", "data": [refund], "has_more": false}));
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].id, "re_1Pgc72B7WZ01zgkWqPvrRrPE");
+        assert_eq!(ops[0].amount, Some(json!(100)));
+        assert_eq!(ops[0].currency, Some(json!("usd")));
+        assert_eq!(ops[0].status.as_deref(), Some("succeeded"));
+        // Without the secret the configuration is refused.
+        assert!(file.resolve(|_| None).is_err());
     }
 }
