@@ -168,6 +168,10 @@ pub struct EngineConfig {
     /// First pause before a failed look-up is tried again; it doubles with
     /// each failure (up to an hour), with up to a quarter of jitter.
     pub lookup_retry_secs: u64,
+    /// Failed look-ups in a row after which a provider is not asked for
+    /// `lookup_breaker_secs` (its circuit breaker opens).
+    pub lookup_breaker_failures: u32,
+    pub lookup_breaker_secs: u64,
     /// Commit concurrent deliveries together (one fsync for a burst, each still
     /// durable before its answer; on PostgreSQL batches lock the shards of the
     /// keys they decide on, shared by all processes). Default: on. Off: one
@@ -217,6 +221,8 @@ impl Default for EngineConfig {
             lease_secs: 30,
             sweep_interval_ms: 1000,
             lookup_retry_secs: 30,
+            lookup_breaker_failures: 5,
+            lookup_breaker_secs: 60,
             group_commit: None,
             postgres_writers: 2,
             breaker_threshold: 0.005,

@@ -12,7 +12,7 @@ use crate::config::{EngineConfig, Source};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::JournalEvent;
-use crate::providers::lookup::Lookup;
+use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::Rejections;
 use crate::store::deferred::Deferred;
@@ -27,6 +27,8 @@ pub struct Engine {
     pub sinks: Vec<SinkConfig>,
     /// The provider's API, asked before a person (see `services::lookups`).
     pub lookups: Vec<Lookup>,
+    /// One circuit breaker per provider for those look-ups.
+    pub lookup_breakers: Breakers,
     pub config: EngineConfig,
     pub http: reqwest::Client,
     /// Where write transactions run (group commit on SQLite).
@@ -74,6 +76,10 @@ impl Engine {
             key_secret,
             sinks,
             lookups,
+            lookup_breakers: Breakers::new(
+                config.lookup_breaker_failures,
+                std::time::Duration::from_secs(config.lookup_breaker_secs),
+            ),
             config,
             http: reqwest::Client::new(),
             tripped: Default::default(),

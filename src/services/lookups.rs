@@ -59,7 +59,27 @@ pub async fn settle(
     let Some(event) = journaled.body(&engine.db).await? else {
         return Ok(None);
     };
-    let answer = configured.fetch(&engine.http, &event).await;
+    let answer = match engine
+        .lookup_breakers
+        .check(&provider, std::time::Instant::now())
+    {
+        // The provider is not asked while its breaker is open; the case
+        // waits and the skipped question is journaled as such.
+        Some(_) => lookup::Answer {
+            url: String::new(),
+            status: None,
+            latency_ms: 0,
+            operations: Err(format!("not asked: {provider}'s circuit breaker is open")),
+        },
+        None => {
+            let answer = configured.fetch(&engine.http, &event).await;
+            let succeeded = answer.operations.is_ok();
+            engine
+                .lookup_breakers
+                .record(&provider, succeeded, std::time::Instant::now());
+            answer
+        }
+    };
     let applied =
         crate::store::cases::applied_effects(&engine.db, super::decide::base_key(&key.key)).await?;
     let (operations, error) = match answer.operations {

@@ -219,3 +219,35 @@ async fn after_a_provider_outage_the_look_up_is_retried_with_backoff_and_settles
     assert_eq!(shown.json["resolved_by"], "look-up");
     assert_eq!(provider.asked.load(Ordering::SeqCst), 3);
 }
+
+#[tokio::test]
+async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is_open() {
+    let provider = ProviderApi::start(503, json!({"error": "down"})).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let extra = format!(
+        "[engine]\nlookup_retry_secs = 1\nlookup_breaker_failures = 2\nlookup_breaker_secs = 60\nsweep_interval_ms = 100\n\n{}{}",
+        downstream.sink_toml(2000),
+        provider.config()
+    );
+    let app = spawn_app_with(&extra).await;
+    let case_id = two_equal_refunds(&app).await;
+    // Two failed questions open the breaker; the next due retry is journaled
+    // without asking.
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'",
+        3,
+    )
+    .await;
+    assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed' \
+             AND CAST(data AS TEXT) LIKE '%circuit breaker is open%'"
+        )
+        .await,
+        1
+    );
+    let shown = app.get(&format!("/api/cases/{case_id}")).await;
+    assert_eq!(shown.json["status"], "open");
+    assert_eq!(downstream.calls().len(), 1);
+}

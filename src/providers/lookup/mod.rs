@@ -21,7 +21,11 @@
 //! deeper: `{data.object.payment_intent}`), percent-encoded. Secrets never
 //! appear in what is journaled: the URL carries none, the token is a header.
 
+mod breaker;
+
 use std::time::{Duration, Instant};
+
+pub use breaker::Breakers;
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
