@@ -81,7 +81,8 @@ pub async fn settle(
         }
     };
     let applied =
-        crate::store::cases::applied_effects(&engine.db, super::decide::base_key(&key.key)).await?;
+        crate::store::ledger::applied_effects(&engine.db, super::decide::base_key(&key.key))
+            .await?;
     let (operations, error) = match answer.operations {
         Ok(operations) => (operations, None),
         Err(error) => (Vec::new(), Some(error)),

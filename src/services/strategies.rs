@@ -4,9 +4,7 @@
 
 use anyhow::{Context, bail};
 use chrono::Utc;
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, TransactionTrait,
-};
+use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait, TransactionTrait};
 
 use super::engine::record;
 use crate::config::Source;
@@ -146,16 +144,7 @@ pub async fn migrate(
     {
         bail!("{strategy} was already migrated");
     }
-    let prefix = format!("{strategy}:");
-    let keyed: Vec<effect::Model> = effect::Entity::find()
-        .filter(effect::Column::Key.starts_with(prefix.as_str()))
-        .all(db)
-        .await?
-        .into_iter()
-        // An effect processed as distinct under a matched key is never
-        // looked up by a retry: only the keys themselves are migrated.
-        .filter(|e| !e.key.contains('~'))
-        .collect();
+    let keyed = crate::store::ledger::keyed_by(db, strategy).await?;
     // Read everything first, then write in one short transaction.
     let mut events = Vec::with_capacity(keyed.len());
     for effect in keyed {

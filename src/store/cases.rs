@@ -99,26 +99,6 @@ pub async fn counts_by_reason<C: ConnectionTrait>(
         .await
 }
 
-/// How many effects were applied for the business key `key`: its own, and
-/// those applied as distinct under keys derived from it (`key~…`).
-pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u64, DbErr> {
-    use sea_orm::sea_query::ExprTrait;
-    use sea_orm::{ColumnTrait, PaginatorTrait, QueryFilter};
-
-    use super::entities::effect;
-    use crate::domain::reservation::ReservationState;
-
-    effect::Entity::find()
-        .filter(
-            effect::Column::Key
-                .eq(key)
-                .or(effect::Column::Key.starts_with(format!("{key}~"))),
-        )
-        .filter(effect::Column::Status.eq(ReservationState::Applied.as_str()))
-        .count(conn)
-        .await
-}
-
 /// Open cases whose look-up is due again at `now`, oldest due first.
 pub async fn lookups_due<C: ConnectionTrait>(
     conn: &C,

@@ -8,6 +8,7 @@ pub mod deferred;
 pub mod entities;
 pub mod journal;
 pub mod key_index;
+pub mod ledger;
 pub mod nodelay;
 pub mod projections;
 pub mod writer;

@@ -1,0 +1,40 @@
+//! Reading the effects ledger (the `effects` projection) beyond one key.
+
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+
+use super::entities::effect;
+
+/// The effects keyed by `strategy` (`name@version`) under its own keys — not
+/// those processed as distinct under a key derived from one (`key~…`), which
+/// no retry ever looks up.
+pub async fn keyed_by<C: ConnectionTrait>(
+    conn: &C,
+    strategy: &str,
+) -> Result<Vec<effect::Model>, DbErr> {
+    let prefix = format!("{strategy}:");
+    Ok(effect::Entity::find()
+        .filter(effect::Column::Key.starts_with(prefix.as_str()))
+        .all(conn)
+        .await?
+        .into_iter()
+        .filter(|e| !e.key.contains('~'))
+        .collect())
+}
+
+/// How many effects were applied for the business key `key`: its own, and
+/// those applied as distinct under keys derived from it (`key~…`).
+pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u64, DbErr> {
+    use crate::domain::reservation::ReservationState;
+    use sea_orm::PaginatorTrait;
+    use sea_orm::sea_query::ExprTrait;
+
+    effect::Entity::find()
+        .filter(
+            effect::Column::Key
+                .eq(key)
+                .or(effect::Column::Key.starts_with(format!("{key}~"))),
+        )
+        .filter(effect::Column::Status.eq(ReservationState::Applied.as_str()))
+        .count(conn)
+        .await
+}
