@@ -38,6 +38,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
             "/api/cases/{id}/lookup",
             Some(&[Finance, Engineer, Admin]),
         ),
+        ("GET", "/", Some(EVERYONE)),
         ("GET", "/static/{file}", None),
         ("GET", "/login", None),
         ("POST", "/login", None),
@@ -295,7 +296,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
         )
         .await;
     assert_eq!(signed_in.status, StatusCode::SEE_OTHER);
-    assert_eq!(signed_in.location, "/account");
+    assert_eq!(signed_in.location, "/");
     let session = browser.cookie.clone().expect("a session cookie");
     assert_ne!(session, anonymous, "a new session id at sign-in");
     assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);

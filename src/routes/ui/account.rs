@@ -9,9 +9,10 @@ use askama::Template;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-use super::csrf::{self, CsrfForm};
+use super::csrf::CsrfForm;
+use super::format::Nav;
 use super::{html, see_other};
-use crate::auth::{Action, Principal, PrincipalKind};
+use crate::auth::{Principal, PrincipalKind};
 use crate::routes::error::UiError;
 use crate::services::access::{self, AccessError};
 use crate::state::AppState;
@@ -19,11 +20,8 @@ use crate::state::AppState;
 /// `templates/account.html`.
 #[derive(Template)]
 #[template(path = "account.html")]
-pub struct AccountPage<'a> {
-    pub csrf: &'a str,
-    pub name: &'a str,
-    pub role: &'a str,
-    pub admin: bool,
+pub struct AccountPage {
+    pub nav: Nav,
     pub error: Option<String>,
 }
 
@@ -33,12 +31,8 @@ fn page(
     status: StatusCode,
     error: Option<String>,
 ) -> Result<HttpResponse, UiError> {
-    let csrf = csrf::token(session)?;
     let page = AccountPage {
-        csrf: &csrf,
-        name: &operator.name,
-        role: operator.role.as_str(),
-        admin: operator.may(Action::ManageOperators),
+        nav: Nav::new(session, operator, "account")?,
         error,
     };
     Ok(html(HttpResponse::build(status), &page))

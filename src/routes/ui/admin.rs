@@ -4,7 +4,11 @@
 use actix_web::{HttpResponse, get, web};
 use askama::Template;
 
+use actix_session::Session;
+
+use super::format::Nav;
 use super::html;
+use crate::auth::Principal;
 use crate::routes::error::UiError;
 use crate::services::access;
 use crate::state::AppState;
@@ -31,6 +35,7 @@ pub struct TokenLine {
 #[derive(Template)]
 #[template(path = "admin.html")]
 pub struct AdminPage {
+    pub nav: Nav,
     pub operators: Vec<OperatorLine>,
     pub tokens: Vec<TokenLine>,
 }
@@ -41,7 +46,11 @@ fn when(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
 }
 
 #[get("/admin")]
-pub async fn show(state: web::Data<AppState>) -> Result<HttpResponse, UiError> {
+pub async fn show(
+    state: web::Data<AppState>,
+    session: Session,
+    operator: Principal,
+) -> Result<HttpResponse, UiError> {
     let now = chrono::Utc::now();
     let operators = access::operators(state.db())
         .await?
@@ -69,5 +78,12 @@ pub async fn show(state: web::Data<AppState>) -> Result<HttpResponse, UiError> {
             expires_at: when(t.expires_at),
         })
         .collect();
-    Ok(html(HttpResponse::Ok(), &AdminPage { operators, tokens }))
+    Ok(html(
+        HttpResponse::Ok(),
+        &AdminPage {
+            nav: Nav::new(&session, &operator, "admin")?,
+            operators,
+            tokens,
+        },
+    ))
 }

@@ -67,7 +67,7 @@ pub async fn submit(
                 .map_err(UiError::internal)?;
             // Last: a new id for the session's state, the old one deleted.
             session.renew();
-            Ok(see_other("/account"))
+            Ok(see_other("/"))
         }
         Err(LoginError::Refused) => {
             tracing::info!("sign-in refused");

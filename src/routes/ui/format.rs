@@ -1,0 +1,126 @@
+//! What every back-office page shares: the navigation, and the forms of a
+//! value people read (a long id shortened, a time in UTC with its age).
+//! Templates show them through `templates/_nav.html` and `_macros.html`.
+
+use actix_session::Session;
+use chrono::{DateTime, Utc};
+
+use super::csrf;
+use crate::auth::{Action, Principal};
+use crate::routes::error::UiError;
+
+/// The navigation bar of a signed-in page.
+pub struct Nav {
+    pub csrf: String,
+    pub name: String,
+    pub role: &'static str,
+    pub admin: bool,
+    /// Which entry is the current page (`deliveries`, `cases`, ...).
+    pub current: &'static str,
+}
+
+impl Nav {
+    pub fn new(
+        session: &Session,
+        operator: &Principal,
+        current: &'static str,
+    ) -> Result<Self, UiError> {
+        Ok(Self {
+            csrf: csrf::token(session)?,
+            name: operator.name.clone(),
+            role: operator.role.as_str(),
+            admin: operator.may(Action::ManageOperators),
+            current,
+        })
+    }
+}
+
+/// A long id: shown shortened, the full value on hover and copied by its button.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShortId {
+    pub full: String,
+    pub short: String,
+}
+
+/// Characters kept at each end of a shortened id.
+const KEEP: usize = 8;
+
+impl ShortId {
+    pub fn new(full: impl Into<String>) -> Self {
+        let full = full.into();
+        let chars: Vec<char> = full.chars().collect();
+        let short = if chars.len() <= 2 * KEEP + 1 {
+            full.clone()
+        } else {
+            let head: String = chars[..KEEP].iter().collect();
+            let tail: String = chars[chars.len() - KEEP..].iter().collect();
+            format!("{head}…{tail}")
+        };
+        Self { full, short }
+    }
+}
+
+/// A moment: UTC to the second, and how long ago it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    pub iso: String,
+    pub utc: String,
+    pub age: String,
+}
+
+impl Stamp {
+    pub fn new(at: DateTime<Utc>, now: DateTime<Utc>) -> Self {
+        Self {
+            iso: at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            utc: at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+            age: age(at, now),
+        }
+    }
+}
+
+/// `now - at` in the largest unit that fits: "just now", "5 min ago",
+/// "3 h ago", "12 days ago"; a time in the future says so.
+pub fn age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let seconds = (now - at).num_seconds();
+    if seconds < 0 {
+        return "in the future".to_owned();
+    }
+    match seconds {
+        0..60 => "just now".to_owned(),
+        60..3_600 => format!("{} min ago", seconds / 60),
+        3_600..86_400 => format!("{} h ago", seconds / 3_600),
+        86_400..172_800 => "1 day ago".to_owned(),
+        _ => format!("{} days ago", seconds / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_long_id_keeps_both_ends_and_a_short_one_stays_whole() {
+        let id = ShortId::new("0193a5f0-7c1e-7b3a-9d2e-4f5a6b7c8d9e");
+        assert_eq!(id.short, "0193a5f0…6b7c8d9e");
+        assert_eq!(id.full, "0193a5f0-7c1e-7b3a-9d2e-4f5a6b7c8d9e");
+        assert_eq!(ShortId::new("pay_123").short, "pay_123");
+        let accents = ShortId::new("é".repeat(30));
+        assert_eq!(accents.short.chars().count(), 2 * KEEP + 1);
+    }
+
+    #[test]
+    fn ages_use_the_largest_unit_that_fits() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).unwrap();
+        let ago = |s: i64| age(now - chrono::Duration::seconds(s), now);
+        assert_eq!(ago(5), "just now");
+        assert_eq!(ago(300), "5 min ago");
+        assert_eq!(ago(3 * 3_600 + 10), "3 h ago");
+        assert_eq!(ago(86_400 + 5), "1 day ago");
+        assert_eq!(ago(12 * 86_400), "12 days ago");
+        assert_eq!(ago(-10), "in the future");
+        let stamp = Stamp::new(now, now);
+        assert_eq!(stamp.utc, "2026-12-01 12:00:00 UTC");
+        assert_eq!(stamp.iso, "2026-12-01T12:00:00Z");
+    }
+}
