@@ -25,6 +25,15 @@ impl Principal {
         allows(self.role, action)
     }
 
+    /// How a case's journal names this caller: kind, name, role and id.
+    pub fn signature(&self) -> String {
+        let kind = match self.kind {
+            PrincipalKind::Operator => "operator",
+            PrincipalKind::Token => "token",
+        };
+        format!("{kind}:{} ({}, {})", self.name, self.role, self.id)
+    }
+
     /// How the journal names this caller.
     pub fn actor(&self) -> Actor {
         match self.kind {

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod breakers;
+pub mod case_view;
 pub mod cases;
 pub mod decide;
 pub mod deliveries;
@@ -12,6 +13,7 @@ pub mod ingest;
 pub mod items;
 pub mod lookups;
 pub mod projections;
+pub mod queue;
 pub mod rate_limits;
 pub mod raw_reads;
 pub mod rejections;

@@ -25,6 +25,42 @@ pub struct QueueFilter {
     pub event_type: Option<String>,
     /// Opened before this instant (older than an age).
     pub opened_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// Only cases keyed by these strategies (an effect type, a criticality).
+    pub keys: Option<KeyScope>,
+}
+
+/// Cases whose business key a strategy of `strategies` (`name@version`)
+/// derived, and, when `keyless`, cases without a key.
+#[derive(Debug, Clone, Default)]
+pub struct KeyScope {
+    pub strategies: Vec<String>,
+    pub keyless: bool,
+}
+
+impl KeyScope {
+    /// Keys are `name@version:…`: those of one strategy sort between
+    /// `name@version:` and `name@version;` (`;` follows `:`), a range the
+    /// comparison reads exactly, whatever characters the name holds.
+    fn condition(&self) -> sea_orm::Condition {
+        use sea_orm::ColumnTrait;
+        use sea_orm::sea_query::{Expr, ExprTrait};
+        let mut any = sea_orm::Condition::any();
+        if self.keyless {
+            any = any.add(case::Column::BusinessKey.is_null());
+        }
+        for strategy in &self.strategies {
+            any = any.add(
+                sea_orm::Condition::all()
+                    .add(case::Column::BusinessKey.gte(format!("{strategy}:")))
+                    .add(case::Column::BusinessKey.lt(format!("{strategy};"))),
+            );
+        }
+        if any.is_empty() {
+            // No strategy of the kind asked for: no case is of it.
+            any = any.add(Expr::val(1).eq(0));
+        }
+        any
+    }
 }
 
 /// One page of cases, oldest first.
@@ -46,6 +82,9 @@ pub async fn queue<C: ConnectionTrait>(
     }
     if let Some(before) = filter.opened_before {
         query = query.filter(case::Column::OpenedAt.lt(before));
+    }
+    if let Some(keys) = &filter.keys {
+        query = query.filter(keys.condition());
     }
     // A filter on the delivery is a primary-key probe per case, walking the
     // open cases oldest first (index `cases_status`) until the page is full:
@@ -78,6 +117,39 @@ pub async fn queue<C: ConnectionTrait>(
         .order_by_asc(case::Column::CaseId)
         .limit(limit)
         .offset(offset)
+        .all(conn)
+        .await
+}
+
+/// Where a listed case's delivery came from.
+#[derive(Debug, Clone, sea_orm::FromQueryResult)]
+pub struct QueueDelivery {
+    pub delivery_id: String,
+    pub source: String,
+    pub provider: String,
+    pub event_type: Option<String>,
+}
+
+/// The origin of the deliveries `ids` (one page of the queue), by primary key.
+pub async fn queue_deliveries<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[&str],
+) -> Result<Vec<QueueDelivery>, DbErr> {
+    use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
+
+    use super::entities::delivery;
+
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::DeliveryId)
+        .column(delivery::Column::Source)
+        .column(delivery::Column::Provider)
+        .column(delivery::Column::EventType)
+        .filter(delivery::Column::DeliveryId.is_in(ids.iter().copied()))
+        .into_model()
         .all(conn)
         .await
 }

@@ -38,3 +38,11 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
         .count(conn)
         .await
 }
+
+/// The effect `id`, if the ledger holds it.
+pub async fn effect<C: ConnectionTrait>(
+    conn: &C,
+    id: uuid::Uuid,
+) -> Result<Option<effect::Model>, DbErr> {
+    effect::Entity::find_by_id(id.to_string()).one(conn).await
+}

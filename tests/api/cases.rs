@@ -272,7 +272,7 @@ async fn a_collision_case_shows_both_deliveries_and_the_discriminating_field_tha
         .into_iter()
         .map(|source| (source.slug().to_owned(), std::sync::Arc::new(source)))
         .collect();
-    let view = cases::show(&engine, &sources, case_id)
+    let view = unicity::services::case_view::show(&engine, &sources, case_id)
         .await
         .expect("the case");
     assert_eq!(view.status, "open");
@@ -295,6 +295,28 @@ async fn a_collision_case_shows_both_deliveries_and_the_discriminating_field_tha
         .find(|c| c.change.path == "$.sent_at")
         .expect("the send time differs too");
     assert!(!sent_at.discriminating);
+    assert!(
+        sent_at.volatile.is_some(),
+        "the provider declares sent_at volatile"
+    );
+    assert!(amount.volatile.is_none());
+    let figure = view
+        .figures
+        .iter()
+        .find(|f| f.name == "amount")
+        .expect("the amounts side by side");
+    assert_eq!(
+        (figure.delivery.clone(), figure.reference.clone()),
+        (Some(serde_json::json!(900)), Some(serde_json::json!(800)))
+    );
+    assert_eq!(
+        view.existing_effect.as_ref().map(|e| e.status.as_str()),
+        Some("applied")
+    );
+    assert!(matches!(
+        view.history.first(),
+        Some(unicity::services::case_view::CaseEvent::Opened { .. })
+    ));
 }
 
 #[tokio::test]

@@ -1,14 +1,15 @@
 //! Queue mode (`--queue-cases N`, after `--history`): opens N cases on the
 //! preloaded deliveries and times what the case queue asks of the store —
-//! its first page, a page filtered by reason and by source, and the counts
-//! per reason — each run `RUNS` times on a warm database.
+//! its first page, a page filtered by reason, by source, by effect type and
+//! to critical cases, and the counts per reason — each run `RUNS` times on a
+//! warm database.
 
 use std::time::Instant;
 
 use anyhow::Context;
 use chrono::{Duration, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QuerySelect};
-use unicity::store::cases::{QueueFilter, counts_by_reason, queue};
+use unicity::store::cases::{KeyScope, QueueFilter, counts_by_reason, queue};
 use unicity::store::entities::{case, delivery};
 
 const RUNS: usize = 30;
@@ -17,6 +18,13 @@ const REASONS: [&str; 3] = [
     "weak_match_critical",
     "discriminants_differ",
     "outcome_unknown",
+];
+/// Strategies keying the cases, one case in four each; the fourth has no key.
+/// The first two are critical refunds, the third a reversible GitHub event.
+const STRATEGIES: [&str; 3] = [
+    "norefid-refund-fingerprint@1",
+    "norefid-refund-ref@1",
+    "github-push@1",
 ];
 
 /// Median and worst time of one query, in milliseconds.
@@ -49,7 +57,11 @@ pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
             case::ActiveModel {
                 case_id: sea_orm::Set(uuid::Uuid::now_v7().to_string()),
                 delivery_id: sea_orm::Set(id.clone()),
-                business_key: sea_orm::Set(None),
+                business_key: sea_orm::Set(
+                    STRATEGIES
+                        .get(i % (STRATEGIES.len() + 1))
+                        .map(|s| format!("{s}:{:064x}", i)),
+                ),
                 action: sea_orm::Set("reconcile".to_owned()),
                 reason: sea_orm::Set(REASONS[i % REASONS.len()].to_owned()),
                 status: sea_orm::Set("open".to_owned()),
@@ -85,10 +97,26 @@ pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
         source: Some(source),
         ..QueueFilter::default()
     };
+    let refunds = QueueFilter {
+        keys: Some(KeyScope {
+            strategies: STRATEGIES[..2].iter().map(|s| s.to_string()).collect(),
+            keyless: false,
+        }),
+        ..QueueFilter::default()
+    };
+    let critical = QueueFilter {
+        keys: Some(KeyScope {
+            strategies: STRATEGIES[..2].iter().map(|s| s.to_string()).collect(),
+            keyless: true,
+        }),
+        ..QueueFilter::default()
+    };
     Ok(vec![
         time("first page", &db, &QueueFilter::default()).await?,
         time("filtered by reason", &db, &by_reason).await?,
         time("filtered by source", &db, &by_source).await?,
+        time("filtered by effect type", &db, &refunds).await?,
+        time("critical only", &db, &critical).await?,
         time_counts(&db).await?,
     ])
 }

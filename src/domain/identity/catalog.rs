@@ -157,6 +157,14 @@ impl Catalog {
         self.strategies.get(&(name.to_owned(), version))
     }
 
+    /// The definition that derived `key` (`name@version:…`), while the
+    /// catalog still holds it.
+    pub fn keyed(&self, key: &str) -> Option<&StrategyDef> {
+        let (strategy, _) = key.split_once(':')?;
+        let (name, version) = strategy.split_once('@')?;
+        self.strategy(name, version.parse().ok()?)
+    }
+
     /// Highest non-retired version of `name`.
     pub fn current(&self, name: &str) -> Option<&StrategyDef> {
         self.versions_of(name).filter(|s| !s.retired).last()

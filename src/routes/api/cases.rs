@@ -11,8 +11,10 @@ use uuid::Uuid;
 use crate::auth::{Action, Principal};
 use crate::domain::cases::{LookupVerdict, Refusal, Resolution};
 use crate::routes::error::ApiError;
-use crate::services::cases::{self, CaseError, CaseRow, QueueFilter, Resolve};
+use crate::services::case_view;
+use crate::services::cases::{self, CaseError, Resolve};
 use crate::services::lookups;
+use crate::services::queue::{self, CaseFilter, CaseRow, QueueFilter};
 use crate::state::AppState;
 
 const DEFAULT_PAGE: u64 = 50;
@@ -26,6 +28,10 @@ pub struct QueueQuery {
     source: Option<String>,
     provider: Option<String>,
     event_type: Option<String>,
+    /// Only cases about this effect type (`refund.create`).
+    effect_type: Option<String>,
+    /// Only critical (money) cases (`true`), or only the others (`false`).
+    critical: Option<bool>,
     /// Only cases older than this many seconds.
     older_than_secs: Option<i64>,
     limit: Option<u64>,
@@ -54,18 +60,23 @@ pub async fn list(
     let query = query.into_inner();
     let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
     let offset = query.offset.unwrap_or(0);
-    let status = query.status.clone().unwrap_or_else(|| "open".to_owned());
-    let filter = QueueFilter {
-        status: Some(status.clone()),
-        reason: query.reason,
-        source: query.source,
-        provider: query.provider,
-        event_type: query.event_type,
-        opened_before: query
-            .older_than_secs
-            .map(|secs| chrono::Utc::now() - chrono::Duration::seconds(secs)),
+    let status = query.status.unwrap_or_else(|| "open".to_owned());
+    let filter = CaseFilter {
+        queue: QueueFilter {
+            status: Some(status),
+            reason: query.reason,
+            source: query.source,
+            provider: query.provider,
+            event_type: query.event_type,
+            opened_before: query
+                .older_than_secs
+                .map(|secs| chrono::Utc::now() - chrono::Duration::seconds(secs)),
+            keys: None,
+        },
+        effect_type: query.effect_type,
+        critical: query.critical,
     };
-    let page = cases::queue(&state.engine, &filter, limit, offset)
+    let page = queue::queue(&state.engine, &filter, limit, offset)
         .await
         .map_err(case_error)?;
     Ok(HttpResponse::Ok().json(QueueBody {
@@ -85,7 +96,7 @@ pub async fn show(
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    let view = cases::show(&state.engine, &state.sources, id)
+    let view = case_view::show(&state.engine, &state.sources, id)
         .await
         .map_err(case_error)?;
     Ok(HttpResponse::Ok().json(view))
@@ -147,7 +158,7 @@ pub async fn resolve(
         Resolve {
             case_id: id,
             resolution,
-            by: who(&caller),
+            by: caller.signature(),
             note: body.note,
             authoritative_ref: body.authoritative_ref,
         },
@@ -204,19 +215,15 @@ pub async fn comment(
     caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    cases::comment(&state.engine, id, who(&caller), body.into_inner().note)
-        .await
-        .map_err(case_error)?;
+    cases::comment(
+        &state.engine,
+        id,
+        caller.signature(),
+        body.into_inner().note,
+    )
+    .await
+    .map_err(case_error)?;
     Ok(HttpResponse::NoContent().finish())
-}
-
-/// How a case's journal names the caller: its kind, name and id.
-fn who(caller: &Principal) -> String {
-    let kind = match caller.kind {
-        crate::auth::PrincipalKind::Operator => "operator",
-        crate::auth::PrincipalKind::Token => "token",
-    };
-    format!("{kind}:{} ({}, {})", caller.name, caller.role, caller.id)
 }
 
 fn parse_id(id: &str) -> Result<Uuid, ApiError> {
