@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use crate::domain::delivery::DeliveryId;
 use crate::services::access::{AccessError, LoginError};
+use crate::services::cases::CaseError;
 
 #[derive(Debug, Serialize)]
 pub struct ApiError {
@@ -192,6 +193,16 @@ impl From<AccessError> for UiError {
             return Self::internal(error);
         }
         Self::new(status, error.to_string())
+    }
+}
+
+impl From<CaseError> for UiError {
+    fn from(error: CaseError) -> Self {
+        match error {
+            CaseError::NotFound => Self::new(StatusCode::NOT_FOUND, "There is no such case."),
+            CaseError::Refused(refusal) => Self::new(StatusCode::CONFLICT, refusal.to_string()),
+            CaseError::Db(error) => Self::internal(error),
+        }
     }
 }
 

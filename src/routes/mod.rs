@@ -71,6 +71,12 @@ routes! {
     GET "/account" => ui::account::show, Requires(Action::OwnAccount);
     POST "/account/password" => ui::account::change_password, Requires(Action::OwnAccount);
     GET "/admin" => ui::admin::show, Requires(Action::ManageOperators);
+    GET "/cases" => ui::cases::list, Requires(Action::ReadDeliveries);
+    GET "/cases/{id}" => ui::case::show, Requires(Action::ReadDeliveries);
+    GET "/cases/{id}/fixture" => ui::fixture::fixture, Requires(Action::ExportFixtures);
+    POST "/cases/{id}/resolve" => ui::case_forms::resolve, Requires(Action::ResolveSomeCases);
+    POST "/cases/{id}/comments" => ui::case_forms::comment, Requires(Action::CommentCases);
+    POST "/cases/{id}/lookup" => ui::case_forms::lookup, Requires(Action::ResolveSomeCases);
 }
 
 /// The row of a request's method and matched pattern.

@@ -197,6 +197,48 @@ pub async fn comment(
     Ok(())
 }
 
+/// How long a resolution form stays valid once shown.
+const FORM_TOKEN_TTL: chrono::Duration = chrono::Duration::hours(12);
+
+/// A one-time token for the resolution form of `case_id` shown to
+/// `operator_id`: `consume_form_token` accepts it once.
+pub async fn form_token(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    operator_id: Uuid,
+) -> Result<String, DbErr> {
+    let token = crate::auth::secrets::random_hex();
+    let now = Utc::now();
+    crate::store::form_tokens::issue(
+        &engine.db,
+        crate::auth::secrets::digest(&token),
+        &case_id.to_string(),
+        &operator_id.to_string(),
+        now + FORM_TOKEN_TTL,
+        now,
+    )
+    .await?;
+    Ok(token)
+}
+
+/// Whether `token` is a live form token of this case and operator, used now
+/// for the first and only time.
+pub async fn consume_form_token(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    operator_id: Uuid,
+    token: &str,
+) -> Result<bool, DbErr> {
+    crate::store::form_tokens::consume(
+        &engine.db,
+        &crate::auth::secrets::digest(token),
+        &case_id.to_string(),
+        &operator_id.to_string(),
+        Utc::now(),
+    )
+    .await
+}
+
 /// The effect a case's delivery was compared with, when there is one.
 pub(crate) fn existing_effect(case: &case::Model) -> Option<Uuid> {
     case.details

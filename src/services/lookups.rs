@@ -21,6 +21,7 @@ use crate::domain::cases::{LookupVerdict, Refusal, Resolution, judge_lookup};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{JournalEvent, KeySummary, LookupPerformed, ProviderOperation};
 use crate::providers::lookup;
+use crate::store::entities::case;
 
 /// Case reasons the provider's list of operations can settle.
 const ASKABLE: [&str; 3] = [
@@ -39,21 +40,13 @@ pub async fn settle(
     engine: &SharedEngine,
     case_id: Uuid,
 ) -> Result<Option<LookupVerdict>, CaseError> {
-    let case = crate::store::cases::find(&engine.db, case_id)
-        .await?
-        .ok_or(CaseError::NotFound)?;
-    if case.status != "open" || !ASKABLE.contains(&case.reason.as_str()) {
+    let Some((case, delivery, journaled)) = askable(engine, case_id).await? else {
         return Ok(None);
-    }
-    let delivery: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
-    let journaled = Journaled::read(&engine.db, delivery).await?;
+    };
     let Some(key) = journaled.key.clone() else {
         return Ok(None);
     };
-    let Some(provider) = provider_of(engine, &key) else {
-        return Ok(None);
-    };
-    let Some(configured) = lookup::find(&engine.lookups, &provider, &key.effect_type) else {
+    let Some((provider, configured)) = configured(engine, &key) else {
         return Ok(None);
     };
     let Some(event) = journaled.body(&engine.db).await? else {
@@ -150,6 +143,44 @@ pub async fn settle(
         }
     }
     Ok(Some(verdict))
+}
+
+/// Whether the provider can be asked about `case_id` now: an open case of a
+/// reason its answer settles, keyed by a strategy of a provider and effect
+/// type a look-up is configured for.
+pub async fn available(engine: &SharedEngine, case_id: Uuid) -> Result<bool, CaseError> {
+    let Some((_, _, journaled)) = askable(engine, case_id).await? else {
+        return Ok(false);
+    };
+    Ok(journaled
+        .key
+        .is_some_and(|key| configured(engine, &key).is_some()))
+}
+
+/// The open case `case_id` and its delivery, when its reason is askable.
+async fn askable(
+    engine: &SharedEngine,
+    case_id: Uuid,
+) -> Result<Option<(case::Model, DeliveryId, Journaled)>, CaseError> {
+    let case = crate::store::cases::find(&engine.db, case_id)
+        .await?
+        .ok_or(CaseError::NotFound)?;
+    if case.status != "open" || !ASKABLE.contains(&case.reason.as_str()) {
+        return Ok(None);
+    }
+    let delivery: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
+    let journaled = Journaled::read(&engine.db, delivery).await?;
+    Ok(Some((case, delivery, journaled)))
+}
+
+/// The provider of `key`'s strategy and the look-up configured for it.
+fn configured<'a>(
+    engine: &'a SharedEngine,
+    key: &KeySummary,
+) -> Option<(String, &'a lookup::Lookup)> {
+    let provider = provider_of(engine, key)?;
+    let found = lookup::find(&engine.lookups, &provider, &key.effect_type)?;
+    Some((provider, found))
 }
 
 /// Starts `settle` for each case in the background, when any look-up is

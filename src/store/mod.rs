@@ -6,6 +6,7 @@ pub mod bodies;
 pub mod cases;
 pub mod deferred;
 pub mod entities;
+pub mod form_tokens;
 pub mod journal;
 pub mod key_index;
 pub mod ledger;

@@ -5,14 +5,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use secrecy::SecretString;
 use unicity::auth::Role;
 use unicity::domain::journal::Actor;
 use unicity::services::access;
 
+use crate::browser::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
 use crate::helpers::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
-
-const PASSWORD: &str = "correct horse battery staple";
 
 /// Who may call each route, written from the issue rather than read from
 /// the code: `None` for routes open to anyone (or to signed webhooks).
@@ -48,6 +46,20 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
         ("GET", "/account", Some(EVERYONE)),
         ("POST", "/account/password", Some(EVERYONE)),
         ("GET", "/admin", Some(&[Admin])),
+        ("GET", "/cases", Some(EVERYONE)),
+        ("GET", "/cases/{id}", Some(EVERYONE)),
+        ("GET", "/cases/{id}/fixture", Some(&[Engineer, Admin])),
+        (
+            "POST",
+            "/cases/{id}/resolve",
+            Some(&[Finance, Engineer, Admin]),
+        ),
+        ("POST", "/cases/{id}/comments", Some(EVERYONE)),
+        (
+            "POST",
+            "/cases/{id}/lookup",
+            Some(&[Finance, Engineer, Admin]),
+        ),
     ]
 }
 
@@ -56,20 +68,6 @@ fn example(path: &str) -> String {
         .replace("{id}", "0190f0e0-0000-7000-8000-000000000000")
         .replace("{file}", "app.css")
         .replace("{token}", "no-such-setup-token")
-}
-
-/// A client that neither follows redirects nor sends a token.
-fn bare() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-}
-
-struct Answer {
-    status: StatusCode,
-    location: String,
-    body: String,
 }
 
 async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> Answer {
@@ -84,20 +82,7 @@ async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> A
     if let Some(token) = token {
         request = request.bearer_auth(token);
     }
-    let response = request.send().await.expect("answered");
-    let status = response.status();
-    let location = response
-        .headers()
-        .get("location")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let body = response.text().await.unwrap_or_default();
-    Answer {
-        status,
-        location,
-        body,
-    }
+    Answer::read(request.send().await.expect("answered")).await
 }
 
 /// Refused for lack of credentials: JSON 401 under /api, else off to sign-in.
@@ -173,102 +158,6 @@ async fn every_route_answers_each_role_and_anonymous_as_the_table_says() {
             }
         }
     }
-}
-
-/// A browser without JavaScript: one session cookie, forms, no redirects followed.
-struct Browser {
-    address: String,
-    cookie: Option<String>,
-}
-
-impl Browser {
-    fn new(app: &TestApp) -> Self {
-        Self {
-            address: app.address.clone(),
-            cookie: None,
-        }
-    }
-
-    async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
-        let request = match &self.cookie {
-            Some(cookie) => request.header("cookie", format!("unicity_session={cookie}")),
-            None => request,
-        };
-        let response = request.send().await.expect("answered");
-        for value in response.headers().get_all("set-cookie") {
-            let text = value.to_str().unwrap_or_default();
-            if let Some(rest) = text.strip_prefix("unicity_session=") {
-                let value = rest.split(';').next().unwrap_or_default();
-                self.cookie =
-                    (!value.is_empty() && !text.contains("Max-Age=0")).then(|| value.to_owned());
-            }
-        }
-        let status = response.status();
-        let location = response
-            .headers()
-            .get("location")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let body = response.text().await.unwrap_or_default();
-        Answer {
-            status,
-            location,
-            body,
-        }
-    }
-
-    async fn get(&mut self, path: &str) -> Answer {
-        let request = bare().get(format!("{}{path}", self.address));
-        self.send(request).await
-    }
-
-    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
-        let body = serde_urlencoded::to_string(form).expect("form");
-        let request = bare()
-            .post(format!("{}{path}", self.address))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body);
-        self.send(request).await
-    }
-
-    /// The CSRF token of the form on `path`.
-    async fn csrf(&mut self, path: &str) -> String {
-        let page = self.get(path).await;
-        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
-        csrf_in(&page.body)
-    }
-
-    async fn login(&mut self, name: &str, password: &str) -> Answer {
-        let csrf = self.csrf("/login").await;
-        self.post(
-            "/login",
-            &[("csrf", &csrf), ("name", name), ("password", password)],
-        )
-        .await
-    }
-}
-
-fn csrf_in(html: &str) -> String {
-    let marker = r#"name="csrf" value=""#;
-    let start = html.find(marker).expect("a form with a CSRF token") + marker.len();
-    html[start..]
-        .split('"')
-        .next()
-        .unwrap_or_default()
-        .to_owned()
-}
-
-async fn operator(app: &TestApp, name: &str, role: Role) {
-    access::create_operator(
-        &app.db,
-        name,
-        role,
-        SecretString::from(PASSWORD),
-        Actor::Cli,
-    )
-    .await
-    .expect("operator created");
 }
 
 async fn journaled(app: &TestApp, event_type: &str) -> i64 {

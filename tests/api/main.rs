@@ -3,6 +3,7 @@
 
 mod access;
 mod batches;
+mod browser;
 mod cases;
 mod connections;
 mod decisions;
@@ -16,6 +17,7 @@ mod ingest;
 mod journal;
 mod lookups;
 mod masking;
+mod pages;
 mod processes;
 mod reads;
 mod stripe;

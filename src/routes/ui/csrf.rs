@@ -1,6 +1,8 @@
 //! CSRF protection of every form: a synchronizer token kept in the session
 //! and echoed in a hidden `csrf` field. `CsrfForm<T>` checks it before the
 //! form is even parsed, so a post without a valid token (403) changes nothing.
+//! A post whose `Origin` names another site is refused the same way, token
+//! or not (browsers send `Origin` with every form post).
 
 use actix_session::{Session, SessionExt};
 use actix_web::dev::Payload;
@@ -40,7 +42,11 @@ impl<T: DeserializeOwned + 'static> FromRequest for CsrfForm<T> {
     fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
         let body = web::Bytes::from_request(req, payload);
         let session = req.get_session();
+        let foreign = foreign_origin(req);
         Box::pin(async move {
+            if foreign {
+                return Err(UiError::csrf());
+            }
             let body = body
                 .await
                 .map_err(|_| UiError::bad_request("This form could not be read."))?;
@@ -57,4 +63,19 @@ impl<T: DeserializeOwned + 'static> FromRequest for CsrfForm<T> {
                 .map_err(|_| UiError::bad_request("This form is incomplete."))
         })
     }
+}
+
+/// Whether the request's `Origin` is another site than the one it was sent
+/// to (`Host`). No `Origin` (a client that is not a browser) is not foreign:
+/// the token alone decides.
+fn foreign_origin(req: &HttpRequest) -> bool {
+    let Some(origin) = req.headers().get(actix_web::http::header::ORIGIN) else {
+        return false;
+    };
+    let authority = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, authority)| authority);
+    authority != Some(req.connection_info().host())
 }

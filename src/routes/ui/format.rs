@@ -78,6 +78,12 @@ impl Stamp {
     }
 }
 
+/// A JSON value on one line, as JSON (a string quoted, so `"700"` and `700`
+/// read apart).
+pub fn json_text(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 /// `now - at` in the largest unit that fits: "just now", "5 min ago",
 /// "3 h ago", "12 days ago"; a time in the future says so.
 pub fn age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {

@@ -5,7 +5,11 @@
 pub mod account;
 pub mod admin;
 pub mod assets;
+pub mod case;
+pub mod case_forms;
+pub mod cases;
 pub mod csrf;
+pub mod fixture;
 pub mod format;
 pub mod home;
 pub mod login;

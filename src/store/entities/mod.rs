@@ -2,6 +2,7 @@
 
 pub mod api_token;
 pub mod case;
+pub mod case_form_token;
 pub mod delivery;
 pub mod effect;
 pub mod effect_delivery;

@@ -1,0 +1,399 @@
+//! `GET /cases/{id}`: one case, everything needed to decide it — the
+//! delivery and its reference side by side, the field-level diff, the effect
+//! it is about, its history — and the forms that act on it, shown only to
+//! those whose role allows them (the server checks again on every post).
+
+use actix_session::Session;
+use actix_web::{HttpResponse, get, web};
+use askama::Template;
+use chrono::Utc;
+use serde::Deserialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::format::{Nav, ShortId, Stamp, json_text};
+use super::html;
+use crate::auth::{Action, Principal, PrincipalKind};
+use crate::routes::error::UiError;
+use crate::services::case_view::{self, CaseEvent, CaseView, EffectState};
+use crate::services::deliveries::DeliveryView;
+use crate::services::{cases, lookups};
+use crate::state::AppState;
+
+/// One delivery of the side-by-side view.
+pub struct Side {
+    pub id: ShortId,
+    pub link: String,
+    pub received: Stamp,
+    pub source: String,
+    pub provider: String,
+    pub summary: String,
+    pub headers: Vec<(String, String)>,
+    /// The masked body, pretty-printed (empty when unparseable or redacted).
+    pub body: String,
+}
+
+/// One discriminating value of both sides (amount, currency, ...).
+pub struct FigureLine {
+    pub name: String,
+    pub delivery: String,
+    pub reference: String,
+    pub differs: bool,
+}
+
+/// One differing field.
+pub struct ChangeLine {
+    pub path: String,
+    pub change: &'static str,
+    pub old: String,
+    pub new: String,
+    pub discriminating: bool,
+    pub volatile: Option<String>,
+}
+
+pub struct EffectLine {
+    pub id: ShortId,
+    pub status: String,
+    pub key: ShortId,
+    pub authoritative_ref: String,
+}
+
+/// One step of the case's history.
+pub struct HistoryLine {
+    pub at: Stamp,
+    pub what: String,
+    pub by: String,
+    pub note: String,
+    pub details: Vec<String>,
+}
+
+/// `templates/case.html`.
+#[derive(Template)]
+#[template(path = "case.html")]
+pub struct CasePage {
+    pub nav: Nav,
+    pub id: String,
+    pub short: ShortId,
+    pub open: bool,
+    pub reason: String,
+    pub action: String,
+    pub critical: bool,
+    pub opened: Stamp,
+    pub resolved: Option<Stamp>,
+    pub resolution: String,
+    pub resolved_by: String,
+    pub strategy: String,
+    pub strength: String,
+    pub effect_type: String,
+    pub key: Option<ShortId>,
+    pub figures: Vec<FigureLine>,
+    /// This delivery, then the reference delivery (when there is one).
+    pub sides: Vec<(&'static str, Option<Side>)>,
+    pub has_reference: bool,
+    pub changes: Vec<ChangeLine>,
+    pub existing_effect: Option<EffectLine>,
+    pub applied_effect: Option<EffectLine>,
+    pub history: Vec<HistoryLine>,
+    pub notice: Option<&'static str>,
+    /// The resolution form's one-time token, when the operator may resolve.
+    pub form_token: Option<String>,
+    /// Why the operator sees no resolution form on an open case.
+    pub cannot_resolve: Option<&'static str>,
+    pub can_comment: bool,
+    pub can_look_up: bool,
+    pub fixture: Option<String>,
+}
+
+/// `?done=…` after a post: what happened, in a fixed sentence (nothing from
+/// the request is echoed).
+#[derive(Deserialize)]
+pub struct Done {
+    done: Option<String>,
+}
+
+const NOTICES: [(&str, &str); 12] = [
+    ("resolved", "The case is resolved."),
+    (
+        "case_already_resolved",
+        "This case was already resolved: nothing more was applied. Its resolution is below.",
+    ),
+    (
+        "used",
+        "This form was already submitted: nothing more was applied. The case as it stands is below.",
+    ),
+    ("commented", "Your comment is in the case's history."),
+    ("comment_empty", "A comment needs some text."),
+    (
+        "asked",
+        "The provider was asked; its answer is in the history.",
+    ),
+    (
+        "not_asked",
+        "There was nothing to ask the provider about this case.",
+    ),
+    ("note_required", "A resolution needs a note saying why."),
+    ("unknown_resolution", "Choose how to resolve the case."),
+    (
+        "nothing_to_apply",
+        "This delivery has no business key or body to apply an effect with: it cannot be processed as distinct.",
+    ),
+    (
+        "outcome_unknown",
+        "The existing effect's outcome is unknown: verify it before applying another.",
+    ),
+    (
+        "nothing_to_confirm",
+        "There is no existing effect to confirm this delivery as a duplicate of.",
+    ),
+];
+
+/// The sentence of a notice code.
+pub fn notice(code: &str) -> Option<&'static str> {
+    NOTICES.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
+}
+
+pub(super) fn parse_id(id: &str) -> Result<Uuid, UiError> {
+    id.parse().map_err(|_| {
+        UiError::new(
+            actix_web::http::StatusCode::NOT_FOUND,
+            "There is no such case.",
+        )
+    })
+}
+
+/// The action a resolution of this case needs.
+pub(super) fn resolving(critical: bool) -> Action {
+    if critical {
+        Action::ResolveCriticalCases
+    } else {
+        Action::ResolveCases
+    }
+}
+
+#[get("/cases/{id}")]
+pub async fn show(
+    state: web::Data<AppState>,
+    session: Session,
+    operator: Principal,
+    id: web::Path<String>,
+    done: web::Query<Done>,
+) -> Result<HttpResponse, UiError> {
+    let id = parse_id(&id)?;
+    let view = case_view::show(&state.engine, &state.sources, id).await?;
+    let open = view.status == "open";
+    let may_resolve = operator.may(resolving(view.critical));
+    let form_token = if open && may_resolve && operator.kind == PrincipalKind::Operator {
+        Some(
+            cases::form_token(&state.engine, id, operator.id)
+                .await
+                .map_err(UiError::internal)?,
+        )
+    } else {
+        None
+    };
+    let cannot_resolve = match (open, may_resolve, view.critical) {
+        (true, false, true) => Some(
+            "Only finance or an admin can resolve this case: it decides about money (a critical effect).",
+        ),
+        (true, false, false) => Some("Only an engineer or an admin can resolve this case."),
+        _ => None,
+    };
+    let can_look_up = open
+        && operator.may(Action::ResolveSomeCases)
+        && lookups::available(&state.engine, id).await?;
+    let fixture =
+        (!open && operator.may(Action::ExportFixtures)).then(|| format!("/cases/{id}/fixture"));
+    let page = page(
+        view,
+        Nav::new(&session, &operator, "cases")?,
+        Forms {
+            notice: done.done.as_deref().and_then(notice),
+            form_token,
+            cannot_resolve,
+            can_comment: operator.may(Action::CommentCases),
+            can_look_up,
+            fixture,
+        },
+    );
+    Ok(html(HttpResponse::Ok(), &page))
+}
+
+/// What the page offers the operator.
+struct Forms {
+    notice: Option<&'static str>,
+    form_token: Option<String>,
+    cannot_resolve: Option<&'static str>,
+    can_comment: bool,
+    can_look_up: bool,
+    fixture: Option<String>,
+}
+
+fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
+    let now = Utc::now();
+    let strategy = view.strategy.as_ref();
+    CasePage {
+        nav,
+        short: ShortId::new(view.case_id.clone()),
+        id: view.case_id,
+        open: view.status == "open",
+        reason: view.reason,
+        action: view.action,
+        critical: view.critical,
+        opened: Stamp::new(view.opened_at, now),
+        resolved: view.resolved_at.map(|at| Stamp::new(at, now)),
+        resolution: view.resolution.unwrap_or_default(),
+        resolved_by: view.resolved_by.unwrap_or_default(),
+        strategy: strategy.map(|s| s.strategy.clone()).unwrap_or_default(),
+        strength: strategy.map(|s| s.strength.clone()).unwrap_or_default(),
+        effect_type: strategy.map(|s| s.effect_type.clone()).unwrap_or_default(),
+        key: view.business_key.map(ShortId::new),
+        figures: view
+            .figures
+            .iter()
+            .map(|f| FigureLine {
+                name: f.name.clone(),
+                delivery: shown(f.delivery.as_ref()),
+                reference: shown(f.reference.as_ref()),
+                differs: f.delivery != f.reference,
+            })
+            .collect(),
+        sides: vec![
+            ("This delivery", Some(side(&view.delivery, now))),
+            (
+                "Reference delivery",
+                view.reference.as_ref().map(|r| side(r, now)),
+            ),
+        ],
+        has_reference: view.reference.is_some(),
+        changes: view
+            .changes
+            .into_iter()
+            .map(|c| ChangeLine {
+                path: c.change.path,
+                change: match c.change.change {
+                    crate::domain::diff::Change::Added => "added",
+                    crate::domain::diff::Change::Removed => "removed",
+                    crate::domain::diff::Change::Changed => "changed",
+                },
+                old: shown(c.change.old.as_ref()),
+                new: shown(c.change.new.as_ref()),
+                discriminating: c.discriminating,
+                volatile: c.volatile,
+            })
+            .collect(),
+        existing_effect: view.existing_effect.as_ref().map(effect),
+        applied_effect: view.applied_effect.as_ref().map(effect),
+        history: view.history.into_iter().map(|e| history(e, now)).collect(),
+        notice: forms.notice,
+        form_token: forms.form_token,
+        cannot_resolve: forms.cannot_resolve,
+        can_comment: forms.can_comment,
+        can_look_up: forms.can_look_up,
+        fixture: forms.fixture,
+    }
+}
+
+/// A JSON value as one line of text; `—` when absent.
+fn shown(value: Option<&Value>) -> String {
+    value.map(json_text).unwrap_or_else(|| "—".to_owned())
+}
+
+fn side(d: &DeliveryView, now: chrono::DateTime<Utc>) -> Side {
+    Side {
+        id: ShortId::new(d.delivery_id.to_string()),
+        link: format!("/deliveries/{}", d.delivery_id),
+        received: Stamp::new(d.received_at, now),
+        source: d.origin.source.clone(),
+        provider: d.origin.provider.clone(),
+        summary: d
+            .decision
+            .as_ref()
+            .and_then(|v| v.get("summary"))
+            .and_then(Value::as_str)
+            .unwrap_or("not decided")
+            .to_owned(),
+        headers: d.headers.clone(),
+        body: d
+            .body
+            .as_ref()
+            .and_then(|b| serde_json::to_string_pretty(b).ok())
+            .unwrap_or_default(),
+    }
+}
+
+fn effect(e: &EffectState) -> EffectLine {
+    EffectLine {
+        id: ShortId::new(e.effect_id.clone()),
+        status: e.status.clone(),
+        key: ShortId::new(e.key.clone()),
+        authoritative_ref: e.authoritative_ref.clone().unwrap_or_default(),
+    }
+}
+
+fn history(event: CaseEvent, now: chrono::DateTime<Utc>) -> HistoryLine {
+    match event {
+        CaseEvent::Opened { at, summary } => HistoryLine {
+            at: Stamp::new(at, now),
+            what: "Opened".to_owned(),
+            by: "Unicity".to_owned(),
+            note: summary,
+            details: Vec::new(),
+        },
+        CaseEvent::Commented { at, by, note } => HistoryLine {
+            at: Stamp::new(at, now),
+            what: "Comment".to_owned(),
+            by,
+            note,
+            details: Vec::new(),
+        },
+        CaseEvent::LookedUp {
+            at,
+            url,
+            status,
+            latency_ms,
+            operations,
+            error,
+            verdict,
+        } => {
+            let mut details = vec![format!(
+                "asked {url}: {} in {latency_ms} ms",
+                status.map_or_else(|| "no answer".to_owned(), |s| format!("HTTP {s}"))
+            )];
+            details.extend(operations.iter().map(|op| {
+                format!(
+                    "operation {}: {} {} ({})",
+                    op.id,
+                    shown(op.amount.as_ref()),
+                    shown(op.currency.as_ref()),
+                    op.status.as_deref().unwrap_or("no status")
+                )
+            }));
+            details.extend(error.map(|e| format!("error: {e}")));
+            HistoryLine {
+                at: Stamp::new(at, now),
+                what: "Provider look-up".to_owned(),
+                by: "look-up".to_owned(),
+                note: format!("verdict: {verdict}"),
+                details,
+            }
+        }
+        CaseEvent::Resolved {
+            at,
+            resolution,
+            by,
+            note,
+            authoritative_ref,
+            effect_id,
+        } => HistoryLine {
+            at: Stamp::new(at, now),
+            what: format!("Resolved: {resolution}"),
+            by,
+            note,
+            details: authoritative_ref
+                .map(|r| format!("authoritative reference: {r}"))
+                .into_iter()
+                .chain(effect_id.map(|e| format!("effect: {e}")))
+                .collect(),
+        },
+    }
+}

@@ -1,0 +1,248 @@
+//! `GET /cases`: the ambiguity queue — open cases oldest first, how many wait
+//! per reason, and a plain GET form of filters (reason, source, provider,
+//! event type, effect type, critical or not, age), paginated.
+
+use actix_session::Session;
+use actix_web::{HttpResponse, get, web};
+use askama::Template;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::format::{Nav, ShortId, Stamp};
+use super::html;
+use crate::auth::Principal;
+use crate::routes::error::UiError;
+use crate::services::queue::{self, CaseFilter, QueueFilter};
+use crate::state::AppState;
+
+const PAGE: u64 = 50;
+
+/// The ages the queue filters on: (form value, label, seconds).
+const AGES: [(&str, &str, i64); 4] = [
+    ("1h", "older than 1 hour", 3_600),
+    ("1d", "older than 1 day", 86_400),
+    ("7d", "older than 7 days", 7 * 86_400),
+    ("30d", "older than 30 days", 30 * 86_400),
+];
+
+/// The queue's form, as submitted (an empty field is no filter).
+#[derive(Debug, Default, Clone, Deserialize, Serialize)]
+pub struct QueueForm {
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub source: String,
+    #[serde(default)]
+    pub provider: String,
+    #[serde(default)]
+    pub event_type: String,
+    #[serde(default)]
+    pub effect_type: String,
+    /// `yes` (critical only), `no` (the others), or empty.
+    #[serde(default)]
+    pub critical: String,
+    /// One of `AGES`, or empty.
+    #[serde(default)]
+    pub age: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+}
+
+fn given(value: &str) -> Option<String> {
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+impl QueueForm {
+    fn filter(&self, now: DateTime<Utc>) -> CaseFilter {
+        let age = AGES.iter().find(|(value, _, _)| *value == self.age);
+        CaseFilter {
+            queue: QueueFilter {
+                status: Some("open".to_owned()),
+                reason: given(&self.reason),
+                source: given(&self.source),
+                provider: given(&self.provider),
+                event_type: given(&self.event_type),
+                opened_before: age.map(|(_, _, secs)| now - chrono::Duration::seconds(*secs)),
+                keys: None,
+            },
+            effect_type: given(&self.effect_type),
+            critical: match self.critical.as_str() {
+                "yes" => Some(true),
+                "no" => Some(false),
+                _ => None,
+            },
+        }
+    }
+
+    /// `/cases?…` with these filters, at `offset`.
+    fn link(&self, offset: Option<u64>) -> String {
+        let form = QueueForm {
+            offset,
+            ..self.clone()
+        };
+        format!(
+            "/cases?{}",
+            serde_urlencoded::to_string(&form).unwrap_or_default()
+        )
+    }
+}
+
+/// A choice of a `<select>`.
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+    pub selected: bool,
+}
+
+fn choices<'a>(
+    options: impl IntoIterator<Item = (&'a str, &'a str)>,
+    current: &str,
+) -> Vec<Choice> {
+    options
+        .into_iter()
+        .map(|(value, label)| Choice {
+            value: value.to_owned(),
+            label: label.to_owned(),
+            selected: value == current,
+        })
+        .collect()
+}
+
+/// How many cases wait for one reason, and the link that lists them.
+pub struct ReasonCount {
+    pub reason: String,
+    pub cases: i64,
+    pub link: String,
+    pub current: bool,
+}
+
+/// One open case as the queue shows it.
+pub struct QueueLine {
+    pub case: ShortId,
+    pub link: String,
+    pub reason: String,
+    pub effect_type: String,
+    pub critical: bool,
+    pub source: String,
+    pub provider: String,
+    pub event_type: String,
+    pub delivery: ShortId,
+    pub delivery_link: String,
+    pub opened: Stamp,
+}
+
+/// `templates/queue.html`.
+#[derive(Template)]
+#[template(path = "queue.html")]
+pub struct QueuePage {
+    pub nav: Nav,
+    pub form: QueueForm,
+    pub counts: Vec<ReasonCount>,
+    pub total: i64,
+    pub reasons: Vec<Choice>,
+    pub sources: Vec<Choice>,
+    pub providers: Vec<Choice>,
+    pub effect_types: Vec<Choice>,
+    pub critical: Vec<Choice>,
+    pub ages: Vec<Choice>,
+    pub cases: Vec<QueueLine>,
+    pub previous: Option<String>,
+    pub next: Option<String>,
+}
+
+#[get("/cases")]
+pub async fn list(
+    state: web::Data<AppState>,
+    session: Session,
+    operator: Principal,
+    form: web::Query<QueueForm>,
+) -> Result<HttpResponse, UiError> {
+    let form = form.into_inner();
+    let now = Utc::now();
+    let offset = form.offset.unwrap_or(0);
+    let page = queue::queue(&state.engine, &form.filter(now), PAGE, offset)
+        .await
+        .map_err(UiError::internal)?;
+    let counts: Vec<ReasonCount> = page
+        .counts
+        .iter()
+        .map(|(reason, cases)| ReasonCount {
+            link: QueueForm {
+                reason: reason.clone(),
+                ..QueueForm::default()
+            }
+            .link(None),
+            current: *reason == form.reason,
+            reason: reason.clone(),
+            cases: *cases,
+        })
+        .collect();
+    let mut sources: Vec<&str> = state.sources.keys().map(String::as_str).collect();
+    sources.sort_unstable();
+    let mut providers: Vec<&str> = state
+        .sources
+        .values()
+        .map(|s| s.origin.provider.as_str())
+        .collect();
+    providers.sort_unstable();
+    providers.dedup();
+    let effect_types = queue::effect_types(&state.engine.catalog);
+    let any = [("", "any")];
+    let cases = page
+        .cases
+        .into_iter()
+        .map(|c| QueueLine {
+            link: format!("/cases/{}", c.case_id),
+            case: ShortId::new(c.case_id),
+            reason: c.reason,
+            effect_type: c.effect_type.unwrap_or_else(|| "unknown".to_owned()),
+            critical: c.critical,
+            source: c.source.unwrap_or_default(),
+            provider: c.provider.unwrap_or_default(),
+            event_type: c.event_type.unwrap_or_default(),
+            delivery_link: format!("/deliveries/{}", c.delivery_id),
+            delivery: ShortId::new(c.delivery_id),
+            opened: Stamp::new(c.opened_at, now),
+        })
+        .collect();
+    let page = QueuePage {
+        nav: Nav::new(&session, &operator, "cases")?,
+        total: page.counts.iter().map(|(_, n)| n).sum(),
+        reasons: choices(
+            any.into_iter()
+                .chain(page.counts.iter().map(|(r, _)| (r.as_str(), r.as_str()))),
+            &form.reason,
+        ),
+        sources: choices(
+            any.into_iter().chain(sources.iter().map(|s| (*s, *s))),
+            &form.source,
+        ),
+        providers: choices(
+            any.into_iter().chain(providers.iter().map(|p| (*p, *p))),
+            &form.provider,
+        ),
+        effect_types: choices(
+            any.into_iter()
+                .chain(effect_types.iter().map(|t| (t.as_str(), t.as_str()))),
+            &form.effect_type,
+        ),
+        critical: choices(
+            any.into_iter().chain([
+                ("yes", "critical (money, rights, stock)"),
+                ("no", "not critical"),
+            ]),
+            &form.critical,
+        ),
+        ages: choices(
+            any.into_iter().chain(AGES.iter().map(|(v, l, _)| (*v, *l))),
+            &form.age,
+        ),
+        previous: (offset > 0).then(|| form.link(Some(offset.saturating_sub(PAGE)))),
+        next: page.next_offset.map(|o| form.link(Some(o))),
+        counts,
+        cases,
+        form,
+    };
+    Ok(html(HttpResponse::Ok(), &page))
+}

@@ -1,0 +1,437 @@
+//! The queue and case pages over real HTTP, as signed-in operators use them:
+//! what they list and filter, what a case shows, who can resolve it, and
+//! that a resolution form applies one effect however often it is posted.
+
+use reqwest::StatusCode;
+use unicity::auth::Role;
+
+use crate::browser::{Browser, csrf_in, signed_in};
+use crate::downstream::{Behaviour, Downstream};
+use crate::helpers::{TestApp, refund, spawn_app_with};
+
+/// A reversible effect beside the money ones: notices keyed by their
+/// reference, discriminated by their text.
+const NOTICES: &str = r#"
+[[strategies]]
+name = "notice-ref"
+version = 1
+provider = "norefid"
+event_types = ["notice.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "1d"
+effect_type = "notice.send"
+criticality = "reversible"
+fields = [{ name = "reference", path = "$.reference" }]
+discriminants = [{ name = "text", path = "$.text" }]
+
+[[hierarchies]]
+provider = "norefid"
+event_type = "notice.*"
+strategies = ["notice-ref"]
+"#;
+
+struct Pages {
+    app: TestApp,
+    downstream: Downstream,
+}
+
+impl Pages {
+    async fn new() -> Self {
+        let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+        let app = spawn_app_with(&format!("{NOTICES}{}", downstream.sink_toml(2000))).await;
+        Self { app, downstream }
+    }
+
+    /// Two equal refunds of `payment` without a reference: the second opens
+    /// a weak-match money case. Returns its id.
+    async fn money_case(&self, payment: &str) -> String {
+        let applied = self.downstream.calls().len();
+        let first = self
+            .app
+            .post_signed("hmac", &refund(payment, 700, None))
+            .await;
+        assert_eq!(first.json["decision"], "process", "{}", first.json);
+        self.downstream.wait_calls(applied + 1).await;
+        self.app
+            .wait_for_count(
+                "SELECT COUNT(*) FROM effects WHERE status = 'applied'",
+                applied as i64 + 1,
+            )
+            .await;
+        let second = self
+            .app
+            .post_signed("hmac", &refund(payment, 700, None))
+            .await;
+        assert_eq!(
+            second.json["reason"], "weak_match_critical",
+            "{}",
+            second.json
+        );
+        second.json["case_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Two notices with one reference and different texts: a collision on a
+    /// reversible effect. Returns the case id.
+    async fn notice_case(&self) -> String {
+        let notice = |text: &str| {
+            serde_json::to_vec(&serde_json::json!({
+                "type": "notice.sent", "reference": "n-1", "text": text,
+            }))
+            .unwrap()
+        };
+        let first = self.app.post_signed("hmac", &notice("hello")).await;
+        assert_eq!(first.json["decision"], "process", "{}", first.json);
+        let second = self.app.post_signed("hmac", &notice("goodbye")).await;
+        assert_eq!(
+            second.json["reason"], "discriminants_differ",
+            "{}",
+            second.json
+        );
+        second.json["case_id"].as_str().unwrap().to_owned()
+    }
+}
+
+/// The one-time token of the resolution form on a case page.
+fn form_token(html: &str) -> Option<String> {
+    let marker = r#"name="form_token" value=""#;
+    let start = html.find(marker)? + marker.len();
+    html[start..].split('"').next().map(str::to_owned)
+}
+
+/// The count the queue shows for `reason` (0 when it lists none).
+fn reason_count(html: &str, reason: &str) -> i64 {
+    let marker = format!(r#"data-reason="{reason}">"#);
+    html.find(&marker)
+        .map(|i| {
+            html[i + marker.len()..]
+                .split('<')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .unwrap_or(0)
+}
+
+fn lists(html: &str, case: &str) -> bool {
+    html.contains(&format!(r#"href="/cases/{case}""#))
+}
+
+#[tokio::test]
+async fn the_queue_lists_open_cases_with_their_counts_and_every_filter_narrows_it() {
+    let p = Pages::new().await;
+    let money = p.money_case("pay_queue").await;
+    let notice = p.notice_case().await;
+    let mut support = signed_in(&p.app, "sue", Role::Support).await;
+
+    let queue = support.get("/cases").await;
+    assert_eq!(queue.status, StatusCode::OK, "{}", queue.body);
+    assert!(lists(&queue.body, &money) && lists(&queue.body, &notice));
+    assert_eq!(reason_count(&queue.body, "weak_match_critical"), 1);
+    assert_eq!(reason_count(&queue.body, "discriminants_differ"), 1);
+    assert!(
+        queue
+            .body
+            .contains(r#"href="/cases?reason=weak_match_critical"#)
+    );
+
+    // (query, shows the money case, shows the notice case)
+    for (query, shows_money, shows_notice) in [
+        ("critical=yes", true, false),
+        ("critical=no", false, true),
+        ("effect_type=notice.send", false, true),
+        ("effect_type=refund.create", true, false),
+        ("reason=weak_match_critical", true, false),
+        ("source=hmac&provider=norefid", true, true),
+        ("provider=github", false, false),
+        ("event_type=notice.sent", false, true),
+        ("age=1d", false, false),
+    ] {
+        let page = support.get(&format!("/cases?{query}")).await;
+        assert_eq!(page.status, StatusCode::OK, "{query}");
+        assert_eq!(
+            lists(&page.body, &money),
+            shows_money,
+            "{query}: money case"
+        );
+        assert_eq!(
+            lists(&page.body, &notice),
+            shows_notice,
+            "{query}: notice case"
+        );
+    }
+
+    // The same filters through the API.
+    let api = p.app.get("/api/cases?critical=false").await;
+    let ids: Vec<&str> = api.json["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["case_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [notice.as_str()]);
+    let api = p.app.get("/api/cases?effect_type=refund.create").await;
+    assert_eq!(api.json["cases"][0]["case_id"], money.as_str());
+    assert_eq!(api.json["cases"][0]["critical"], true);
+}
+
+#[tokio::test]
+async fn a_money_case_shows_both_amounts_and_only_finance_resolves_it_once() {
+    let p = Pages::new().await;
+    let case = p.money_case("pay_page").await;
+    let path = format!("/cases/{case}");
+    let resolve = format!("{path}/resolve");
+
+    // Support reads the case: both amounts, the volatile send time, and a
+    // sentence instead of a button.
+    let mut support = signed_in(&p.app, "sam", Role::Support).await;
+    let page = support.get(&path).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    for side in ["delivery", "reference"] {
+        assert!(
+            page.body
+                .contains(&format!(r#"data-side="{side}" data-name="amount">700<"#)),
+            "{side} amount shown"
+        );
+    }
+    assert!(page.body.contains("<code>$.sent_at</code>"), "the diff");
+    assert!(page.body.contains(r#"class="mark volatile""#));
+    assert!(page.body.contains("Only finance or an admin can resolve"));
+    assert!(!page.body.contains(&format!(r#"action="{resolve}""#)));
+    assert_eq!(form_token(&page.body), None);
+    let csrf = csrf_in(&page.body);
+    let refused = support
+        .post(&resolve, &[("csrf", &csrf), ("resolution", "reject")])
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    // An engineer may resolve other cases, not money ones.
+    let mut engineer = signed_in(&p.app, "eng", Role::Engineer).await;
+    let page = engineer.get(&path).await;
+    assert!(page.body.contains("Only finance or an admin can resolve"));
+    let csrf = csrf_in(&page.body);
+    let refused = engineer
+        .post(
+            &resolve,
+            &[
+                ("csrf", &csrf),
+                ("form_token", "x"),
+                ("resolution", "process_as_distinct"),
+                ("note", "mine"),
+            ],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    // Finance resolves it as distinct: exactly one more refund.
+    let mut finance = signed_in(&p.app, "fin", Role::Finance).await;
+    let page = finance.get(&path).await;
+    let token = form_token(&page.body).expect("finance sees the resolution form");
+    let csrf = csrf_in(&page.body);
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("form_token", token.as_str()),
+        ("resolution", "process_as_distinct"),
+        ("note", "the provider lists two refunds"),
+        ("authoritative_ref", "re_2"),
+    ];
+    let done = finance.post(&resolve, &form).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    assert_eq!(done.location, format!("{path}?done=resolved"));
+    p.downstream.wait_calls(2).await;
+
+    // The same form again: the resolved page, still one more refund.
+    let again = finance.post(&resolve, &form).await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER);
+    assert_eq!(again.location, format!("{path}?done=used"));
+    let shown = finance.get(&again.location).await;
+    assert_eq!(shown.status, StatusCode::OK);
+    assert!(shown.body.contains("already submitted"));
+    assert!(shown.body.contains("process_as_distinct"));
+    assert!(shown.body.contains("re_2"), "the reference in the history");
+    assert_eq!(form_token(&shown.body), None, "no form on a resolved case");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(p.downstream.calls().len(), 2);
+
+    // The queue count drops.
+    let queue = support.get("/cases").await;
+    assert_eq!(reason_count(&queue.body, "weak_match_critical"), 0);
+    assert!(!lists(&queue.body, &case));
+}
+
+type Form = Vec<(&'static str, String)>;
+
+/// The resolution form of `case` as `browser` gets it, filled in to process
+/// the delivery as distinct.
+async fn resolution_form(browser: &mut Browser, case: &str) -> Form {
+    let page = browser.get(&format!("/cases/{case}")).await;
+    vec![
+        ("csrf", csrf_in(&page.body)),
+        (
+            "form_token",
+            form_token(&page.body).expect("a resolution form"),
+        ),
+        ("resolution", "process_as_distinct".to_owned()),
+        ("note", "two refunds".to_owned()),
+    ]
+}
+
+fn pairs(form: &Form) -> Vec<(&str, &str)> {
+    form.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+/// Posts two resolution forms of `case` at once; where each lands, sorted.
+async fn at_once(
+    case: &str,
+    (a, first): (&mut Browser, &Form),
+    (b, second): (&mut Browser, &Form),
+) -> [String; 2] {
+    let path = format!("/cases/{case}/resolve");
+    let (one, two) = (a.form(&path, &pairs(first)), b.form(&path, &pairs(second)));
+    let (one, two) = tokio::join!(a.send(one), b.send(two));
+    let mut outcomes = [one.location, two.location];
+    outcomes.sort();
+    outcomes
+}
+
+#[tokio::test]
+async fn concurrent_submissions_of_one_form_or_of_two_operators_apply_one_effect() {
+    let p = Pages::new().await;
+    let one_form = p.money_case("pay_twice").await;
+    let two_people = p.money_case("pay_both").await;
+    assert_eq!(p.downstream.calls().len(), 2);
+
+    let mut ann = signed_in(&p.app, "ann", Role::Finance).await;
+    let mut bob = signed_in(&p.app, "bob", Role::Admin).await;
+
+    // One form posted twice at once (a double click, two tabs).
+    let form = resolution_form(&mut ann, &one_form).await;
+    let mut tab = ann.clone();
+    let outcomes = at_once(&one_form, (&mut ann, &form), (&mut tab, &form)).await;
+    assert_eq!(
+        outcomes,
+        [
+            format!("/cases/{one_form}?done=resolved"),
+            format!("/cases/{one_form}?done=used"),
+        ]
+    );
+
+    // Two operators, each with their own form, at once.
+    let first = resolution_form(&mut ann, &two_people).await;
+    let second = resolution_form(&mut bob, &two_people).await;
+    let outcomes = at_once(&two_people, (&mut ann, &first), (&mut bob, &second)).await;
+    assert_eq!(
+        outcomes,
+        [
+            format!("/cases/{two_people}?done=case_already_resolved"),
+            format!("/cases/{two_people}?done=resolved"),
+        ]
+    );
+    let page = bob.get(&outcomes[0]).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("already resolved"));
+
+    p.downstream.wait_calls(4).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(p.downstream.calls().len(), 4, "one more effect per case");
+}
+
+#[tokio::test]
+async fn a_form_post_without_its_csrf_token_or_from_another_origin_changes_nothing() {
+    let p = Pages::new().await;
+    let case = p.money_case("pay_csrf").await;
+    let path = format!("/cases/{case}");
+    let mut finance = signed_in(&p.app, "fay", Role::Finance).await;
+    let page = finance.get(&path).await;
+    let token = form_token(&page.body).unwrap();
+    let csrf = csrf_in(&page.body);
+    let resolve = [
+        ("form_token", token.as_str()),
+        ("resolution", "process_as_distinct"),
+        ("note", "forged"),
+    ];
+
+    let no_token = finance.post(&format!("{path}/resolve"), &resolve).await;
+    assert_eq!(no_token.status, StatusCode::FORBIDDEN);
+    let with_csrf: Vec<(&str, &str)> = [("csrf", csrf.as_str())]
+        .into_iter()
+        .chain(resolve)
+        .collect();
+    for (action, form) in [
+        ("resolve", with_csrf.clone()),
+        (
+            "comments",
+            vec![("csrf", csrf.as_str()), ("note", "forged")],
+        ),
+    ] {
+        let request = finance
+            .form(&format!("{path}/{action}"), &form)
+            .header("origin", "https://attacker.example");
+        let foreign = finance.send(request).await;
+        assert_eq!(foreign.status, StatusCode::FORBIDDEN, "{action}");
+    }
+    let journaled =
+        "SELECT COUNT(*) FROM journal WHERE event_type IN ('CaseResolved', 'CaseCommented')";
+    assert_eq!(p.app.count(journaled).await, 0);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(p.downstream.calls().len(), 1);
+
+    // The same form from this site's own origin goes through.
+    let request = finance
+        .form(&format!("{path}/resolve"), &with_csrf)
+        .header("origin", &p.app.address);
+    let done = finance.send(request).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    p.downstream.wait_calls(2).await;
+}
+
+#[tokio::test]
+async fn webhook_markup_in_a_value_a_header_and_a_field_name_renders_as_text() {
+    let p = Pages::new().await;
+    let hostile = |sent_at: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "type": "refund.<svg onload=alert(1)>",
+            "payment_id": "<script>alert('pay')</script>",
+            "amount": 5,
+            "currency": "EUR",
+            "<img src=x onerror=alert(2)>": "name",
+            "sent_at": sent_at,
+        }))
+        .unwrap()
+    };
+    let headers = [(
+        "x-note".to_owned(),
+        "<script>alert('header')</script>".to_owned(),
+    )];
+    let first = p.app.post_raw("open", hostile("t1"), &headers).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    p.app
+        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    let second = p.app.post_raw("open", hostile("t2"), &headers).await;
+    let case = second.json["case_id"].as_str().expect("a case").to_owned();
+
+    let mut support = signed_in(&p.app, "xss", Role::Support).await;
+    let queue = support.get("/cases").await;
+    let page = support.get(&format!("/cases/{case}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    for (name, html) in [("queue", &queue.body), ("case", &page.body)] {
+        for raw in ["<svg onload", "<script>alert", "<img src=x"] {
+            assert!(!html.contains(raw), "{name} page shows {raw} unescaped");
+        }
+        assert!(
+            html.contains("refund.&#60;svg onload=alert(1)&#62;"),
+            "{name}"
+        );
+    }
+    // As text: the header value, the field name (in the body shown), the
+    // payment id (a discriminating figure).
+    for escaped in [
+        "&#60;script&#62;alert(&#39;header&#39;)&#60;/script&#62;",
+        "&#60;img src=x onerror=alert(2)&#62;",
+        "&#60;script&#62;alert(&#39;pay&#39;)&#60;/script&#62;",
+    ] {
+        assert!(page.body.contains(escaped), "{escaped} in {}", page.body);
+    }
+}
