@@ -136,7 +136,12 @@ enum StrategiesCommand {
 #[derive(Subcommand)]
 enum BreakerCommand {
     /// Reset a tripped strategy (`name@version`): auto-ignore resumes for it.
-    Reset { strategy: String },
+    Reset {
+        strategy: String,
+        /// Why it is safe to resume (journaled with the reset).
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -233,11 +238,14 @@ async fn main() -> anyhow::Result<()> {
             );
         }
         Some(Command::Breaker {
-            command: BreakerCommand::Reset { strategy },
+            command: BreakerCommand::Reset { strategy, reason },
         }) => {
+            if reason.trim().is_empty() {
+                anyhow::bail!("a breaker reset needs a reason (--reason)");
+            }
             let db = store::connect(&cli.database_url).await?;
             store::migrate(&db).await?;
-            if breakers::reset(&db, strategy).await? {
+            if breakers::reset(&db, strategy, "cli".to_owned(), reason.clone()).await? {
                 println!("breaker of {strategy} reset");
             } else {
                 println!("{strategy} was not tripped");

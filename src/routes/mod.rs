@@ -77,6 +77,8 @@ routes! {
     POST "/cases/{id}/resolve" => ui::case_forms::resolve, Requires(Action::ResolveSomeCases);
     POST "/cases/{id}/comments" => ui::case_forms::comment, Requires(Action::CommentCases);
     POST "/cases/{id}/lookup" => ui::case_forms::lookup, Requires(Action::ResolveSomeCases);
+    GET "/dashboard" => ui::dashboard::show, Requires(Action::ReadDeliveries);
+    POST "/dashboard/breakers/reset" => ui::dashboard::reset, Requires(Action::ResetBreakers);
 }
 
 /// The row of a request's method and matched pattern.

@@ -8,9 +8,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, Statement, TransactionTrait,
-};
+use sea_orm::{DatabaseConnection, DbErr, EntityTrait, TransactionTrait};
 
 use super::engine::{SharedEngine, claim};
 use crate::domain::journal::{JournalEvent, StrategyReset, StrategyTripped};
@@ -40,26 +38,14 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         - chrono::Duration::seconds(
             i64::try_from(config.breaker_window_secs).unwrap_or(i64::MAX / 1000),
         );
-    let backend = engine.db.get_database_backend();
-    let placeholder = if backend == DbBackend::Postgres {
-        "$1"
-    } else {
-        "?"
-    };
-    let sql = format!(
-        "SELECT strategy, COUNT(*) AS deliveries, \
-         SUM(CASE WHEN reason = 'discriminants_differ' THEN 1 ELSE 0 END) AS collisions \
-         FROM deliveries WHERE strategy IS NOT NULL AND received_at >= {placeholder} GROUP BY strategy"
-    );
-    let rows = engine
-        .db
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, [since.into()]))
-        .await?;
+    let counts = crate::store::dashboard::collisions(&engine.db, since).await?;
     let mut tripped = Vec::new();
-    for row in rows {
-        let strategy: String = row.try_get("", "strategy")?;
-        let deliveries: i64 = row.try_get("", "deliveries")?;
-        let collisions: i64 = row.try_get("", "collisions")?;
+    for count in counts {
+        let crate::store::dashboard::CollisionCount {
+            strategy,
+            deliveries,
+            collisions,
+        } = count;
         let over = deliveries >= config.breaker_min_deliveries
             && (collisions as f64) > config.breaker_threshold * deliveries as f64;
         if !over || engine.is_tripped(&strategy) {
@@ -98,14 +84,27 @@ pub async fn refresh(engine: &SharedEngine) -> Result<(), DbErr> {
     Ok(())
 }
 
-/// An operator's reset of a tripped breaker; false when it was not tripped.
-/// Running servers pick it up at their next evaluation.
-pub async fn reset(db: &DatabaseConnection, strategy: &str) -> Result<bool, DbErr> {
+/// An operator's reset of a tripped breaker, journaled with who reset it
+/// and why; false when it was not tripped. Running servers pick it up at
+/// their next evaluation.
+pub async fn reset(
+    db: &DatabaseConnection,
+    strategy: &str,
+    by: String,
+    reason: String,
+) -> Result<bool, DbErr> {
     let event = JournalEvent::StrategyReset(StrategyReset {
         strategy: strategy.to_owned(),
+        reset_by: Some(by),
+        reason: Some(reason),
     });
     let txn = db.begin().await?;
     let took = claim(&txn, None, &event, Utc::now()).await?;
     txn.commit().await?;
     Ok(took)
+}
+
+/// The tripped strategies, with the figures that tripped them.
+pub async fn tripped(db: &DatabaseConnection) -> Result<Vec<strategy_breaker::Model>, DbErr> {
+    strategy_breaker::Entity::find().all(db).await
 }

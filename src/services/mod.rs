@@ -5,6 +5,7 @@ pub mod access;
 pub mod breakers;
 pub mod case_view;
 pub mod cases;
+pub mod dashboard;
 pub mod decide;
 pub mod deliveries;
 pub mod effects;

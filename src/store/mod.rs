@@ -4,6 +4,7 @@
 pub mod access;
 pub mod bodies;
 pub mod cases;
+pub mod dashboard;
 pub mod deferred;
 pub mod entities;
 pub mod form_tokens;

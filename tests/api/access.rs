@@ -60,6 +60,12 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
             "/cases/{id}/lookup",
             Some(&[Finance, Engineer, Admin]),
         ),
+        ("GET", "/dashboard", Some(EVERYONE)),
+        (
+            "POST",
+            "/dashboard/breakers/reset",
+            Some(&[Engineer, Admin]),
+        ),
     ]
 }
 

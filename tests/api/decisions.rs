@@ -322,9 +322,14 @@ async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset
     assert_eq!(retry.json["reason"], "breaker_tripped");
 
     assert!(
-        unicity::services::breakers::reset(&app.db, "norefid-refund-ref@1")
-            .await
-            .unwrap()
+        unicity::services::breakers::reset(
+            &app.db,
+            "norefid-refund-ref@1",
+            "test".to_owned(),
+            "the collisions were a test".to_owned()
+        )
+        .await
+        .unwrap()
     );
     // The server re-reads breakers at its next evaluation; the collision is
     // still in the window, so it trips again: the rate, not a flag, decides.

@@ -6,6 +6,7 @@ mod batches;
 mod browser;
 mod cases;
 mod connections;
+mod dashboard;
 mod decisions;
 mod downstream;
 mod faults;

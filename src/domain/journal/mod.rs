@@ -147,7 +147,7 @@ journal_events! {
     EvidencePurged(EvidencePurged) = "EvidencePurged", version 1;
     StrategyVersionRecorded(StrategyVersionRecorded) = "StrategyVersionRecorded", version 1;
     StrategyTripped(StrategyTripped) = "StrategyTripped", version 1;
-    StrategyReset(StrategyReset) = "StrategyReset", version 1;
+    StrategyReset(StrategyReset) = "StrategyReset", version 2;
     KeyMigrated(KeyMigrated) = "KeyMigrated", version 1;
     StrategyMigrated(StrategyMigrated) = "StrategyMigrated", version 1;
     CaseResolved(CaseResolved) = "CaseResolved", version 1;
@@ -171,6 +171,8 @@ fn upcast(event_type: &str, version: i32, data: serde_json::Value) -> (i32, serd
     match (event_type, version) {
         // v2 only adds fields that default: `headers_omitted`, `header_bytes`.
         ("DeliveryRejected", 1) => (2, data),
+        // v2 only adds who reset the breaker and why, both optional.
+        ("StrategyReset", 1) => (2, data),
         _ => (version, data),
     }
 }

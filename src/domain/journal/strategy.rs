@@ -22,10 +22,17 @@ pub struct StrategyTripped {
     pub window_secs: u64,
 }
 
-/// An operator reset a tripped breaker.
+/// An operator reset a tripped breaker. Version 2 adds who and why
+/// (absent from version 1 events).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StrategyReset {
     pub strategy: String,
+    /// The operator (or `cli`) who reset it.
+    #[serde(default)]
+    pub reset_by: Option<String>,
+    /// Why it was safe to resume auto-ignore.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// One effect a retiring strategy version keyed, re-derived under the newer

@@ -1,0 +1,117 @@
+//! The dashboard's figures: what Unicity decided in the last 24 hours (per
+//! hour and decision, per decision and reason, key strengths per strategy),
+//! how old the open cases are, and each strategy's collision rate against
+//! its breaker's threshold, with the breakers tripped now. Counts are
+//! grouped by the database over bounded windows (`store::dashboard`).
+
+use chrono::{DateTime, Duration, Utc};
+use sea_orm::DbErr;
+
+use super::breakers;
+use super::engine::SharedEngine;
+pub use crate::store::dashboard::{HourCount, PairCount};
+
+/// The window of the delivery charts.
+pub const WINDOW_HOURS: i64 = 24;
+
+/// The age buckets of open cases: (label, lower bound in seconds).
+pub const AGE_BUCKETS: [(&str, i64); 4] = [
+    ("under 1 hour", 0),
+    ("1 to 24 hours", 3_600),
+    ("1 to 7 days", 86_400),
+    ("over 7 days", 7 * 86_400),
+];
+
+/// A strategy's collision rate over the breaker window.
+#[derive(Debug, Clone)]
+pub struct CollisionRate {
+    pub strategy: String,
+    pub deliveries: i64,
+    pub collisions: i64,
+    pub tripped: bool,
+}
+
+impl CollisionRate {
+    pub fn rate(&self) -> f64 {
+        if self.deliveries == 0 {
+            0.0
+        } else {
+            self.collisions as f64 / self.deliveries as f64
+        }
+    }
+}
+
+/// A tripped breaker.
+#[derive(Debug, Clone)]
+pub struct Tripped {
+    pub strategy: String,
+    pub deliveries: i64,
+    pub collisions: i64,
+    pub tripped_at: DateTime<Utc>,
+}
+
+pub struct Dashboard {
+    pub now: DateTime<Utc>,
+    /// Start of the delivery charts' window (the hour `WINDOW_HOURS` ago).
+    pub since: DateTime<Utc>,
+    pub per_hour: Vec<HourCount>,
+    /// (decision, reason, deliveries).
+    pub per_reason: Vec<PairCount>,
+    /// (strategy, strength, deliveries).
+    pub per_strength: Vec<PairCount>,
+    /// Open cases per `AGE_BUCKETS` entry.
+    pub open_by_age: Vec<i64>,
+    pub collisions: Vec<CollisionRate>,
+    pub threshold: f64,
+    pub breaker_window_secs: u64,
+    pub tripped: Vec<Tripped>,
+}
+
+pub async fn dashboard(engine: &SharedEngine, now: DateTime<Utc>) -> Result<Dashboard, DbErr> {
+    let db = &engine.db;
+    let seconds = now.timestamp();
+    let hour = DateTime::from_timestamp(seconds - seconds.rem_euclid(3_600), 0).unwrap_or(now);
+    let since = hour - Duration::hours(WINDOW_HOURS - 1);
+    let bounds: Vec<DateTime<Utc>> = AGE_BUCKETS[1..]
+        .iter()
+        .map(|(_, secs)| now - Duration::seconds(*secs))
+        .collect();
+    let older = crate::store::dashboard::open_cases_older_than(db, &bounds).await?;
+    // Cases in each bucket: those older than its bound, less the next one's.
+    let open_by_age = (0..AGE_BUCKETS.len())
+        .map(|i| older[i] - older.get(i + 1).copied().unwrap_or(0))
+        .collect();
+    let window = i64::try_from(engine.config.breaker_window_secs).unwrap_or(i64::MAX / 1000);
+    let tripped: Vec<Tripped> = breakers::tripped(db)
+        .await?
+        .into_iter()
+        .map(|b| Tripped {
+            strategy: b.strategy,
+            deliveries: b.deliveries,
+            collisions: b.collisions,
+            tripped_at: b.tripped_at,
+        })
+        .collect();
+    let collisions = crate::store::dashboard::collisions(db, now - Duration::seconds(window))
+        .await?
+        .into_iter()
+        .map(|c| CollisionRate {
+            tripped: tripped.iter().any(|t| t.strategy == c.strategy),
+            strategy: c.strategy,
+            deliveries: c.deliveries,
+            collisions: c.collisions,
+        })
+        .collect();
+    Ok(Dashboard {
+        now,
+        since,
+        per_hour: crate::store::dashboard::per_hour(db, since).await?,
+        per_reason: crate::store::dashboard::per_reason(db, since).await?,
+        per_strength: crate::store::dashboard::per_strength(db, since).await?,
+        open_by_age,
+        collisions,
+        threshold: engine.config.breaker_threshold,
+        breaker_window_secs: engine.config.breaker_window_secs,
+        tripped,
+    })
+}

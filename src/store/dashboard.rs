@@ -1,0 +1,161 @@
+//! What the dashboard and the collision breakers count, over the
+//! `deliveries` and `cases` projections. Every delivery query is bounded by
+//! a time window read through the `deliveries_received_at` index, and
+//! grouped in the database: a page never reads the deliveries one by one,
+//! however long the journal grows.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
+
+/// Deliveries received in one hour with one decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HourCount {
+    pub hour: DateTime<Utc>,
+    pub decision: String,
+    pub deliveries: i64,
+}
+
+/// Deliveries of one kind (a decision and reason, a strategy and strength).
+#[derive(Debug, Clone, PartialEq, FromQueryResult)]
+pub struct PairCount {
+    pub first: String,
+    pub second: String,
+    pub deliveries: i64,
+}
+
+/// A strategy's deliveries and collisions (same key, discriminating fields
+/// that differ) in a window.
+#[derive(Debug, Clone, PartialEq, FromQueryResult)]
+pub struct CollisionCount {
+    pub strategy: String,
+    pub deliveries: i64,
+    pub collisions: i64,
+}
+
+fn placeholder(backend: DbBackend, n: usize) -> String {
+    match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_owned(),
+    }
+}
+
+/// Runs `sql`, whose one parameter (`{since}`) is the window's start.
+async fn since<C: ConnectionTrait, T: FromQueryResult>(
+    conn: &C,
+    sql: &str,
+    since: DateTime<Utc>,
+) -> Result<Vec<T>, DbErr> {
+    let backend = conn.get_database_backend();
+    let sql = sql.replace("{since}", &placeholder(backend, 1));
+    let rows = conn
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, [since.into()]))
+        .await?;
+    rows.iter()
+        .map(|row| T::from_query_result(row, ""))
+        .collect()
+}
+
+#[derive(FromQueryResult)]
+struct HourRow {
+    hour: String,
+    decision: String,
+    deliveries: i64,
+}
+
+/// Deliveries per hour (UTC) and decision since `since`; undecided ones
+/// under `none`.
+pub async fn per_hour<C: ConnectionTrait>(
+    conn: &C,
+    since: DateTime<Utc>,
+) -> Result<Vec<HourCount>, DbErr> {
+    let backend = conn.get_database_backend();
+    // The hour as `YYYY-MM-DD?HH`: SQLite stores instants as text (UTC).
+    let hour = match backend {
+        DbBackend::Postgres => {
+            "to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24')".to_owned()
+        }
+        _ => "substr(received_at, 1, 13)".to_owned(),
+    };
+    let sql = format!(
+        "SELECT {hour} AS hour, COALESCE(decision, 'none') AS decision, COUNT(*) AS deliveries \
+         FROM deliveries WHERE received_at >= {{since}} GROUP BY 1, 2"
+    );
+    let rows: Vec<HourRow> = self::since(conn, &sql, since).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let text = format!("{}:00", r.hour.replacen(' ', "T", 1));
+            let hour = NaiveDateTime::parse_from_str(&text, "%Y-%m-%dT%H:%M").ok()?;
+            Some(HourCount {
+                hour: hour.and_utc(),
+                decision: r.decision,
+                deliveries: r.deliveries,
+            })
+        })
+        .collect())
+}
+
+/// Deliveries since `since` per decision and reason.
+pub async fn per_reason<C: ConnectionTrait>(
+    conn: &C,
+    since: DateTime<Utc>,
+) -> Result<Vec<PairCount>, DbErr> {
+    let sql = "SELECT COALESCE(decision, 'none') AS first, COALESCE(reason, 'none') AS second, \
+         COUNT(*) AS deliveries FROM deliveries WHERE received_at >= {since} GROUP BY 1, 2";
+    self::since(conn, sql, since).await
+}
+
+/// Keyed deliveries since `since` per strategy and key strength.
+pub async fn per_strength<C: ConnectionTrait>(
+    conn: &C,
+    since: DateTime<Utc>,
+) -> Result<Vec<PairCount>, DbErr> {
+    let sql = "SELECT strategy AS first, COALESCE(strength, 'none') AS second, \
+         COUNT(*) AS deliveries FROM deliveries \
+         WHERE received_at >= {since} AND strategy IS NOT NULL GROUP BY 1, 2";
+    self::since(conn, sql, since).await
+}
+
+/// Each strategy's deliveries and collisions since `since`.
+pub async fn collisions<C: ConnectionTrait>(
+    conn: &C,
+    since: DateTime<Utc>,
+) -> Result<Vec<CollisionCount>, DbErr> {
+    let sql = "SELECT strategy, COUNT(*) AS deliveries, \
+         SUM(CASE WHEN reason = 'discriminants_differ' THEN 1 ELSE 0 END) AS collisions \
+         FROM deliveries WHERE strategy IS NOT NULL AND received_at >= {since} GROUP BY strategy";
+    self::since(conn, sql, since).await
+}
+
+/// Open cases opened before each of `bounds` (newest bound first): the
+/// counts of cases at least that old.
+pub async fn open_cases_older_than<C: ConnectionTrait>(
+    conn: &C,
+    bounds: &[DateTime<Utc>],
+) -> Result<Vec<i64>, DbErr> {
+    let backend = conn.get_database_backend();
+    let columns: Vec<String> = (0..bounds.len())
+        .map(|i| {
+            format!(
+                "COALESCE(SUM(CASE WHEN opened_at < {} THEN 1 ELSE 0 END), 0) AS c{i}",
+                placeholder(backend, i + 1)
+            )
+        })
+        .collect();
+    let sql = format!(
+        "SELECT COUNT(*) AS total, {} FROM cases WHERE status = 'open'",
+        columns.join(", ")
+    );
+    let values: Vec<Value> = bounds.iter().map(|b| (*b).into()).collect();
+    let row = conn
+        .query_one_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    let Some(row) = row else {
+        return Ok(vec![0; bounds.len() + 1]);
+    };
+    let mut counts = vec![row.try_get::<i64>("", "total")?];
+    for i in 0..bounds.len() {
+        counts.push(row.try_get::<i64>("", &format!("c{i}"))?);
+    }
+    Ok(counts)
+}
