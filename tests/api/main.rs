@@ -3,6 +3,7 @@
 
 mod access;
 mod batches;
+mod browser;
 mod cases;
 mod connections;
 mod decisions;
@@ -20,5 +21,6 @@ mod processes;
 mod reads;
 mod stripe;
 mod svix;
+mod ui;
 mod version_sequences;
 mod versions;
