@@ -9,7 +9,7 @@ use unicity::auth::Role;
 use unicity::domain::journal::Actor;
 use unicity::services::access;
 
-use crate::browser::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
+use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
 use crate::helpers::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
 
 /// Who may call each route, written from the issue rather than read from

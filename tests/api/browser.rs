@@ -1,146 +1,244 @@
-//! A browser without JavaScript for page tests: one session cookie, plain
-//! forms, redirects not followed; and operators to sign in with.
+//! A real browser for the back-office tests: headless Chromium driven
+//! through chromedriver (Debian's `chromium` and `chromium-driver`, which
+//! `.ci/run` installs). Each test gets its own chromedriver on a free port
+//! and its own profile; at most one browser runs at a time (two cores).
+//! Every page a test visits can be saved as a screenshot under
+//! `target/tmp/screenshots/` for people to look at.
+//!
+//! Without the browser, a test is skipped with a message — except in CI
+//! (`CI=true`), where a missing browser fails the run.
 
-use reqwest::StatusCode;
-use secrecy::SecretString;
-use unicity::auth::Role;
-use unicity::domain::journal::Actor;
-use unicity::services::access;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-use crate::helpers::TestApp;
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
-/// The password of every operator `operator` creates.
-pub const PASSWORD: &str = "correct horse battery staple";
+static ONE_AT_A_TIME: Semaphore = Semaphore::const_new(1);
 
-/// A client that neither follows redirects nor sends a token.
-pub fn bare() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
+const CHROMIUM_ARGS: &[&str] = &[
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+    "--window-size=1280,900",
+];
+
+fn program(variable: &str, default: &str) -> Option<PathBuf> {
+    let path = std::env::var_os(variable)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default));
+    path.exists().then_some(path)
 }
 
-pub struct Answer {
-    pub status: StatusCode,
-    pub location: String,
-    pub body: String,
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
 }
 
-impl Answer {
-    /// Status, `Location` and body of a response.
-    pub async fn read(response: reqwest::Response) -> Self {
-        let status = response.status();
-        let location = response
-            .headers()
-            .get("location")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let body = response.text().await.unwrap_or_default();
-        Self {
-            status,
-            location,
-            body,
-        }
+/// chromedriver and its Chromium, killed together (one process group) when
+/// the test ends, even if it panicked.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.0.wait();
     }
 }
 
-/// A browser without JavaScript: one session cookie, forms, no redirects
-/// followed. A clone is a second tab of the same session.
-#[derive(Clone)]
 pub struct Browser {
-    address: String,
-    pub cookie: Option<String>,
+    client: Option<Client>,
+    base: String,
+    shots: PathBuf,
+    _profile: tempfile::TempDir,
+    _driver: Driver,
+    _permit: SemaphorePermit<'static>,
 }
 
 impl Browser {
-    pub fn new(app: &TestApp) -> Self {
-        Self {
-            address: app.address.clone(),
-            cookie: None,
-        }
-    }
-
-    pub async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
-        let request = match &self.cookie {
-            Some(cookie) => request.header("cookie", format!("unicity_session={cookie}")),
-            None => request,
+    /// A fresh browser pointed at `base` (the server's address), or `None`
+    /// (after saying why) when the browser is not installed outside CI.
+    pub async fn open(base: &str, test: &str) -> Option<Self> {
+        let found = (
+            program("CHROMEDRIVER", "/usr/bin/chromedriver"),
+            program("CHROMIUM", "/usr/bin/chromium"),
+        );
+        let (Some(chromedriver), Some(chromium)) = found else {
+            let message = "browser tests need chromium and chromedriver \
+                           (apt-get install chromium chromium-driver)";
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{message}: CI must run them"
+            );
+            eprintln!("skipping {test}: {message}");
+            return None;
         };
-        let response = request.send().await.expect("answered");
-        for value in response.headers().get_all("set-cookie") {
-            let text = value.to_str().unwrap_or_default();
-            if let Some(rest) = text.strip_prefix("unicity_session=") {
-                let value = rest.split(';').next().unwrap_or_default();
-                self.cookie =
-                    (!value.is_empty() && !text.contains("Max-Age=0")).then(|| value.to_owned());
+        let permit = ONE_AT_A_TIME.acquire().await.expect("semaphore open");
+        let port = free_port();
+        let driver = {
+            use std::os::unix::process::CommandExt;
+            Command::new(chromedriver)
+                .arg(format!("--port={port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .map(Driver)
+                .expect("chromedriver starts")
+        };
+        let profile = tempfile::tempdir().expect("profile directory");
+        let mut args: Vec<String> = CHROMIUM_ARGS.iter().map(|a| a.to_string()).collect();
+        args.push(format!("--user-data-dir={}", profile.path().display()));
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert(
+            "goog:chromeOptions".to_owned(),
+            serde_json::json!({ "binary": chromium, "args": args }),
+        );
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        let webdriver = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let client = loop {
+            match ClientBuilder::new(connector.clone())
+                .capabilities(capabilities.clone())
+                .connect(&webdriver)
+                .await
+            {
+                Ok(client) => break client,
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(error) => panic!("chromedriver did not start a session: {error}"),
             }
+        };
+        let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join("screenshots")
+            .join(test);
+        std::fs::create_dir_all(&shots).expect("screenshot directory");
+        Some(Self {
+            client: Some(client),
+            base: base.to_owned(),
+            shots,
+            _profile: profile,
+            _driver: driver,
+            _permit: permit,
+        })
+    }
+
+    fn client(&self) -> &Client {
+        self.client.as_ref().expect("browser open")
+    }
+
+    /// Opens `path` of the server.
+    pub async fn visit(&self, path: &str) {
+        self.client()
+            .goto(&format!("{}{path}", self.base))
+            .await
+            .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    }
+
+    /// The current path (and query) of the page.
+    pub async fn path(&self) -> String {
+        let url = self.client().current_url().await.expect("current url");
+        match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_owned(),
         }
-        Answer::read(response).await
     }
 
-    pub async fn get(&mut self, path: &str) -> Answer {
-        let request = bare().get(format!("{}{path}", self.address));
-        self.send(request).await
+    pub async fn find(&self, css: &str) -> Element {
+        self.client()
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no element {css} on this page: {e}"))
     }
 
-    pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
-        let request = self.form(path, form);
-        self.send(request).await
+    /// Types `value` into the field `css` (cleared first).
+    pub async fn fill(&self, css: &str, value: &str) {
+        let field = self.find(css).await;
+        field.clear().await.expect("clear field");
+        field.send_keys(value).await.expect("type into field");
     }
 
-    /// The request `post` sends, to send with changes (an `Origin` header).
-    pub fn form(&self, path: &str, form: &[(&str, &str)]) -> reqwest::RequestBuilder {
-        let body = serde_urlencoded::to_string(form).expect("form");
-        bare()
-            .post(format!("{}{path}", self.address))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(body)
+    pub async fn click(&self, css: &str) {
+        self.find(css).await.click().await.expect("click");
     }
 
-    /// The CSRF token of the form on `path`.
-    pub async fn csrf(&mut self, path: &str) -> String {
-        let page = self.get(path).await;
-        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
-        csrf_in(&page.body)
+    /// Clicks `css` (a submit button or a link) and waits until the next
+    /// page has loaded: a mark left on the old page's window is gone (a new
+    /// document has a new window) and the new document is complete.
+    pub async fn click_and_wait(&self, css: &str) {
+        let client = self.client();
+        client
+            .execute("window.__unicity_old_page = true;", vec![])
+            .await
+            .expect("mark the page");
+        self.click(css).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let loaded = client
+                .execute(
+                    "return !window.__unicity_old_page && document.readyState === 'complete';",
+                    vec![],
+                )
+                .await
+                .ok()
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+            if loaded {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{css} led to no new page");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
-    pub async fn login(&mut self, name: &str, password: &str) -> Answer {
-        let csrf = self.csrf("/login").await;
-        self.post(
-            "/login",
-            &[("csrf", &csrf), ("name", name), ("password", password)],
-        )
-        .await
+    /// The visible text of the page's `main`.
+    pub async fn text(&self) -> String {
+        self.find("main").await.text().await.expect("page text")
     }
-}
 
-pub fn csrf_in(html: &str) -> String {
-    let marker = r#"name="csrf" value=""#;
-    let start = html.find(marker).expect("a form with a CSRF token") + marker.len();
-    html[start..]
-        .split('"')
-        .next()
-        .unwrap_or_default()
-        .to_owned()
-}
+    /// The page's HTML as the browser holds it.
+    pub async fn html(&self) -> String {
+        self.client().source().await.expect("page source")
+    }
 
-pub async fn operator(app: &TestApp, name: &str, role: Role) {
-    access::create_operator(
-        &app.db,
-        name,
-        role,
-        SecretString::from(PASSWORD),
-        Actor::Cli,
-    )
-    .await
-    .expect("operator created");
-}
+    /// Saves the page as `target/tmp/screenshots/<test>/<name>.png`.
+    pub async fn screenshot(&self, name: &str) {
+        let png = self.client().screenshot().await.expect("screenshot");
+        std::fs::write(self.shots.join(format!("{name}.png")), png).expect("screenshot saved");
+    }
 
-/// A browser signed in as a new operator `name` of `role`.
-pub async fn signed_in(app: &TestApp, name: &str, role: Role) -> Browser {
-    operator(app, name, role).await;
-    let mut browser = Browser::new(app);
-    let answer = browser.login(name, PASSWORD).await;
-    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{name} signs in");
-    browser
+    /// Signs in through the login page as a person would.
+    pub async fn sign_in(&self, name: &str, password: &str) {
+        self.visit("/login").await;
+        self.fill("input[name=name]", name).await;
+        self.fill("input[name=password]", password).await;
+        self.click_and_wait("form[action='/login'] button[type=submit]")
+            .await;
+    }
+
+    /// Signs out through the navigation's button.
+    pub async fn sign_out(&self) {
+        self.click_and_wait("form[action='/logout'] button[type=submit]")
+            .await;
+    }
+
+    /// Ends the browser session (the driver is killed on drop).
+    pub async fn close(mut self) {
+        if let Some(client) = self.client.take() {
+            let _ = client.close().await;
+        }
+    }
 }

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::browser::{csrf_in, signed_in};
 use crate::downstream::{Behaviour, Downstream};
+use crate::forms::{csrf_in, signed_in};
 use crate::helpers::{refund, spawn_app_with};
 
 /// The `<figure id="{id}">` of a page.

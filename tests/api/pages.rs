@@ -5,8 +5,8 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::browser::{Browser, csrf_in, signed_in};
 use crate::downstream::{Behaviour, Downstream};
+use crate::forms::{Browser, csrf_in, signed_in};
 use crate::helpers::{TestApp, refund, spawn_app_with};
 
 /// A reversible effect beside the money ones: notices keyed by their

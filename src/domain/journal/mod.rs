@@ -7,6 +7,8 @@ mod case;
 mod decision;
 mod delivery;
 mod effect;
+#[cfg(test)]
+mod frozen;
 mod operators;
 mod strategy;
 
@@ -51,6 +53,9 @@ macro_rules! journal_events {
         }
 
         impl JournalEvent {
+            /// Every stored name this code writes, with the version it writes.
+            pub const WRITTEN: &[(&str, i32)] = &[$(($name, $version),)*];
+
             /// The frozen stored name of the event.
             pub fn event_type(&self) -> &'static str {
                 match self {

@@ -5,6 +5,7 @@
 mod catalog_versions;
 mod corpus_presets;
 mod es6_numbers;
+mod frozen_derivation;
 mod jcs_vectors;
 pub(super) mod kinds;
 mod props;

@@ -1,0 +1,146 @@
+//! A form client for page tests (a browser without JavaScript): one session
+//! cookie, plain forms, redirects not followed; and operators to sign in with.
+
+use reqwest::StatusCode;
+use secrecy::SecretString;
+use unicity::auth::Role;
+use unicity::domain::journal::Actor;
+use unicity::services::access;
+
+use crate::helpers::TestApp;
+
+/// The password of every operator `operator` creates.
+pub const PASSWORD: &str = "correct horse battery staple";
+
+/// A client that neither follows redirects nor sends a token.
+pub fn bare() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
+}
+
+pub struct Answer {
+    pub status: StatusCode,
+    pub location: String,
+    pub body: String,
+}
+
+impl Answer {
+    /// Status, `Location` and body of a response.
+    pub async fn read(response: reqwest::Response) -> Self {
+        let status = response.status();
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let body = response.text().await.unwrap_or_default();
+        Self {
+            status,
+            location,
+            body,
+        }
+    }
+}
+
+/// A browser without JavaScript: one session cookie, forms, no redirects
+/// followed. A clone is a second tab of the same session.
+#[derive(Clone)]
+pub struct Browser {
+    address: String,
+    pub cookie: Option<String>,
+}
+
+impl Browser {
+    pub fn new(app: &TestApp) -> Self {
+        Self {
+            address: app.address.clone(),
+            cookie: None,
+        }
+    }
+
+    pub async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
+        let request = match &self.cookie {
+            Some(cookie) => request.header("cookie", format!("unicity_session={cookie}")),
+            None => request,
+        };
+        let response = request.send().await.expect("answered");
+        for value in response.headers().get_all("set-cookie") {
+            let text = value.to_str().unwrap_or_default();
+            if let Some(rest) = text.strip_prefix("unicity_session=") {
+                let value = rest.split(';').next().unwrap_or_default();
+                self.cookie =
+                    (!value.is_empty() && !text.contains("Max-Age=0")).then(|| value.to_owned());
+            }
+        }
+        Answer::read(response).await
+    }
+
+    pub async fn get(&mut self, path: &str) -> Answer {
+        let request = bare().get(format!("{}{path}", self.address));
+        self.send(request).await
+    }
+
+    pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
+        let request = self.form(path, form);
+        self.send(request).await
+    }
+
+    /// The request `post` sends, to send with changes (an `Origin` header).
+    pub fn form(&self, path: &str, form: &[(&str, &str)]) -> reqwest::RequestBuilder {
+        let body = serde_urlencoded::to_string(form).expect("form");
+        bare()
+            .post(format!("{}{path}", self.address))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+    }
+
+    /// The CSRF token of the form on `path`.
+    pub async fn csrf(&mut self, path: &str) -> String {
+        let page = self.get(path).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+        csrf_in(&page.body)
+    }
+
+    pub async fn login(&mut self, name: &str, password: &str) -> Answer {
+        let csrf = self.csrf("/login").await;
+        self.post(
+            "/login",
+            &[("csrf", &csrf), ("name", name), ("password", password)],
+        )
+        .await
+    }
+}
+
+pub fn csrf_in(html: &str) -> String {
+    let marker = r#"name="csrf" value=""#;
+    let start = html.find(marker).expect("a form with a CSRF token") + marker.len();
+    html[start..]
+        .split('"')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+pub async fn operator(app: &TestApp, name: &str, role: Role) {
+    access::create_operator(
+        &app.db,
+        name,
+        role,
+        SecretString::from(PASSWORD),
+        Actor::Cli,
+    )
+    .await
+    .expect("operator created");
+}
+
+/// A browser signed in as a new operator `name` of `role`.
+pub async fn signed_in(app: &TestApp, name: &str, role: Role) -> Browser {
+    operator(app, name, role).await;
+    let mut browser = Browser::new(app);
+    let answer = browser.login(name, PASSWORD).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{name} signs in");
+    browser
+}
