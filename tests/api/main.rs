@@ -4,6 +4,7 @@
 mod access;
 mod batches;
 mod browser;
+mod case_browser;
 mod cases;
 mod connections;
 mod dashboard;

@@ -31,13 +31,13 @@ event_type = "notice.*"
 strategies = ["notice-ref"]
 "#;
 
-struct Pages {
-    app: TestApp,
-    downstream: Downstream,
+pub struct Pages {
+    pub app: TestApp,
+    pub downstream: Downstream,
 }
 
 impl Pages {
-    async fn new() -> Self {
+    pub async fn new() -> Self {
         let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
         let app = spawn_app_with(&format!("{NOTICES}{}", downstream.sink_toml(2000))).await;
         Self { app, downstream }
@@ -45,7 +45,7 @@ impl Pages {
 
     /// Two equal refunds of `payment` without a reference: the second opens
     /// a weak-match money case. Returns its id.
-    async fn money_case(&self, payment: &str) -> String {
+    pub async fn money_case(&self, payment: &str) -> String {
         let applied = self.downstream.calls().len();
         let first = self
             .app
@@ -365,11 +365,16 @@ async fn a_form_post_without_its_csrf_token_or_from_another_origin_changes_nothi
             vec![("csrf", csrf.as_str()), ("note", "forged")],
         ),
     ] {
-        let request = finance
-            .form(&format!("{path}/{action}"), &form)
-            .header("origin", "https://attacker.example");
-        let foreign = finance.send(request).await;
-        assert_eq!(foreign.status, StatusCode::FORBIDDEN, "{action}");
+        for (header, value) in [
+            ("origin", "https://attacker.example"),
+            ("sec-fetch-site", "cross-site"),
+        ] {
+            let request = finance
+                .form(&format!("{path}/{action}"), &form)
+                .header(header, value);
+            let foreign = finance.send(request).await;
+            assert_eq!(foreign.status, StatusCode::FORBIDDEN, "{action} {header}");
+        }
     }
     let journaled =
         "SELECT COUNT(*) FROM journal WHERE event_type IN ('CaseResolved', 'CaseCommented')";
@@ -380,7 +385,8 @@ async fn a_form_post_without_its_csrf_token_or_from_another_origin_changes_nothi
     // The same form from this site's own origin goes through.
     let request = finance
         .form(&format!("{path}/resolve"), &with_csrf)
-        .header("origin", &p.app.address);
+        .header("origin", &p.app.address)
+        .header("sec-fetch-site", "same-origin");
     let done = finance.send(request).await;
     assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
     p.downstream.wait_calls(2).await;

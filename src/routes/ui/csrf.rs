@@ -1,8 +1,8 @@
 //! CSRF protection of every form: a synchronizer token kept in the session
 //! and echoed in a hidden `csrf` field. `CsrfForm<T>` checks it before the
 //! form is even parsed, so a post without a valid token (403) changes nothing.
-//! A post whose `Origin` names another site is refused the same way, token
-//! or not (browsers send `Origin` with every form post).
+//! A post a browser says comes from another site (`Sec-Fetch-Site`,
+//! `Origin`) is refused the same way, token or not.
 
 use actix_session::{Session, SessionExt};
 use actix_web::dev::Payload;
@@ -65,17 +65,26 @@ impl<T: DeserializeOwned + 'static> FromRequest for CsrfForm<T> {
     }
 }
 
-/// Whether the request's `Origin` is another site than the one it was sent
-/// to (`Host`). No `Origin` (a client that is not a browser) is not foreign:
-/// the token alone decides.
+/// Whether a browser says the request comes from another site: its
+/// `Sec-Fetch-Site` is `cross-site` or `same-site` (a sibling subdomain), or
+/// its `Origin` names another host than the one it was sent to. `Origin:
+/// null` is not proof either way (browsers send it for this site's own forms
+/// under `Referrer-Policy: no-referrer`), nor is a request without either
+/// header (a client that is not a browser): the token alone decides then.
 fn foreign_origin(req: &HttpRequest) -> bool {
-    let Some(origin) = req.headers().get(actix_web::http::header::ORIGIN) else {
-        return false;
+    let header = |name| {
+        req.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("unreadable"))
     };
-    let authority = origin
-        .to_str()
-        .ok()
-        .and_then(|o| o.split_once("://"))
-        .map(|(_, authority)| authority);
-    authority != Some(req.connection_info().host())
+    if let Some(site) = header("sec-fetch-site") {
+        return site != "same-origin" && site != "none";
+    }
+    match header("origin") {
+        None | Some("null") => false,
+        Some(origin) => {
+            origin.split_once("://").map(|(_, authority)| authority)
+                != Some(req.connection_info().host())
+        }
+    }
 }

@@ -1,0 +1,63 @@
+//! The queue, a money case and the dashboard in a real browser (see
+//! `browser.rs`), with a screenshot of every page: support reads the case
+//! and cannot resolve it; finance resolves it through the form; the
+//! downstream receives exactly one more refund and the queue empties.
+
+use unicity::auth::Role;
+
+use crate::browser::Browser;
+use crate::forms::{PASSWORD, operator};
+use crate::pages::Pages;
+
+#[tokio::test]
+async fn finance_resolves_a_weak_match_refund_in_the_browser_and_one_more_refund_is_made() {
+    let p = Pages::new().await;
+    let case = p.money_case("pay_browser").await;
+    operator(&p.app, "sue", Role::Support).await;
+    operator(&p.app, "fin", Role::Finance).await;
+    let Some(browser) = Browser::open(&p.app.address, "case_pages").await else {
+        return;
+    };
+
+    browser.sign_in("sue", PASSWORD).await;
+    browser.visit("/cases").await;
+    browser.screenshot("queue").await;
+    let queue = browser.text().await;
+    assert!(queue.contains("weak_match_critical 1"), "{queue}");
+    browser
+        .click_and_wait(&format!("table.queue a[href='/cases/{case}']"))
+        .await;
+    let page = browser.text().await;
+    browser.screenshot("case-support").await;
+    assert!(page.contains("Amounts and what tells them apart"), "{page}");
+    assert!(page.contains("Only finance or an admin can resolve this case"));
+    assert!(!browser.html().await.contains("form_token"));
+    browser.sign_out().await;
+
+    browser.sign_in("fin", PASSWORD).await;
+    browser.visit(&format!("/cases/{case}")).await;
+    browser.screenshot("case-finance").await;
+    browser
+        .click("input[name=resolution][value=process_as_distinct]")
+        .await;
+    browser
+        .fill("textarea[name=note]", "the provider lists two refunds")
+        .await;
+    browser.fill("input[name=authoritative_ref]", "re_2").await;
+    browser
+        .click_and_wait("form.resolve button[type=submit]")
+        .await;
+    assert_eq!(browser.path().await, format!("/cases/{case}?done=resolved"));
+    browser.screenshot("case-resolved").await;
+    p.downstream.wait_calls(2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(p.downstream.calls().len(), 2, "exactly one more refund");
+
+    browser.visit("/cases").await;
+    assert!(browser.text().await.contains("No open case matches"));
+    browser.screenshot("queue-empty").await;
+    browser.visit("/dashboard").await;
+    assert!(browser.html().await.contains("<svg"));
+    browser.screenshot("dashboard").await;
+    browser.close().await;
+}
