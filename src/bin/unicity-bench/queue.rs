@@ -1,8 +1,8 @@
 //! Queue mode (`--queue-cases N`, after `--history`): opens N cases on the
 //! preloaded deliveries and times what the case queue asks of the store —
 //! its first page, a page filtered by reason, by source, by effect type and
-//! to critical cases, and the counts per reason — each run `RUNS` times on a
-//! warm database.
+//! to critical cases, the counts per reason, and every count of the
+//! dashboard page — each run `RUNS` times on a warm database.
 
 use std::time::Instant;
 
@@ -118,6 +118,7 @@ pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
         time("filtered by effect type", &db, &refunds).await?,
         time("critical only", &db, &critical).await?,
         time_counts(&db).await?,
+        time_dashboard(&db).await?,
     ])
 }
 
@@ -145,6 +146,29 @@ async fn time_counts(db: &DatabaseConnection) -> anyhow::Result<Timing> {
         anyhow::ensure!(counts.len() == REASONS.len(), "counts per reason");
     }
     Ok(summarise("counts per reason", ms))
+}
+
+/// Every count the dashboard page asks for: the last 24 hours of
+/// deliveries grouped three ways, the breaker window's collisions, and the
+/// open cases by age.
+async fn time_dashboard(db: &DatabaseConnection) -> anyhow::Result<Timing> {
+    use unicity::store::dashboard;
+    let mut ms = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let now = Utc::now();
+        let day = now - Duration::hours(24);
+        let hours = dashboard::per_hour(db, day).await?;
+        dashboard::per_reason(db, day).await?;
+        dashboard::per_strength(db, day).await?;
+        dashboard::collisions(db, now - Duration::hours(1)).await?;
+        let bounds = [now - Duration::hours(1), day, now - Duration::days(7)];
+        let open = dashboard::open_cases_older_than(db, &bounds).await?;
+        ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(!hours.is_empty(), "deliveries in the last 24 hours");
+        anyhow::ensure!(open[0] > 0, "open cases");
+    }
+    Ok(summarise("dashboard (all counts)", ms))
 }
 
 fn summarise(query: &'static str, mut ms: Vec<f64>) -> Timing {
