@@ -9,7 +9,7 @@ use sea_orm::DbErr;
 
 use super::breakers;
 use super::engine::SharedEngine;
-pub use crate::store::dashboard::{HourCount, PairCount};
+pub use crate::store::dashboard::HourCount;
 
 /// The window of the delivery charts.
 pub const WINDOW_HOURS: i64 = 24;
@@ -50,10 +50,40 @@ pub struct Tripped {
     pub tripped_at: DateTime<Utc>,
 }
 
+/// Deliveries of one kind: a decision and its reason, or a strategy and a
+/// key strength.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairCount {
+    pub first: String,
+    pub second: String,
+    pub deliveries: i64,
+}
+
+/// The counts of `hours` summed per `(first, second)` of each.
+fn pairs(
+    hours: &[HourCount],
+    pair: impl Fn(&HourCount) -> Option<(String, String)>,
+) -> Vec<PairCount> {
+    let mut sums: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for h in hours {
+        if let Some(key) = pair(h) {
+            *sums.entry(key).or_default() += h.deliveries;
+        }
+    }
+    sums.into_iter()
+        .map(|((first, second), deliveries)| PairCount {
+            first,
+            second,
+            deliveries,
+        })
+        .collect()
+}
+
 pub struct Dashboard {
     pub now: DateTime<Utc>,
     /// Start of the delivery charts' window (the hour `WINDOW_HOURS` ago).
     pub since: DateTime<Utc>,
+    /// Per hour, decision, reason, strategy and strength.
     pub per_hour: Vec<HourCount>,
     /// (decision, reason, deliveries).
     pub per_reason: Vec<PairCount>,
@@ -102,12 +132,15 @@ pub async fn dashboard(engine: &SharedEngine, now: DateTime<Utc>) -> Result<Dash
             collisions: c.collisions,
         })
         .collect();
+    let per_hour = crate::store::dashboard::per_hour(db, since).await?;
     Ok(Dashboard {
         now,
         since,
-        per_hour: crate::store::dashboard::per_hour(db, since).await?,
-        per_reason: crate::store::dashboard::per_reason(db, since).await?,
-        per_strength: crate::store::dashboard::per_strength(db, since).await?,
+        per_reason: pairs(&per_hour, |h| Some((h.decision.clone(), h.reason.clone()))),
+        per_strength: pairs(&per_hour, |h| {
+            Some((h.strategy.clone()?, h.strength.clone()))
+        }),
+        per_hour,
         open_by_age,
         collisions,
         threshold: engine.config.breaker_threshold,

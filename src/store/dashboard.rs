@@ -7,19 +7,15 @@
 use chrono::{DateTime, NaiveDateTime, Utc};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
 
-/// Deliveries received in one hour with one decision.
+/// Deliveries received in one hour (UTC) with one decision, reason,
+/// strategy and key strength.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HourCount {
     pub hour: DateTime<Utc>,
     pub decision: String,
-    pub deliveries: i64,
-}
-
-/// Deliveries of one kind (a decision and reason, a strategy and strength).
-#[derive(Debug, Clone, PartialEq, FromQueryResult)]
-pub struct PairCount {
-    pub first: String,
-    pub second: String,
+    pub reason: String,
+    pub strategy: Option<String>,
+    pub strength: String,
     pub deliveries: i64,
 }
 
@@ -59,26 +55,29 @@ async fn since<C: ConnectionTrait, T: FromQueryResult>(
 struct HourRow {
     hour: String,
     decision: String,
+    reason: String,
+    strategy: Option<String>,
+    strength: String,
     deliveries: i64,
 }
 
-/// Deliveries per hour (UTC) and decision since `since`; undecided ones
-/// under `none`.
+/// Deliveries since `since` per hour (UTC), decision, reason, strategy and
+/// strength: one range scan, a few hundred groups at most, from which every
+/// delivery chart of the dashboard is folded. Undecided ones read `none`.
 pub async fn per_hour<C: ConnectionTrait>(
     conn: &C,
     since: DateTime<Utc>,
 ) -> Result<Vec<HourCount>, DbErr> {
-    let backend = conn.get_database_backend();
     // The hour as `YYYY-MM-DD?HH`: SQLite stores instants as text (UTC).
-    let hour = match backend {
-        DbBackend::Postgres => {
-            "to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24')".to_owned()
-        }
-        _ => "substr(received_at, 1, 13)".to_owned(),
+    let hour = match conn.get_database_backend() {
+        DbBackend::Postgres => "to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24')",
+        _ => "substr(received_at, 1, 13)",
     };
     let sql = format!(
-        "SELECT {hour} AS hour, COALESCE(decision, 'none') AS decision, COUNT(*) AS deliveries \
-         FROM deliveries WHERE received_at >= {{since}} GROUP BY 1, 2"
+        "SELECT {hour} AS hour, COALESCE(decision, 'none') AS decision, \
+         COALESCE(reason, 'none') AS reason, strategy, COALESCE(strength, 'none') AS strength, \
+         COUNT(*) AS deliveries FROM deliveries WHERE received_at >= {{since}} \
+         GROUP BY 1, 2, 3, 4, 5"
     );
     let rows: Vec<HourRow> = self::since(conn, &sql, since).await?;
     Ok(rows
@@ -89,31 +88,13 @@ pub async fn per_hour<C: ConnectionTrait>(
             Some(HourCount {
                 hour: hour.and_utc(),
                 decision: r.decision,
+                reason: r.reason,
+                strategy: r.strategy,
+                strength: r.strength,
                 deliveries: r.deliveries,
             })
         })
         .collect())
-}
-
-/// Deliveries since `since` per decision and reason.
-pub async fn per_reason<C: ConnectionTrait>(
-    conn: &C,
-    since: DateTime<Utc>,
-) -> Result<Vec<PairCount>, DbErr> {
-    let sql = "SELECT COALESCE(decision, 'none') AS first, COALESCE(reason, 'none') AS second, \
-         COUNT(*) AS deliveries FROM deliveries WHERE received_at >= {since} GROUP BY 1, 2";
-    self::since(conn, sql, since).await
-}
-
-/// Keyed deliveries since `since` per strategy and key strength.
-pub async fn per_strength<C: ConnectionTrait>(
-    conn: &C,
-    since: DateTime<Utc>,
-) -> Result<Vec<PairCount>, DbErr> {
-    let sql = "SELECT strategy AS first, COALESCE(strength, 'none') AS second, \
-         COUNT(*) AS deliveries FROM deliveries \
-         WHERE received_at >= {since} AND strategy IS NOT NULL GROUP BY 1, 2";
-    self::since(conn, sql, since).await
 }
 
 /// Each strategy's deliveries and collisions since `since`.

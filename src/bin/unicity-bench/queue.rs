@@ -149,8 +149,7 @@ async fn time_counts(db: &DatabaseConnection) -> anyhow::Result<Timing> {
 }
 
 /// Every count the dashboard page asks for: the last 24 hours of
-/// deliveries grouped three ways, the breaker window's collisions, and the
-/// open cases by age.
+/// deliveries, the breaker window's collisions, and the open cases by age.
 async fn time_dashboard(db: &DatabaseConnection) -> anyhow::Result<Timing> {
     use unicity::store::dashboard;
     let mut ms = Vec::with_capacity(RUNS);
@@ -159,8 +158,6 @@ async fn time_dashboard(db: &DatabaseConnection) -> anyhow::Result<Timing> {
         let now = Utc::now();
         let day = now - Duration::hours(24);
         let hours = dashboard::per_hour(db, day).await?;
-        dashboard::per_reason(db, day).await?;
-        dashboard::per_strength(db, day).await?;
         dashboard::collisions(db, now - Duration::hours(1)).await?;
         let bounds = [now - Duration::hours(1), day, now - Duration::days(7)];
         let open = dashboard::open_cases_older_than(db, &bounds).await?;

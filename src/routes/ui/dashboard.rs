@@ -135,11 +135,15 @@ fn per_hour(d: &Dashboard) -> Chart {
             let parts = series
                 .iter()
                 .filter_map(|decision| {
-                    let n = d
+                    let n: i64 = d
                         .per_hour
                         .iter()
-                        .find(|h| h.hour == hour && &h.decision == decision)?
-                        .deliveries;
+                        .filter(|h| h.hour == hour && &h.decision == decision)
+                        .map(|h| h.deliveries)
+                        .sum();
+                    if n == 0 {
+                        return None;
+                    }
                     let title = format!("{decision} at {} UTC: {n}", hour.format("%Y-%m-%d %H:00"));
                     Some((decision.clone(), n as f64, title))
                 })
