@@ -76,6 +76,9 @@ impl Settings {
         let key_secret = KeySecret::from_bytes(key_secret.as_bytes())
             .map_err(|e| anyhow::anyhow!("{KEY_SECRET_ENV}: {e}"))?;
         let sinks = file.sinks.clone();
+        for sink in &sinks {
+            crate::providers::status::check(&sink.kind)?;
+        }
         let engine = file.engine.clone();
         let access = file.access.clone();
         access.check()?;

@@ -16,5 +16,6 @@ pub mod rate_limits;
 pub mod raw_reads;
 pub mod rejections;
 pub mod retention;
+pub mod status;
 pub mod strategies;
 pub mod sweeper;

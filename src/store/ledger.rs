@@ -38,3 +38,13 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
         .count(conn)
         .await
 }
+
+/// The reservation of `key` in the fast index, if it is there.
+pub async fn reservation<C: ConnectionTrait>(
+    conn: &C,
+    key: &str,
+) -> Result<Option<super::entities::reservation::Model>, DbErr> {
+    super::entities::reservation::Entity::find_by_id(key.to_owned())
+        .one(conn)
+        .await
+}

@@ -19,6 +19,7 @@ mod lookups;
 mod masking;
 mod processes;
 mod reads;
+mod status;
 mod stripe;
 mod svix;
 mod ui;

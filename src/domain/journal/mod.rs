@@ -18,6 +18,7 @@ pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
+    StatusLookupPerformed,
 };
 pub use operators::{
     Actor, LoginFailed, OperatorCreated, OperatorDisabled, OperatorLoggedIn, OperatorLoggedOut,
@@ -158,6 +159,7 @@ journal_events! {
     CaseResolved(CaseResolved) = "CaseResolved", version 1;
     CaseCommented(CaseCommented) = "CaseCommented", version 1;
     LookupPerformed(LookupPerformed) = "LookupPerformed", version 1;
+    StatusLookupPerformed(StatusLookupPerformed) = "StatusLookupPerformed", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
     OperatorLoggedIn(OperatorLoggedIn) = "OperatorLoggedIn", version 1;
     LoginFailed(LoginFailed) = "LoginFailed", version 1;

@@ -282,7 +282,7 @@ fn fill(template: &str, event: &Value) -> Result<String, String> {
 }
 
 /// Percent-encodes all but unreserved characters (RFC 3986).
-fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

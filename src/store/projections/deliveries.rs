@@ -254,6 +254,7 @@ fn decision_consequences(rows: &mut Deferred, id: &str, e: &DecisionMade, at: Da
                 action: d.action.as_str(),
                 reason: d.reason.as_str(),
                 lookup_first: d.lookup_first,
+                due: false,
                 details,
             },
             at,

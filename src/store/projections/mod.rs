@@ -72,7 +72,10 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::CaseResolved(e) => cases::resolved(conn, e, at).await,
         // A case's comments are read from the journal (its history).
         JournalEvent::CaseCommented(_) => Ok(0),
-        JournalEvent::LookupPerformed(e) => cases::looked_up(conn, e).await,
+        JournalEvent::LookupPerformed(e) => cases::looked_up(conn, e.case_id, e.retry_at).await,
+        JournalEvent::StatusLookupPerformed(e) => {
+            cases::looked_up(conn, e.case_id, e.retry_at).await
+        }
         // Audit of operator access: operators and tokens are state tables
         // written beside these events (their hashes are never journaled).
         JournalEvent::OperatorLoggedIn(_)
