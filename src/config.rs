@@ -44,6 +44,7 @@ pub struct Settings {
     pub access: AccessConfig,
     /// Authoritative look-ups per provider and effect type (`[[lookups]]`).
     pub lookups: Vec<Lookup>,
+    pub reconciliation: ReconciliationConfig,
 }
 
 impl Settings {
@@ -80,6 +81,7 @@ impl Settings {
             crate::providers::status::check(&sink.kind)?;
         }
         let engine = file.engine.clone();
+        let reconciliation = file.reconciliation.clone();
         let access = file.access.clone();
         access.check()?;
         let lookups = file
@@ -108,7 +110,34 @@ impl Settings {
             engine,
             access,
             lookups,
+            reconciliation,
         })
+    }
+}
+
+/// Periodic reconciliation against the providers' lists of operations (for
+/// look-ups with a `list_url`): every `interval_secs`, the window of
+/// `window_secs` that ended `delay_secs` ago, each side listed `slack_secs`
+/// wider so that an operation near an edge still finds its effect.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconciliationConfig {
+    /// 0: no periodic run (`unicity reconcile` still runs one).
+    pub interval_secs: u64,
+    pub window_secs: u64,
+    /// Deliveries still on their way (provider retries) are waited for.
+    pub delay_secs: u64,
+    pub slack_secs: u64,
+}
+
+impl Default for ReconciliationConfig {
+    fn default() -> Self {
+        Self {
+            interval_secs: 3600,
+            window_secs: 3600,
+            delay_secs: 600,
+            slack_secs: 300,
+        }
     }
 }
 
@@ -309,6 +338,8 @@ pub struct FileConfig {
     pub access: AccessConfig,
     #[serde(default)]
     pub lookups: Vec<LookupFile>,
+    #[serde(default)]
+    pub reconciliation: ReconciliationConfig,
 }
 
 /// One `[[sources]]` table.

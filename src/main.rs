@@ -9,7 +9,7 @@ use secrecy::{ExposeSecret, SecretString};
 use unicity::auth::Role;
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
 use unicity::domain::journal::Actor;
-use unicity::services::{access, breakers, projections, retention, strategies};
+use unicity::services::{access, breakers, projections, reconcile, retention, strategies};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
@@ -74,6 +74,20 @@ enum Command {
     Retention {
         #[command(subcommand)]
         command: RetentionCommand,
+    },
+    /// Compare the providers' operations in a window with the effects
+    /// ledger (look-ups with a `list_url`): a missing or unexpected effect
+    /// opens a case, once. The server runs this periodically too.
+    Reconcile {
+        /// Start of the window (RFC 3339), included.
+        #[arg(long)]
+        from: chrono::DateTime<chrono::Utc>,
+        /// End of the window (RFC 3339), excluded.
+        #[arg(long)]
+        to: chrono::DateTime<chrono::Utc>,
+        /// Only the deliveries of this source (and its provider).
+        #[arg(long)]
+        source: Option<String>,
     },
     /// Operators (people who sign in to the back-office).
     Users {
@@ -252,6 +266,10 @@ async fn main() -> anyhow::Result<()> {
             let purged = retention::purge_evidence(&db, before).await?;
             println!("evidence purged for {purged} effects settled before {before}");
         }
+        Some(Command::Reconcile { from, to, source }) => {
+            let settings = settings(&cli, default_listen())?;
+            reconcile(settings, *from, *to, source.as_deref()).await?;
+        }
         Some(Command::Users { command }) => {
             let db = store::connect(&cli.database_url).await?;
             store::migrate(&db).await?;
@@ -276,6 +294,66 @@ async fn main() -> anyhow::Result<()> {
                 explain(&settings, source, event_type.as_deref(), headers)?
             );
         }
+    }
+    Ok(())
+}
+
+async fn reconcile(
+    settings: Settings,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+    source: Option<&str>,
+) -> anyhow::Result<()> {
+    if to <= from {
+        anyhow::bail!("--to must come after --from");
+    }
+    let source = match source {
+        Some(slug) => Some(
+            settings
+                .sources
+                .iter()
+                .find(|s| s.slug() == slug)
+                .cloned()
+                .with_context(|| format!("no source {slug:?} in the configuration"))?,
+        ),
+        None => None,
+    };
+    let slack = reconcile::seconds(settings.reconciliation.slack_secs);
+    let engine = unicity::services::engine::Engine::open(
+        &settings.database_url,
+        settings.catalog,
+        settings.key_secret,
+        settings.sinks,
+        settings.lookups,
+        settings.engine,
+    )
+    .await?;
+    let window = unicity::domain::reconcile::Window { from, to };
+    let runs = reconcile::run_all(&engine, window, slack, source.as_ref()).await?;
+    if runs.is_empty() {
+        anyhow::bail!("no look-up lists operations by window: configure a list_url");
+    }
+    let mut failed = false;
+    for run in runs {
+        match &run.error {
+            Some(error) => {
+                failed = true;
+                println!("{}: not reconciled: {error}", run.provider);
+            }
+            None => println!(
+                "{}: {} operations expected, {} effects applied, {} matched, {} missing, {} unexpected, {} cases opened",
+                run.provider,
+                run.expected,
+                run.applied,
+                run.matched,
+                run.missing,
+                run.unexpected,
+                run.opened
+            ),
+        }
+    }
+    if failed {
+        anyhow::bail!("a provider could not be listed");
     }
     Ok(())
 }

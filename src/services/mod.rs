@@ -14,6 +14,7 @@ pub mod lookups;
 pub mod projections;
 pub mod rate_limits;
 pub mod raw_reads;
+pub mod reconcile;
 pub mod rejections;
 pub mod retention;
 pub mod status;

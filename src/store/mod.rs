@@ -11,6 +11,7 @@ pub mod key_index;
 pub mod ledger;
 pub mod nodelay;
 pub mod projections;
+pub mod reconcile;
 pub mod writer;
 
 use std::time::Duration;

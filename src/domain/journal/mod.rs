@@ -10,6 +10,7 @@ mod effect;
 #[cfg(test)]
 mod frozen;
 mod operators;
+mod reconcile;
 mod strategy;
 
 pub use access::RawBodyRead;
@@ -24,6 +25,7 @@ pub use operators::{
     Actor, LoginFailed, OperatorCreated, OperatorDisabled, OperatorLoggedIn, OperatorLoggedOut,
     OperatorPasswordChanged, OperatorRoleChanged, SetupCompleted, TokenIssued, TokenRevoked,
 };
+pub use reconcile::{DiscrepancyFound, DiscrepancyKind, ReconciliationRan};
 pub use strategy::{
     KeyMigrated, StrategyMigrated, StrategyReset, StrategyTripped, StrategyVersionRecorded,
 };
@@ -160,6 +162,8 @@ journal_events! {
     CaseCommented(CaseCommented) = "CaseCommented", version 1;
     LookupPerformed(LookupPerformed) = "LookupPerformed", version 1;
     StatusLookupPerformed(StatusLookupPerformed) = "StatusLookupPerformed", version 1;
+    DiscrepancyFound(DiscrepancyFound) = "DiscrepancyFound", version 1;
+    ReconciliationRan(ReconciliationRan) = "ReconciliationRan", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
     OperatorLoggedIn(OperatorLoggedIn) = "OperatorLoggedIn", version 1;
     LoginFailed(LoginFailed) = "LoginFailed", version 1;
