@@ -48,3 +48,13 @@ pub async fn reservation<C: ConnectionTrait>(
         .one(conn)
         .await
 }
+
+/// How many effects are still pending (reserved, not settled).
+pub async fn pending_effects<C: ConnectionTrait>(conn: &C) -> Result<u64, DbErr> {
+    use crate::domain::reservation::ReservationState;
+    use sea_orm::PaginatorTrait;
+    effect::Entity::find()
+        .filter(effect::Column::Status.eq(ReservationState::Pending.as_str()))
+        .count(conn)
+        .await
+}

@@ -57,3 +57,23 @@ pub async fn latest_runs<C: ConnectionTrait>(
         .all(conn)
         .await
 }
+
+/// The latest decision of each delivery to `source` received at or after
+/// `at`, counted per decision (a simulation's report: a deferred delivery
+/// counts as what it was re-decided to).
+pub async fn decisions_since<C: ConnectionTrait>(
+    conn: &C,
+    source: &str,
+    at: DateTime<Utc>,
+) -> Result<Vec<(Option<String>, i64)>, DbErr> {
+    delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::Decision)
+        .column_as(delivery::Column::DeliveryId.count(), "n")
+        .filter(delivery::Column::Source.eq(source))
+        .filter(delivery::Column::ReceivedAt.gte(at))
+        .group_by(delivery::Column::Decision)
+        .into_tuple()
+        .all(conn)
+        .await
+}

@@ -21,6 +21,7 @@ mod processes;
 mod provider;
 mod reads;
 mod reconcile;
+mod simulate;
 mod status;
 mod stripe;
 mod svix;

@@ -24,7 +24,7 @@ use crate::downstream::{Behaviour, Downstream};
 use crate::helpers::{
     self, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, TEST_SOURCES, refund, secret_of,
 };
-use crate::provider::{Provider, operation};
+use crate::provider::Provider;
 
 /// Short leases and frequent sweeps, so that expiries happen within a test.
 const ENGINE: &str = "[engine]\nlease_secs = 2\nsweep_interval_ms = 100\n";
@@ -427,11 +427,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     );
     // The provider lists one refund nobody delivered, and none of those
     // delivered: reconciliation opens a missing and unexpected effects.
-    let provider = Provider::start(
-        vec![operation("re_lost", "pay_lost", 100, chrono::Utc::now())],
-        10,
-    )
-    .await;
+    let provider = Provider::start(&[("re_lost", "pay_lost", 100, chrono::Utc::now())], 10).await;
     let deployment = Deployment::new(&format!("{ENGINE}{sinks}{}", provider.lookup_toml())).await;
     let mut server = deployment.start().await;
     let probe = deployment.probe().await;

@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 
 use crate::downstream::{Behaviour, Downstream};
 use crate::helpers::{TestApp, cli, finished, refund, spawn_app_with};
-use crate::provider::{Provider, operation};
+use crate::provider::Provider;
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.
 async fn reconcile(app: &TestApp, extra: &str) -> String {
@@ -46,11 +46,11 @@ async fn rows(app: &TestApp, sql: &str) -> Vec<String> {
 async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_opens_each_once() {
     let now = Utc::now();
     let provider = Provider::start(
-        vec![
-            operation("re_a", "pay_a", 700, now),
-            operation("re_b", "pay_b", 500, now),
+        &[
+            ("re_a", "pay_a", 700, now),
+            ("re_b", "pay_b", 500, now),
             // Its webhook is never delivered.
-            operation("re_c", "pay_c", 300, now),
+            ("re_c", "pay_c", 300, now),
         ],
         2,
     )

@@ -31,7 +31,7 @@ mod flood;
 mod history;
 mod load;
 mod payloads;
-mod prng;
+use unicity::simulate::prng;
 mod queue;
 mod report;
 mod server;
