@@ -10,7 +10,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::domain::identity::{
-    Catalog, CatalogConfig, DeliveryFacts, HierarchyDef, KeySecret, ProviderDef, StrategyDef,
+    Catalog, CatalogConfig, DeliveryFacts, FieldRef, HierarchyDef, KeySecret, ProviderDef,
+    ResourcePaths, StrategyDef,
 };
 use crate::domain::journal::Origin;
 use crate::domain::masking::HeaderMask;
@@ -89,8 +90,10 @@ impl Settings {
             .iter()
             .map(|l| l.resolve(&env))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let sources = file.resolve(env)?;
-        for source in &sources {
+        let configured: Vec<Option<Vec<FieldRef>>> =
+            file.sources.iter().map(|s| s.resource.clone()).collect();
+        let mut sources = file.resolve(env)?;
+        for (source, configured) in sources.iter_mut().zip(configured) {
             if catalog.provider(&source.origin.provider).is_none() {
                 bail!(
                     "source {:?}: unknown provider {:?} (known: {})",
@@ -99,6 +102,8 @@ impl Settings {
                     catalog.providers().join(", ")
                 );
             }
+            source.resource =
+                catalog.resource_paths(&source.origin.provider, configured.as_deref());
         }
         Ok(Self {
             listen,
@@ -285,6 +290,8 @@ pub struct Source {
     /// Headers whose values are never stored or shown: the defaults, the
     /// scheme's signature headers, and the source's own `masked_headers`.
     pub header_mask: HeaderMask,
+    /// Where the resource a delivery is searched by is read (a payment id).
+    pub resource: ResourcePaths,
 }
 
 impl Source {
@@ -371,6 +378,11 @@ pub struct SourceFile {
     /// stored or shown, added to the default set (keys, tokens, signatures).
     #[serde(default)]
     pub masked_headers: Vec<String>,
+    /// Where the resource a delivery is about (a payment id) is read, first
+    /// present wins, replacing the provider's list: search finds deliveries
+    /// by it. A path a strategy declares sensitive is stored hashed.
+    #[serde(default)]
+    pub resource: Option<Vec<FieldRef>>,
 }
 
 fn default_tenant() -> String {
@@ -473,6 +485,7 @@ impl SourceFile {
             tolerance_secs: self.tolerance_secs,
             max_body_bytes: self.max_body_bytes,
             header_mask,
+            resource: ResourcePaths::default(),
         })
     }
 }

@@ -54,6 +54,7 @@ routes! {
     GET "/healthz" => health::healthz, Public;
     GET "/readyz" => health::readyz, Public;
     POST "/hooks/{source}" => hooks::receive, Signed;
+    GET "/api/deliveries" => api::deliveries::list, Requires(Action::ReadDeliveries);
     GET "/api/deliveries/{id}" => api::deliveries::show, Requires(Action::ReadDeliveries);
     GET "/api/deliveries/{id}/raw" => api::deliveries::raw, Requires(Action::ReadRawBodies);
     GET "/api/cases" => api::cases::list, Requires(Action::ReadDeliveries);

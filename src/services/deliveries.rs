@@ -15,7 +15,6 @@ use serde_json::Value;
 use super::engine::Engine;
 use crate::config::Source;
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
-use crate::domain::identity::{Catalog, FieldRef};
 use crate::domain::journal::{ItemOf, JournalEvent, Origin};
 use crate::domain::masking::{HeaderMask, SensitiveMask};
 use crate::store::{bodies, journal};
@@ -131,7 +130,7 @@ pub async fn show(
             .and_then(|raw| serde_json::from_slice(&raw).ok()),
         _ => None,
     };
-    let paths = sensitive_paths(&engine.catalog, &origin.provider);
+    let paths = engine.catalog.sensitive_paths(&origin.provider);
     let sensitive = match body.as_mut() {
         Some(body) => SensitiveMask::mask_body(body, &paths, &engine.key_secret),
         None => SensitiveMask::default(),
@@ -200,20 +199,6 @@ async fn item_view(
             _ => None,
         }),
     })
-}
-
-/// Every body path a strategy of `provider` declares sensitive, any version:
-/// a value sensitive to one strategy is sensitive in every view.
-fn sensitive_paths<'a>(catalog: &'a Catalog, provider: &str) -> Vec<&'a FieldRef> {
-    let mut paths: Vec<&FieldRef> = Vec::new();
-    for strategy in catalog.strategies().filter(|s| s.provider == provider) {
-        for path in &strategy.sensitive {
-            if !paths.iter().any(|p| p.as_str() == path.as_str()) {
-                paths.push(path);
-            }
-        }
-    }
-    paths
 }
 
 /// An event's payload with the headers it carries masked again.

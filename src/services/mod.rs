@@ -17,6 +17,7 @@ pub mod raw_reads;
 pub mod reconcile;
 pub mod rejections;
 pub mod retention;
+pub mod search;
 pub mod status;
 pub mod strategies;
 pub mod sweeper;

@@ -23,6 +23,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
         ("GET", "/healthz", None),
         ("GET", "/readyz", None),
         ("POST", "/hooks/{source}", None),
+        ("GET", "/api/deliveries", Some(EVERYONE)),
         ("GET", "/api/deliveries/{id}", Some(EVERYONE)),
         ("GET", "/api/deliveries/{id}/raw", Some(&[Engineer, Admin])),
         ("GET", "/api/cases", Some(EVERYONE)),

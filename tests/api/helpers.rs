@@ -278,6 +278,14 @@ impl TestApp {
     }
 }
 
+/// The `delivery_id` a webhook answer names.
+pub fn id_of(reply: &Reply) -> String {
+    reply.json["delivery_id"]
+        .as_str()
+        .expect("delivery id")
+        .to_owned()
+}
+
 pub fn secret_of(source: &Source) -> String {
     use secrecy::ExposeSecret;
     source

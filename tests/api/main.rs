@@ -21,6 +21,7 @@ mod processes;
 mod provider;
 mod reads;
 mod reconcile;
+mod search;
 mod simulate;
 mod status;
 mod stripe;
