@@ -63,6 +63,8 @@ routes! {
     POST "/api/cases/{id}/comments" => api::cases::comment, Requires(Action::CommentCases);
     POST "/api/cases/{id}/lookup" => api::cases::lookup, Requires(Action::ResolveSomeCases);
     GET "/" => ui::home::show, Requires(Action::ReadDeliveries);
+    GET "/deliveries" => ui::deliveries::list, Requires(Action::ReadDeliveries);
+    GET "/deliveries/{id}" => ui::deliveries::show, Requires(Action::ReadDeliveries);
     GET "/static/{file}" => ui::assets::file, Public;
     GET "/login" => ui::login::show, Public;
     POST "/login" => ui::login::submit, Public;

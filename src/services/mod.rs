@@ -21,3 +21,4 @@ pub mod search;
 pub mod status;
 pub mod strategies;
 pub mod sweeper;
+pub mod timeline;

@@ -98,13 +98,12 @@ pub fn matching(filter: &Filter, after: Option<&After>) -> Select<delivery::Enti
 }
 
 /// What links deliveries to one another: its business key, its provider id
-/// (with the source it is scoped by), and the effects it asked for.
+/// (with the source it is scoped by), and the deliveries that asked for its
+/// effects or that its decisions name.
 #[derive(Debug, Clone, Default)]
 pub struct Links<'a> {
     pub business_key: Option<&'a str>,
     pub provider_event_id: Option<(&'a str, &'a str)>,
-    pub effects: &'a [String],
-    /// Deliveries named by its decisions (the first delivery, a lease holder).
     pub deliveries: &'a [String],
 }
 
@@ -126,21 +125,6 @@ pub async fn linked<C: ConnectionTrait>(
     if !links.deliveries.is_empty() {
         any = any.add(C::DeliveryId.is_in(links.deliveries.iter().map(String::as_str)));
     }
-    if !links.effects.is_empty() {
-        let asked: Vec<String> = effect_delivery::Entity::find()
-            .select_only()
-            .column(effect_delivery::Column::DeliveryId)
-            .filter(
-                effect_delivery::Column::EffectId.is_in(links.effects.iter().map(String::as_str)),
-            )
-            .limit(limit)
-            .into_tuple()
-            .all(conn)
-            .await?;
-        if !asked.is_empty() {
-            any = any.add(C::DeliveryId.is_in(asked));
-        }
-    }
     if any.is_empty() {
         return Ok(Vec::new());
     }
@@ -149,6 +133,25 @@ pub async fn linked<C: ConnectionTrait>(
         .order_by_asc(C::ReceivedAt)
         .order_by_asc(C::DeliveryId)
         .limit(limit)
+        .all(conn)
+        .await
+}
+
+/// The deliveries that asked for any of the effects `ids` (at most `limit`).
+pub async fn asked_for<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[String],
+    limit: u64,
+) -> Result<Vec<String>, DbErr> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    effect_delivery::Entity::find()
+        .select_only()
+        .column(effect_delivery::Column::DeliveryId)
+        .filter(effect_delivery::Column::EffectId.is_in(ids.iter().map(String::as_str)))
+        .limit(limit)
+        .into_tuple()
         .all(conn)
         .await
 }

@@ -12,7 +12,7 @@ use unicity::services::access;
 
 use crate::helpers::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
 
-const PASSWORD: &str = "correct horse battery staple";
+pub(crate) const PASSWORD: &str = "correct horse battery staple";
 
 /// Who may call each route, written from the issue rather than read from
 /// the code: `None` for routes open to anyone (or to signed webhooks).
@@ -40,6 +40,8 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
             Some(&[Finance, Engineer, Admin]),
         ),
         ("GET", "/", Some(EVERYONE)),
+        ("GET", "/deliveries", Some(EVERYONE)),
+        ("GET", "/deliveries/{id}", Some(EVERYONE)),
         ("GET", "/static/{file}", None),
         ("GET", "/login", None),
         ("POST", "/login", None),
@@ -67,10 +69,10 @@ fn bare() -> reqwest::Client {
         .expect("client")
 }
 
-struct Answer {
-    status: StatusCode,
-    location: String,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
+    pub(crate) location: String,
+    pub(crate) body: String,
 }
 
 async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> Answer {
@@ -177,13 +179,13 @@ async fn every_route_answers_each_role_and_anonymous_as_the_table_says() {
 }
 
 /// A browser without JavaScript: one session cookie, forms, no redirects followed.
-struct Browser {
+pub(crate) struct Browser {
     address: String,
     cookie: Option<String>,
 }
 
 impl Browser {
-    fn new(app: &TestApp) -> Self {
+    pub(crate) fn new(app: &TestApp) -> Self {
         Self {
             address: app.address.clone(),
             cookie: None,
@@ -219,7 +221,7 @@ impl Browser {
         }
     }
 
-    async fn get(&mut self, path: &str) -> Answer {
+    pub(crate) async fn get(&mut self, path: &str) -> Answer {
         let request = bare().get(format!("{}{path}", self.address));
         self.send(request).await
     }
@@ -240,7 +242,7 @@ impl Browser {
         csrf_in(&page.body)
     }
 
-    async fn login(&mut self, name: &str, password: &str) -> Answer {
+    pub(crate) async fn login(&mut self, name: &str, password: &str) -> Answer {
         let csrf = self.csrf("/login").await;
         self.post(
             "/login",
@@ -260,7 +262,7 @@ fn csrf_in(html: &str) -> String {
         .to_owned()
 }
 
-async fn operator(app: &TestApp, name: &str, role: Role) {
+pub(crate) async fn operator(app: &TestApp, name: &str, role: Role) {
     access::create_operator(
         &app.db,
         name,

@@ -25,6 +25,7 @@ mod search;
 mod simulate;
 mod status;
 mod stripe;
+mod support_pages;
 mod svix;
 mod ui;
 mod version_sequences;

@@ -6,6 +6,8 @@ pub mod account;
 pub mod admin;
 pub mod assets;
 pub mod csrf;
+pub mod deliveries;
+pub mod delivery_page;
 pub mod format;
 pub mod home;
 pub mod login;
