@@ -112,7 +112,16 @@ pub async fn list(
     let field = |v: &Option<String>| v.clone().unwrap_or_default();
     let page = SearchPage {
         nav: Nav::new(&session, &operator, "deliveries")?,
-        asked: params.q.is_some() || params.source.is_some() || params.decision.is_some(),
+        asked: [
+            &params.q,
+            &params.source,
+            &params.event_type,
+            &params.decision,
+            &params.from,
+            &params.to,
+        ]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(|v| !v.trim().is_empty())),
         q: field(&params.q),
         event_type: field(&params.event_type),
         from: field(&params.from),
