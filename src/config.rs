@@ -10,7 +10,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
 use crate::domain::identity::{
-    Catalog, CatalogConfig, DeliveryFacts, HierarchyDef, KeySecret, ProviderDef, StrategyDef,
+    Catalog, CatalogConfig, DeliveryFacts, FieldRef, HierarchyDef, KeySecret, ProviderDef,
+    ResourcePaths, StrategyDef,
 };
 use crate::domain::journal::Origin;
 use crate::domain::masking::HeaderMask;
@@ -44,6 +45,7 @@ pub struct Settings {
     pub access: AccessConfig,
     /// Authoritative look-ups per provider and effect type (`[[lookups]]`).
     pub lookups: Vec<Lookup>,
+    pub reconciliation: ReconciliationConfig,
 }
 
 impl Settings {
@@ -76,7 +78,11 @@ impl Settings {
         let key_secret = KeySecret::from_bytes(key_secret.as_bytes())
             .map_err(|e| anyhow::anyhow!("{KEY_SECRET_ENV}: {e}"))?;
         let sinks = file.sinks.clone();
+        for sink in &sinks {
+            crate::providers::status::check(&sink.kind)?;
+        }
         let engine = file.engine.clone();
+        let reconciliation = file.reconciliation.clone();
         let access = file.access.clone();
         access.check()?;
         let lookups = file
@@ -84,8 +90,10 @@ impl Settings {
             .iter()
             .map(|l| l.resolve(&env))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let sources = file.resolve(env)?;
-        for source in &sources {
+        let configured: Vec<Option<Vec<FieldRef>>> =
+            file.sources.iter().map(|s| s.resource.clone()).collect();
+        let mut sources = file.resolve(env)?;
+        for (source, configured) in sources.iter_mut().zip(configured) {
             if catalog.provider(&source.origin.provider).is_none() {
                 bail!(
                     "source {:?}: unknown provider {:?} (known: {})",
@@ -94,6 +102,8 @@ impl Settings {
                     catalog.providers().join(", ")
                 );
             }
+            source.resource =
+                catalog.resource_paths(&source.origin.provider, configured.as_deref());
         }
         Ok(Self {
             listen,
@@ -105,7 +115,34 @@ impl Settings {
             engine,
             access,
             lookups,
+            reconciliation,
         })
+    }
+}
+
+/// Periodic reconciliation against the providers' lists of operations (for
+/// look-ups with a `list_url`): every `interval_secs`, the window of
+/// `window_secs` that ended `delay_secs` ago, each side listed `slack_secs`
+/// wider so that an operation near an edge still finds its effect.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReconciliationConfig {
+    /// 0: no periodic run (`unicity reconcile` still runs one).
+    pub interval_secs: u64,
+    pub window_secs: u64,
+    /// Deliveries still on their way (provider retries) are waited for.
+    pub delay_secs: u64,
+    pub slack_secs: u64,
+}
+
+impl Default for ReconciliationConfig {
+    fn default() -> Self {
+        Self {
+            interval_secs: 3600,
+            window_secs: 3600,
+            delay_secs: 600,
+            slack_secs: 300,
+        }
     }
 }
 
@@ -253,6 +290,8 @@ pub struct Source {
     /// Headers whose values are never stored or shown: the defaults, the
     /// scheme's signature headers, and the source's own `masked_headers`.
     pub header_mask: HeaderMask,
+    /// Where the resource a delivery is searched by is read (a payment id).
+    pub resource: ResourcePaths,
 }
 
 impl Source {
@@ -306,6 +345,8 @@ pub struct FileConfig {
     pub access: AccessConfig,
     #[serde(default)]
     pub lookups: Vec<LookupFile>,
+    #[serde(default)]
+    pub reconciliation: ReconciliationConfig,
 }
 
 /// One `[[sources]]` table.
@@ -337,6 +378,11 @@ pub struct SourceFile {
     /// stored or shown, added to the default set (keys, tokens, signatures).
     #[serde(default)]
     pub masked_headers: Vec<String>,
+    /// Where the resource a delivery is about (a payment id) is read, first
+    /// present wins, replacing the provider's list: search finds deliveries
+    /// by it. A path a strategy declares sensitive is stored hashed.
+    #[serde(default)]
+    pub resource: Option<Vec<FieldRef>>,
 }
 
 fn default_tenant() -> String {
@@ -439,6 +485,7 @@ impl SourceFile {
             tolerance_secs: self.tolerance_secs,
             max_body_bytes: self.max_body_bytes,
             header_mask,
+            resource: ResourcePaths::default(),
         })
     }
 }

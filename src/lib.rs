@@ -8,6 +8,7 @@ pub mod domain;
 pub mod providers;
 pub mod routes;
 pub mod services;
+pub mod simulate;
 pub mod startup;
 pub mod state;
 pub mod store;

@@ -9,7 +9,7 @@ use secrecy::{ExposeSecret, SecretString};
 use unicity::auth::Role;
 use unicity::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
 use unicity::domain::journal::Actor;
-use unicity::services::{access, breakers, projections, retention, strategies};
+use unicity::services::{access, breakers, projections, reconcile, retention, strategies};
 use unicity::startup::Application;
 use unicity::{store, telemetry};
 
@@ -75,6 +75,24 @@ enum Command {
         #[command(subcommand)]
         command: RetentionCommand,
     },
+    /// Compare the providers' operations in a window with the effects
+    /// ledger (look-ups with a `list_url`): a missing or unexpected effect
+    /// opens a case, once. The server runs this periodically too.
+    Reconcile {
+        /// Start of the window (RFC 3339), included.
+        #[arg(long)]
+        from: chrono::DateTime<chrono::Utc>,
+        /// End of the window (RFC 3339), excluded.
+        #[arg(long)]
+        to: chrono::DateTime<chrono::Utc>,
+        /// Only the deliveries of this source (and its provider).
+        #[arg(long)]
+        source: Option<String>,
+    },
+    /// Play a provider and a downstream ledger on loopback against a running
+    /// Unicity, then print a reconciliation report. Exits with 1 if a refund
+    /// was applied twice or never (left for a person is not a failure).
+    Simulate(SimulateArgs),
     /// Operators (people who sign in to the back-office).
     Users {
         #[command(subcommand)]
@@ -85,6 +103,43 @@ enum Command {
         #[command(subcommand)]
         command: TokensCommand,
     },
+}
+
+#[derive(clap::Args)]
+struct SimulateArgs {
+    /// Unicity's base URL.
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    unicity: String,
+    /// The source the provider posts to (signed with its current secret).
+    #[arg(long, default_value = "demo-hmac")]
+    source: String,
+    /// Where the provider's API listens (the demo look-up points here).
+    #[arg(long, default_value = "127.0.0.1:8091")]
+    provider_listen: String,
+    /// Where the downstream ledger listens (the demo sink points here).
+    #[arg(long, default_value = "127.0.0.1:8092")]
+    downstream_listen: String,
+    /// Payments in the scenario (some get two refunds).
+    #[arg(long, default_value_t = 40)]
+    items: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Only these kinds, comma-separated: plain, retry, reencoded, equal,
+    /// identical, collision, timeout, dropped, burst.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Payments delivered at once.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// How long the provider's API is down at the start.
+    #[arg(long, default_value_t = 2000)]
+    api_outage_ms: u64,
+    /// How late the downstream answers a slow effect (beyond the sink's timeout).
+    #[arg(long, default_value_t = 2500)]
+    late_ms: u64,
+    /// The longest wait for Unicity to settle.
+    #[arg(long, default_value_t = 60)]
+    settle_secs: u64,
 }
 
 #[derive(Subcommand)]
@@ -260,6 +315,16 @@ async fn main() -> anyhow::Result<()> {
             let purged = retention::purge_evidence(&db, before).await?;
             println!("evidence purged for {purged} effects settled before {before}");
         }
+        Some(Command::Reconcile { from, to, source }) => {
+            let settings = settings(&cli, default_listen())?;
+            reconcile(settings, *from, *to, source.as_deref()).await?;
+        }
+        Some(Command::Simulate(args)) => {
+            let settings = settings(&cli, default_listen())?;
+            if !simulate(settings, args).await? {
+                std::process::exit(1);
+            }
+        }
         Some(Command::Users { command }) => {
             let db = store::connect(&cli.database_url).await?;
             store::migrate(&db).await?;
@@ -286,6 +351,107 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+async fn reconcile(
+    settings: Settings,
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+    source: Option<&str>,
+) -> anyhow::Result<()> {
+    if to <= from {
+        anyhow::bail!("--to must come after --from");
+    }
+    let source = match source {
+        Some(slug) => Some(
+            settings
+                .sources
+                .iter()
+                .find(|s| s.slug() == slug)
+                .cloned()
+                .with_context(|| format!("no source {slug:?} in the configuration"))?,
+        ),
+        None => None,
+    };
+    let slack = reconcile::seconds(settings.reconciliation.slack_secs);
+    let engine = open_engine(settings).await?;
+    let window = unicity::domain::reconcile::Window { from, to };
+    let runs = reconcile::run_all(&engine, window, slack, source.as_ref()).await?;
+    if runs.is_empty() {
+        anyhow::bail!("no look-up lists operations by window: configure a list_url");
+    }
+    let mut failed = false;
+    for run in runs {
+        match &run.error {
+            Some(error) => {
+                failed = true;
+                println!("{}: not reconciled: {error}", run.provider);
+            }
+            None => println!(
+                "{}: {} operations expected, {} effects applied, {} matched, {} missing, {} unexpected, {} cases opened",
+                run.provider,
+                run.expected,
+                run.applied,
+                run.matched,
+                run.missing,
+                run.unexpected,
+                run.opened
+            ),
+        }
+    }
+    if failed {
+        anyhow::bail!("a provider could not be listed");
+    }
+    Ok(())
+}
+
+/// Plays the simulation and prints its report; false when it failed.
+async fn simulate(settings: Settings, args: &SimulateArgs) -> anyhow::Result<bool> {
+    use unicity::simulate::{self, scenario::Kind};
+    let source = settings
+        .sources
+        .iter()
+        .find(|s| s.slug() == args.source)
+        .cloned()
+        .with_context(|| format!("no source {:?} in the configuration", args.source))?;
+    let only = args
+        .only
+        .iter()
+        .map(|name| Kind::parse(name).with_context(|| format!("no scenario kind {name:?}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let engine = open_engine(settings).await?;
+    let options = simulate::Options {
+        unicity: args.unicity.trim_end_matches('/').to_owned(),
+        source,
+        provider_listen: args.provider_listen.clone(),
+        downstream_listen: args.downstream_listen.clone(),
+        items: args.items,
+        seed: args.seed,
+        only,
+        concurrency: args.concurrency,
+        api_outage: std::time::Duration::from_millis(args.api_outage_ms),
+        late: std::time::Duration::from_millis(args.late_ms),
+        settle: std::time::Duration::from_secs(args.settle_secs),
+        progress: std::io::stderr().is_terminal(),
+    };
+    let report = simulate::run(options, engine).await?;
+    print!("{report}");
+    Ok(report.passed())
+}
+
+/// The decision engine on the configured database, without the server.
+async fn open_engine(
+    settings: Settings,
+) -> anyhow::Result<unicity::services::engine::SharedEngine> {
+    unicity::services::engine::Engine::open(
+        &settings.database_url,
+        settings.catalog,
+        settings.key_secret,
+        settings.sinks,
+        settings.lookups,
+        settings.engine,
+    )
+    .await
 }
 
 async fn users(db: &sea_orm::DatabaseConnection, command: &UsersCommand) -> anyhow::Result<()> {

@@ -20,7 +20,7 @@ use crate::auth::throttle::LoginThrottle;
 use crate::config::{AccessConfig, Settings};
 use crate::domain::identity::KeySecret;
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::{access, breakers, rejections, sweeper};
+use crate::services::{access, breakers, reconcile, rejections, sweeper};
 use crate::state::AccessState;
 pub use crate::state::AppState;
 use crate::{routes, store};
@@ -86,6 +86,7 @@ impl Application {
     /// Connects to and migrates the database, checks strategy versions, starts
     /// the sweeper, then binds `settings.listen`.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        let reconciliation = settings.reconciliation.clone();
         let engine = Engine::open(
             &settings.database_url,
             settings.catalog,
@@ -100,6 +101,7 @@ impl Application {
         sweeper::spawn(engine.clone());
         breakers::spawn(engine.clone());
         rejections::spawn(engine.clone());
+        reconcile::spawn(engine.clone(), reconciliation);
         let listener = TcpListener::bind(&settings.listen)
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let port = listener.local_addr()?.port();

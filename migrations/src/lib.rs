@@ -13,7 +13,9 @@ mod m20261201_000007_key_migrations;
 mod m20261201_000008_operator_access;
 mod m20261201_000020_case_resolutions;
 mod m20261201_000021_case_lookups;
-mod m20261202_000030_case_form_tokens;
+mod m20261202_000022_delivery_search;
+mod m20261202_000030_reconciliation_runs;
+mod m20261202_000031_case_form_tokens;
 mod sql;
 
 pub struct Migrator;
@@ -32,7 +34,9 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000008_operator_access::Migration),
             Box::new(m20261201_000020_case_resolutions::Migration),
             Box::new(m20261201_000021_case_lookups::Migration),
-            Box::new(m20261202_000030_case_form_tokens::Migration),
+            Box::new(m20261202_000022_delivery_search::Migration),
+            Box::new(m20261202_000030_reconciliation_runs::Migration),
+            Box::new(m20261202_000031_case_form_tokens::Migration),
         ]
     }
 }

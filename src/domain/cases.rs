@@ -10,6 +10,11 @@
 //!   nothing is applied;
 //! * **reject** — nothing is applied.
 //!
+//! A case about an effect whose outcome was unknown is also settled by the
+//! downstream's own status answer (`services::status`), never by a person's
+//! guess: **effect confirmed** (it was applied) or **effect retried** (it was
+//! not: applied again under the same key and Idempotency-Key).
+//!
 //! Every resolution carries a note (who decided and why is the proof).
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +26,11 @@ pub enum Resolution {
     ProcessAsDistinct,
     ConfirmDuplicate,
     Reject,
+    /// The downstream's status answer says the effect was applied.
+    EffectConfirmed,
+    /// The downstream's status answer says the effect was not applied: it
+    /// is applied again under its own key.
+    EffectRetried,
 }
 
 impl Resolution {
@@ -29,9 +39,13 @@ impl Resolution {
             Self::ProcessAsDistinct => "process_as_distinct",
             Self::ConfirmDuplicate => "confirm_duplicate",
             Self::Reject => "reject",
+            Self::EffectConfirmed => "effect_confirmed",
+            Self::EffectRetried => "effect_retried",
         }
     }
 
+    /// A resolution a person may ask for (the two settled by a status
+    /// answer are not theirs to claim).
     pub fn parse(text: &str) -> Option<Self> {
         [
             Self::ProcessAsDistinct,

@@ -10,6 +10,7 @@ pub mod diff;
 pub mod identity;
 pub mod journal;
 pub mod masking;
+pub mod reconcile;
 pub mod rejection;
 pub mod reservation;
 pub mod strict_json;

@@ -4,3 +4,4 @@
 pub mod lookup;
 pub mod signature;
 pub mod sinks;
+pub mod status;

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::domain::identity::pattern;
+pub use crate::providers::status::StatusMeaning;
 
 /// One `[[sinks]]` table; the first that matches an effect is used, else `record`.
 /// (serde cannot deny unknown fields next to a flattened enum.)
@@ -42,11 +43,47 @@ pub enum SinkKind {
         url: String,
         #[serde(default = "default_timeout_ms")]
         timeout_ms: u64,
+        /// Where the downstream says what became of an effect whose outcome
+        /// is unknown, by its Idempotency-Key: a URL template with
+        /// `{idempotency_key}` (see `providers::status`).
+        #[serde(default)]
+        status_url: Option<String>,
+        /// JSONPath to the effect's state in the status answer.
+        #[serde(default = "default_status_path")]
+        status_path: String,
+        /// States that mean applied.
+        #[serde(default = "default_applied")]
+        status_applied: Vec<String>,
+        /// States that mean not applied (safe to apply again).
+        #[serde(default = "default_failed")]
+        status_failed: Vec<String>,
+        /// What a 404 from the status URL means: `failed` when the downstream
+        /// records every key it receives before acting on it, else `unknown`.
+        #[serde(default)]
+        status_not_found: StatusMeaning,
+        #[serde(default = "default_status_timeout_ms")]
+        status_timeout_ms: u64,
     },
 }
 
 fn default_timeout_ms() -> u64 {
     5000
+}
+
+fn default_status_path() -> String {
+    "$.status".to_owned()
+}
+
+fn default_applied() -> Vec<String> {
+    vec!["applied".to_owned()]
+}
+
+fn default_failed() -> Vec<String> {
+    vec!["failed".to_owned()]
+}
+
+fn default_status_timeout_ms() -> u64 {
+    2000
 }
 
 impl SinkKind {
@@ -107,7 +144,9 @@ pub async fn apply(client: &reqwest::Client, sink: &SinkKind, request: &EffectRe
             result: recorded(),
             authoritative_ref: None,
         },
-        SinkKind::Http { url, timeout_ms } => post(client, url, *timeout_ms, request).await,
+        SinkKind::Http {
+            url, timeout_ms, ..
+        } => post(client, url, *timeout_ms, request).await,
     }
 }
 

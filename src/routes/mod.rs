@@ -54,6 +54,7 @@ routes! {
     GET "/healthz" => health::healthz, Public;
     GET "/readyz" => health::readyz, Public;
     POST "/hooks/{source}" => hooks::receive, Signed;
+    GET "/api/deliveries" => api::deliveries::list, Requires(Action::ReadDeliveries);
     GET "/api/deliveries/{id}" => api::deliveries::show, Requires(Action::ReadDeliveries);
     GET "/api/deliveries/{id}/raw" => api::deliveries::raw, Requires(Action::ReadRawBodies);
     GET "/api/cases" => api::cases::list, Requires(Action::ReadDeliveries);
@@ -62,6 +63,8 @@ routes! {
     POST "/api/cases/{id}/comments" => api::cases::comment, Requires(Action::CommentCases);
     POST "/api/cases/{id}/lookup" => api::cases::lookup, Requires(Action::ResolveSomeCases);
     GET "/" => ui::home::show, Requires(Action::ReadDeliveries);
+    GET "/deliveries" => ui::deliveries::list, Requires(Action::ReadDeliveries);
+    GET "/deliveries/{id}" => ui::deliveries::show, Requires(Action::ReadDeliveries);
     GET "/static/{file}" => ui::assets::file, Public;
     GET "/login" => ui::login::show, Public;
     POST "/login" => ui::login::submit, Public;

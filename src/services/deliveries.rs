@@ -13,9 +13,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::engine::Engine;
+use super::timeline::{self, EffectView, Linked, Ties};
 use crate::config::Source;
+use crate::domain::decision::Part;
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
-use crate::domain::identity::{Catalog, FieldRef};
 use crate::domain::journal::{ItemOf, JournalEvent, Origin};
 use crate::domain::masking::{HeaderMask, SensitiveMask};
 use crate::store::{bodies, journal};
@@ -46,6 +47,18 @@ pub struct DeliveryView {
     /// For a batch of several events: what each became, in order.
     pub items: Vec<ItemView>,
     pub events: Vec<EventView>,
+    /// The resource it is about (a payment id; `hmac:…` when sensitive).
+    pub resource: Option<String>,
+    /// The latest decision in one plain sentence, in parts (text, and the
+    /// deliveries and effects it names).
+    pub explanation: Vec<Part>,
+    /// Every linked delivery, oldest first: first reception, retries,
+    /// duplicates, collisions, this one.
+    pub timeline: Vec<Linked>,
+    /// The effects it asked for, and their state.
+    pub effects: Vec<EffectView>,
+    /// The cases its decisions opened.
+    pub cases: Vec<uuid::Uuid>,
 }
 
 /// One event of a batch, decided as a delivery of its own.
@@ -131,7 +144,7 @@ pub async fn show(
             .and_then(|raw| serde_json::from_slice(&raw).ok()),
         _ => None,
     };
-    let paths = sensitive_paths(&engine.catalog, &origin.provider);
+    let paths = engine.catalog.sensitive_paths(&origin.provider);
     let sensitive = match body.as_mut() {
         Some(body) => SensitiveMask::mask_body(body, &paths, &engine.key_secret),
         None => SensitiveMask::default(),
@@ -150,6 +163,13 @@ pub async fn show(
         view.decision = view.decision.map(&scrubbed);
         items.push(view);
     }
+    let ties = Ties::of(&stored);
+    let timeline = timeline::linked(db, &id.to_string(), &origin, &ties).await?;
+    let effects = timeline::effects(db, &ties.effects).await?;
+    let resource = stored.iter().find_map(|s| match &s.event {
+        JournalEvent::KeyDerived(e) => e.resource.clone(),
+        _ => None,
+    });
     let events = stored
         .iter()
         .map(|s| EventView {
@@ -175,6 +195,11 @@ pub async fn show(
         item_of,
         items,
         events,
+        resource,
+        explanation: decision.map(|d| d.decision.plain()).unwrap_or_default(),
+        timeline,
+        effects,
+        cases: ties.cases,
     })
 }
 
@@ -200,20 +225,6 @@ async fn item_view(
             _ => None,
         }),
     })
-}
-
-/// Every body path a strategy of `provider` declares sensitive, any version:
-/// a value sensitive to one strategy is sensitive in every view.
-fn sensitive_paths<'a>(catalog: &'a Catalog, provider: &str) -> Vec<&'a FieldRef> {
-    let mut paths: Vec<&FieldRef> = Vec::new();
-    for strategy in catalog.strategies().filter(|s| s.provider == provider) {
-        for path in &strategy.sensitive {
-            if !paths.iter().any(|p| p.as_str() == path.as_str()) {
-                paths.push(path);
-            }
-        }
-    }
-    paths
 }
 
 /// An event's payload with the headers it carries masked again.

@@ -153,6 +153,10 @@ pub async fn receive(
     let facts = source.facts(arrival.headers, parse, document.as_ref(), raw);
     let derivation = engine.catalog.derive(&facts, &engine.key_secret);
     let mut derived = key_derived(&derivation);
+    derived.resource =
+        source
+            .resource
+            .value(arrival.headers, document.as_ref(), &engine.key_secret);
     let by_provider_id = derivation.transport.is_provider_id();
     let id = arrival.delivery_id;
     let at = arrival.received_at;
@@ -406,6 +410,7 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
         unresolved: d.unresolved.as_ref().map(|u| u.code().to_owned()),
         derivation: serde_json::to_value(d).unwrap_or_default(),
         items: Vec::new(),
+        resource: None,
     }
 }
 
@@ -428,6 +433,7 @@ pub(super) fn item_key_derived(item: &ItemDerivation, transport_key: &str) -> Ke
         unresolved: item.unresolved.as_ref().map(|u| u.code().to_owned()),
         derivation: serde_json::to_value(item).unwrap_or_default(),
         items: Vec::new(),
+        resource: None,
     }
 }
 

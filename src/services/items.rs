@@ -85,7 +85,8 @@ fn prepare_one(
             index: item.index,
         }),
     };
-    let derived = super::ingest::item_key_derived(item, transport_key);
+    let mut derived = super::ingest::item_key_derived(item, transport_key);
+    derived.resource = source.resource.value(&[], Some(&event), &engine.key_secret);
     let sink = derived
         .business
         .as_ref()

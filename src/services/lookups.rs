@@ -199,12 +199,27 @@ pub fn spawn(engine: &SharedEngine, case_ids: impl IntoIterator<Item = Uuid>) {
     }
 }
 
-/// Open cases whose failed look-up is due again, asked once more (the
-/// sweeper calls this). Returns how many were asked.
+/// Asks whoever can settle `case_id`: the downstream's status URL for an
+/// effect whose outcome is unknown (`services::status`), else the
+/// provider's list of operations. Returns the verdict's code, `None` when
+/// there was nothing to ask.
+pub async fn ask(engine: &SharedEngine, case_id: Uuid) -> Result<Option<&'static str>, CaseError> {
+    let case = crate::store::cases::find(&engine.db, case_id)
+        .await?
+        .ok_or(CaseError::NotFound)?;
+    if case.reason == super::status::REASON {
+        return super::status::settle(engine, &case).await;
+    }
+    Ok(settle(engine, case_id).await?.as_ref().map(verdict_code))
+}
+
+/// Open cases whose look-up is due (a failed one to try again, an unknown
+/// outcome to verify), asked now (the sweeper calls this). Returns how many
+/// were asked.
 pub async fn retry_due(engine: &SharedEngine) -> Result<usize, CaseError> {
     let due = crate::store::cases::lookups_due(&engine.db, Utc::now(), 20).await?;
     for case_id in &due {
-        if let Err(error) = settle(engine, *case_id).await {
+        if let Err(error) = ask(engine, *case_id).await {
             tracing::warn!(case.id = %case_id, %error, "look-up retry failed");
         }
     }
@@ -214,7 +229,7 @@ pub async fn retry_due(engine: &SharedEngine) -> Result<usize, CaseError> {
 /// The pause before the next try after `failures` failed ones: doubling from
 /// `base_secs`, at most an hour, plus up to a quarter of jitter (so that
 /// cases held by one outage are not all asked again at the same instant).
-fn retry_after(base_secs: u64, failures: i64) -> chrono::Duration {
+pub(super) fn retry_after(base_secs: u64, failures: i64) -> chrono::Duration {
     let doubling = 1u64 << failures.clamp(0, 20);
     let secs = base_secs.max(1).saturating_mul(doubling).min(3600);
     let random = (Uuid::now_v7().as_u128() & 0xffff) as u64;
@@ -222,7 +237,7 @@ fn retry_after(base_secs: u64, failures: i64) -> chrono::Duration {
     chrono::Duration::milliseconds((secs * 1000 + jitter_ms) as i64)
 }
 
-fn verdict_code(verdict: &LookupVerdict) -> &'static str {
+pub fn verdict_code(verdict: &LookupVerdict) -> &'static str {
     match verdict {
         LookupVerdict::ProcessAsDistinct { .. } => "process_as_distinct",
         LookupVerdict::ConfirmDuplicate => "confirm_duplicate",

@@ -24,7 +24,7 @@ pub struct Swept {
     pub expired: usize,
     pub purged: usize,
     pub redecided: usize,
-    /// Failed look-ups asked again.
+    /// Failed look-ups asked again, unknown outcomes verified.
     pub lookups: usize,
 }
 
@@ -54,11 +54,9 @@ pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
         redecide(engine, row).await?;
         swept.redecided += 1;
     }
-    if !engine.lookups.is_empty() {
-        swept.lookups = super::lookups::retry_due(engine)
-            .await
-            .map_err(|error| DbErr::Custom(error.to_string()))?;
-    }
+    swept.lookups = super::lookups::retry_due(engine)
+        .await
+        .map_err(|error| DbErr::Custom(error.to_string()))?;
     Ok(swept)
 }
 

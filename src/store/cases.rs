@@ -190,3 +190,16 @@ pub async fn lookups_due<C: ConnectionTrait>(
         .await?;
     Ok(ids.iter().filter_map(|id| id.parse().ok()).collect())
 }
+
+/// Cases opened at or after `at`, oldest first (a simulation's report).
+pub async fn opened_since<C: ConnectionTrait>(
+    conn: &C,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<case::Model>, DbErr> {
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder};
+    case::Entity::find()
+        .filter(case::Column::OpenedAt.gte(at))
+        .order_by_asc(case::Column::OpenedAt)
+        .all(conn)
+        .await
+}

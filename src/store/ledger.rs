@@ -46,3 +46,23 @@ pub async fn effect<C: ConnectionTrait>(
 ) -> Result<Option<effect::Model>, DbErr> {
     effect::Entity::find_by_id(id.to_string()).one(conn).await
 }
+
+/// The reservation of `key` in the fast index, if it is there.
+pub async fn reservation<C: ConnectionTrait>(
+    conn: &C,
+    key: &str,
+) -> Result<Option<super::entities::reservation::Model>, DbErr> {
+    super::entities::reservation::Entity::find_by_id(key.to_owned())
+        .one(conn)
+        .await
+}
+
+/// How many effects are still pending (reserved, not settled).
+pub async fn pending_effects<C: ConnectionTrait>(conn: &C) -> Result<u64, DbErr> {
+    use crate::domain::reservation::ReservationState;
+    use sea_orm::PaginatorTrait;
+    effect::Entity::find()
+        .filter(effect::Column::Status.eq(ReservationState::Pending.as_str()))
+        .count(conn)
+        .await
+}

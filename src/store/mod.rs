@@ -13,6 +13,8 @@ pub mod key_index;
 pub mod ledger;
 pub mod nodelay;
 pub mod projections;
+pub mod reconcile;
+pub mod search;
 pub mod writer;
 
 use std::time::Duration;
@@ -216,6 +218,27 @@ pub(crate) async fn test_database() -> (tempfile::TempDir, DatabaseConnection) {
     let db = connect(&test_url(&dir)).await.expect("SQLite opens");
     migrate(&db).await.expect("migrations apply");
     (dir, db)
+}
+
+/// SQLite's plan for `query`, one step a line (`SCAN deliveries`, `SEARCH
+/// deliveries USING INDEX …`).
+#[cfg(test)]
+pub(crate) async fn sqlite_plan<Q: sea_orm::QueryTrait>(
+    db: &DatabaseConnection,
+    query: &Q,
+) -> Vec<String> {
+    let built = query.build(DbBackend::Sqlite);
+    let explain = sea_orm::Statement::from_sql_and_values(
+        DbBackend::Sqlite,
+        format!("EXPLAIN QUERY PLAN {}", built.sql),
+        built.values.map(|v| v.0).unwrap_or_default(),
+    );
+    db.query_all_raw(explain)
+        .await
+        .expect("a plan")
+        .iter()
+        .map(|row| row.try_get::<String>("", "detail").expect("a step"))
+        .collect()
 }
 
 /// The URL of `test_database`'s database in `dir`.

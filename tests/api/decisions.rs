@@ -4,16 +4,9 @@
 use serde_json::Value;
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{refund, spawn_app, spawn_app_with};
+use crate::helpers::{id_of, refund, spawn_app, spawn_app_with};
 
 const FAST_SWEEP: &str = "[engine]\nlease_secs = 30\nsweep_interval_ms = 100\n";
-
-fn id_of(reply: &crate::helpers::Reply) -> String {
-    reply.json["delivery_id"]
-        .as_str()
-        .expect("delivery id")
-        .to_owned()
-}
 
 #[tokio::test]
 async fn a_new_strong_key_is_processed_and_its_provider_retry_ignored_even_re_encoded() {

@@ -1,5 +1,6 @@
 //! A real HTTP server standing for the downstream service that applies
-//! effects: it counts calls and records their Idempotency-Key headers.
+//! effects: it counts calls and records their Idempotency-Key headers, and
+//! answers what became of a key at `GET /effects/{key}` (applied, else 404).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,27 +16,47 @@ pub enum Behaviour {
     ApplyThenHang,
     /// Refuses without applying.
     Refuse(u16),
+    /// The first call never answers in time and applies nothing; later
+    /// calls apply and answer 201.
+    HangOnceWithoutApplying,
 }
 
 #[derive(Clone)]
 pub struct Downstream {
     pub url: String,
     calls: Arc<Mutex<Vec<String>>>,
+    applied: Arc<Mutex<Vec<String>>>,
 }
 
 impl Downstream {
     pub async fn start(behaviour: Behaviour) -> Self {
         let calls = Arc::new(Mutex::new(Vec::new()));
-        let recorded = calls.clone();
+        let applied = Arc::new(Mutex::new(Vec::new()));
+        let (recorded, done) = (calls.clone(), applied.clone());
         let server = HttpServer::new(move || {
-            let recorded = recorded.clone();
-            App::new().route(
-                "/effects",
-                web::post().to(move |request: HttpRequest, _body: web::Bytes| {
-                    let recorded = recorded.clone();
-                    async move { answer(request, behaviour, recorded).await }
-                }),
-            )
+            let (recorded, done) = (recorded.clone(), done.clone());
+            let known = done.clone();
+            App::new()
+                .route(
+                    "/effects",
+                    web::post().to(move |request: HttpRequest, _body: web::Bytes| {
+                        let (recorded, done) = (recorded.clone(), done.clone());
+                        async move { answer(request, behaviour, recorded, done).await }
+                    }),
+                )
+                .route(
+                    "/effects/{key}",
+                    web::get().to(move |key: web::Path<String>| {
+                        let known = known.clone();
+                        async move {
+                            if known.lock().expect("applied").contains(&key) {
+                                HttpResponse::Ok().json(serde_json::json!({"status": "applied"}))
+                            } else {
+                                HttpResponse::NotFound().finish()
+                            }
+                        }
+                    }),
+                )
         })
         .workers(1)
         .bind("127.0.0.1:0")
@@ -45,7 +66,23 @@ impl Downstream {
         Self {
             url: format!("http://127.0.0.1:{port}/effects"),
             calls,
+            applied,
         }
+    }
+
+    /// Keys of the effects applied, in order.
+    pub fn applied(&self) -> Vec<String> {
+        self.applied.lock().expect("applied").clone()
+    }
+
+    /// The `[[sinks]]` table routing every effect here, with the status URL
+    /// (a 404 meaning never applied).
+    pub fn sink_toml_with_status(&self, timeout_ms: u64) -> String {
+        format!(
+            "{}status_url = \"{}/{{idempotency_key}}\"\nstatus_not_found = \"failed\"\n",
+            self.sink_toml(timeout_ms),
+            self.url
+        )
     }
 
     /// Idempotency keys of every call received, in order.
@@ -77,6 +114,7 @@ async fn answer(
     request: HttpRequest,
     behaviour: Behaviour,
     calls: Arc<Mutex<Vec<String>>>,
+    applied: Arc<Mutex<Vec<String>>>,
 ) -> HttpResponse {
     let key = request
         .headers()
@@ -84,6 +122,12 @@ async fn answer(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
+    let apply = || {
+        applied
+            .lock()
+            .expect("applied")
+            .push(key.trim_matches('"').to_owned())
+    };
     match behaviour {
         Behaviour::Refuse(status) => {
             calls.lock().expect("calls").push(key);
@@ -92,15 +136,30 @@ async fn answer(
         }
         Behaviour::Apply { delay_ms } => {
             calls.lock().expect("calls").push(key.clone());
+            apply();
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             HttpResponse::Created().json(
                 serde_json::json!({ "id": format!("rf_{}", calls.lock().expect("calls").len()) }),
             )
         }
         Behaviour::ApplyThenHang => {
-            calls.lock().expect("calls").push(key);
+            calls.lock().expect("calls").push(key.clone());
+            apply();
             tokio::time::sleep(Duration::from_secs(30)).await;
             HttpResponse::Created().finish()
+        }
+        Behaviour::HangOnceWithoutApplying => {
+            let first = {
+                let mut calls = calls.lock().expect("calls");
+                calls.push(key.clone());
+                calls.len() == 1
+            };
+            if first {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                return HttpResponse::ServiceUnavailable().finish();
+            }
+            apply();
+            HttpResponse::Created().json(serde_json::json!({ "id": "rf_retried" }))
         }
     }
 }

@@ -278,6 +278,14 @@ impl TestApp {
     }
 }
 
+/// The `delivery_id` a webhook answer names.
+pub fn id_of(reply: &Reply) -> String {
+    reply.json["delivery_id"]
+        .as_str()
+        .expect("delivery id")
+        .to_owned()
+}
+
 pub fn secret_of(source: &Source) -> String {
     use secrecy::ExposeSecret;
     source
@@ -325,4 +333,37 @@ pub fn refund(payment: &str, amount: u64, reference: Option<&str>) -> Vec<u8> {
         body["refund_reference"] = Value::String(reference.to_owned());
     }
     serde_json::to_vec(&body).expect("json")
+}
+
+/// The `unicity` binary set up as for a test server on `database_url`,
+/// with the test sources plus `extra` TOML written to a file in `dir`.
+pub fn cli(database_url: &str, extra: &str, dir: &std::path::Path) -> std::process::Command {
+    let config = dir.join("unicity.toml");
+    std::fs::write(&config, format!("{extra}\n{TEST_SOURCES}")).expect("configuration written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_unicity"));
+    command
+        .env("UNICITY_CONFIG", &config)
+        .env("DATABASE_URL", database_url)
+        .env(unicity::config::KEY_SECRET_ENV, TEST_KEY_SECRET)
+        .env("TEST_STRIPE_SECRETS", STRIPE_SECRETS.join(","))
+        .env("RUST_LOG", "warn");
+    command
+}
+
+/// Runs `command` to its end, which must be a success; returns what it printed.
+pub async fn finished(mut command: std::process::Command) -> String {
+    // The arguments only: the environment holds the test secrets.
+    let shown = format!("{:?}", command.get_args().collect::<Vec<_>>());
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("the command runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{shown} failed ({}): {stdout}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }

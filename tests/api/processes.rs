@@ -24,18 +24,20 @@ use crate::downstream::{Behaviour, Downstream};
 use crate::helpers::{
     self, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, TEST_SOURCES, refund, secret_of,
 };
+use crate::provider::Provider;
 
 /// Short leases and frequent sweeps, so that expiries happen within a test.
 const ENGINE: &str = "[engine]\nlease_secs = 2\nsweep_interval_ms = 100\n";
 
 /// Projections the rebuild test's workload must fill (others are compared too).
-const FILLED: [&str; 6] = [
+const FILLED: [&str; 7] = [
     "deliveries",
     "transport_links",
     "reservations",
     "effects",
     "effect_deliveries",
     "cases",
+    "reconciliation_runs",
 ];
 
 /// How long a condition may take to come true before a test fails.
@@ -423,7 +425,10 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
         sink_for("std", &hang, 4000),
         apply.sink_toml(5000)
     );
-    let deployment = Deployment::new(&format!("{ENGINE}{sinks}")).await;
+    // The provider lists one refund nobody delivered, and none of those
+    // delivered: reconciliation opens a missing and unexpected effects.
+    let provider = Provider::start(&[("re_lost", "pay_lost", 100, chrono::Utc::now())], 10).await;
+    let deployment = Deployment::new(&format!("{ENGINE}{sinks}{}", provider.lookup_toml())).await;
     let mut server = deployment.start().await;
     let probe = deployment.probe().await;
     let (hmac, open, std) = (
@@ -620,6 +625,15 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     assert_eq!(refuse.calls().len(), 2);
     assert_eq!(hang.calls().len(), 1);
 
+    let reconciled = deployment.reconcile().await;
+    assert!(reconciled.contains("1 missing"), "{reconciled}");
+    assert!(
+        probe
+            .count("SELECT COUNT(*) FROM cases WHERE reason = 'unexpected_effect'")
+            .await
+            >= 1
+    );
+
     // Stop the server, rebuild from the journal, compare.
     server.kill();
     let live = probe.snapshot().await;
@@ -755,22 +769,30 @@ impl Deployment {
         unreachable!("three attempts either returned or failed")
     }
 
+    /// Runs `unicity reconcile` over the hour around now; returns what it printed.
+    async fn reconcile(&self) -> String {
+        let now = chrono::Utc::now();
+        let hour = chrono::Duration::hours(1);
+        self.run(&[
+            "reconcile",
+            "--from",
+            &(now - hour).to_rfc3339(),
+            "--to",
+            &(now + hour).to_rfc3339(),
+        ])
+        .await
+    }
+
     /// Runs `unicity projections rebuild`; returns what it printed.
     async fn rebuild(&self) -> String {
+        self.run(&["projections", "rebuild"]).await
+    }
+
+    /// Runs the binary with `args` to its end; returns what it printed.
+    async fn run(&self, args: &[&str]) -> String {
         let mut command = self.command();
-        command.args(["projections", "rebuild"]);
-        let output = tokio::task::spawn_blocking(move || command.output())
-            .await
-            .expect("join")
-            .expect("the rebuild runs");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "the rebuild failed ({}): {stdout}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        command.args(args);
+        helpers::finished(command).await
     }
 
     /// A connection of the test's own to the deployment's database.

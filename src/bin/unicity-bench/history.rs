@@ -7,7 +7,8 @@
 //!
 //! WHAT IS PRELOADED. Per delivery: its `DeliveryReceived` in `journal`, its
 //! body in `raw_bodies` (once per distinct body), its `deliveries` row with a
-//! decision, a `transport_links` row, and a settled reservation, an applied
+//! decision (and the provider event id and payment id search finds it by), a
+//! `transport_links` row, and a settled reservation, an applied
 //! effect and its `effect_deliveries` link under a history-only business key
 //! (`history@1:…`, never one the measured load uses). So every table the hot
 //! path reads or writes grows with `--history`, the key index and the effects
@@ -151,8 +152,9 @@ impl Batch {
             ),
             deliveries: Table::new(
                 "INSERT INTO deliveries (delivery_id, source, tenant, provider, environment, received_at, status, \
+                 event_type, provider_event_id, resource, \
                  transport_key, business_key, strategy, strength, decision, reason, layer) VALUES ",
-                "({}, {}, {}, {}, {}, {}, 'received', {}, {}, 'history@1', 'strong', 'process', 'new_key', 'business')",
+                "({}, {}, {}, {}, {}, {}, 'received', 'refund.created', {}, {}, {}, {}, 'history@1', 'strong', 'process', 'new_key', 'business')",
                 "",
             ),
             transport_links: Table::new(
@@ -304,6 +306,9 @@ impl Generator {
             origin.provider.clone().into(),
             origin.environment.clone().into(),
             row.received_at.into(),
+            // What search finds it by: the `evt_` id or `webhook-id`, the payment.
+            row.facts.event_id.clone().into(),
+            row.facts.payment_id.clone().into(),
             transport_key.clone().into(),
             business_key.clone().into(),
         ]);

@@ -31,7 +31,7 @@ mod flood;
 mod history;
 mod load;
 mod payloads;
-mod prng;
+use unicity::simulate::prng;
 mod queue;
 mod report;
 mod server;
@@ -112,7 +112,8 @@ struct Cli {
     #[arg(long, default_value_t = 0)]
     flood_rate: u32,
     /// Queue mode: after `--history`, open this many cases on the preloaded
-    /// deliveries and time the case queue's queries (see `queue.rs`).
+    /// deliveries and time the case queue's and delivery search's queries
+    /// (see `queue.rs`).
     #[arg(long, default_value_t = 0, value_name = "N")]
     queue_cases: usize,
     /// Internal: preload `--history` deliveries into the database named by
@@ -203,13 +204,13 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         peak_rss_preload_mb = h.peak_rss_mb;
         if cli.queue_cases > 0 {
             note!(
-                "unicity-bench: opening {} cases and timing the queue",
+                "unicity-bench: opening {} cases and timing the queue and search",
                 cli.queue_cases
             );
             let timings = queue::run(&fresh.url, cli.queue_cases).await?;
             for t in &timings {
                 println!(
-                    "queue, {} deliveries, {} open cases: {:<20} median {:>7.2} ms, max {:>7.2} ms",
+                    "queue, {} deliveries, {} open cases: {:<27} median {:>7.2} ms, max {:>7.2} ms",
                     h.deliveries, cli.queue_cases, t.query, t.median_ms, t.max_ms
                 );
             }

@@ -1,16 +1,22 @@
 //! Queue mode (`--queue-cases N`, after `--history`): opens N cases on the
 //! preloaded deliveries and times what the case queue asks of the store —
 //! its first page, a page filtered by reason, by source, by effect type and
-//! to critical cases, the counts per reason, and every count of the
-//! dashboard page — each run `RUNS` times on a warm database.
+//! to critical cases, and the counts per reason —, every count of the
+//! dashboard page, and what delivery search asks of it — by payment id,
+//! business key, delivery id and provider event id, and its unfiltered and
+//! filtered pages — each run `RUNS` times on a warm database.
 
 use std::time::Instant;
 
 use anyhow::Context;
 use chrono::{Duration, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QuerySelect};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryOrder, QuerySelect,
+};
+use unicity::domain::identity::{KeySecret, ResourcePaths};
 use unicity::store::cases::{KeyScope, QueueFilter, counts_by_reason, queue};
 use unicity::store::entities::{case, delivery};
+use unicity::store::search::{self, After, Filter, Query};
 
 const RUNS: usize = 30;
 const PAGE: u64 = 50;
@@ -111,61 +117,121 @@ pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
         }),
         ..QueueFilter::default()
     };
-    Ok(vec![
-        time("first page", &db, &QueueFilter::default()).await?,
-        time("filtered by reason", &db, &by_reason).await?,
-        time("filtered by source", &db, &by_source).await?,
-        time("filtered by effect type", &db, &refunds).await?,
-        time("critical only", &db, &critical).await?,
-        time_counts(&db).await?,
-        time_dashboard(&db).await?,
-    ])
-}
-
-async fn time(
-    query: &'static str,
-    db: &DatabaseConnection,
-    filter: &QueueFilter,
-) -> anyhow::Result<Timing> {
-    let mut ms = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        let started = Instant::now();
-        let page = queue(db, filter, PAGE, 0).await?;
-        ms.push(started.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(!page.is_empty(), "{query}: an empty page");
+    let mut timings = Vec::new();
+    for (query, filter) in [
+        ("first page", QueueFilter::default()),
+        ("filtered by reason", by_reason),
+        ("filtered by source", by_source),
+        ("filtered by effect type", refunds),
+        ("critical only", critical),
+    ] {
+        timings.push(
+            time(query, || async {
+                Ok(queue(&db, &filter, PAGE, 0).await?.len())
+            })
+            .await?,
+        );
     }
-    Ok(summarise(query, ms))
-}
-
-async fn time_counts(db: &DatabaseConnection) -> anyhow::Result<Timing> {
-    let mut ms = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        let started = Instant::now();
-        let counts = counts_by_reason(db, "open").await?;
-        ms.push(started.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(counts.len() == REASONS.len(), "counts per reason");
-    }
-    Ok(summarise("counts per reason", ms))
+    timings.push(
+        time("counts per reason", || async {
+            let counts = counts_by_reason(&db, "open").await?;
+            anyhow::ensure!(counts.len() == REASONS.len(), "counts per reason");
+            Ok(counts.len())
+        })
+        .await?,
+    );
+    timings.push(time("dashboard (all counts)", || dashboard_counts(&db)).await?);
+    timings.extend(searches(&db).await?);
+    Ok(timings)
 }
 
 /// Every count the dashboard page asks for: the last 24 hours of
 /// deliveries, the breaker window's collisions, and the open cases by age.
-async fn time_dashboard(db: &DatabaseConnection) -> anyhow::Result<Timing> {
+async fn dashboard_counts(db: &DatabaseConnection) -> anyhow::Result<usize> {
     use unicity::store::dashboard;
+    let now = Utc::now();
+    let day = now - Duration::hours(24);
+    let hours = dashboard::per_hour(db, day).await?;
+    dashboard::collisions(db, now - Duration::hours(1)).await?;
+    let bounds = [now - Duration::hours(1), day, now - Duration::days(7)];
+    let open = dashboard::open_cases_older_than(db, &bounds).await?;
+    anyhow::ensure!(open[0] > 0, "open cases");
+    Ok(hours.len())
+}
+
+/// Delivery search over the preloaded history: a delivery from its middle
+/// found by each thing support pastes, and pages without a query.
+async fn searches(db: &DatabaseConnection) -> anyhow::Result<Vec<Timing>> {
+    let total = delivery::Entity::find().count(db).await?;
+    let middle = delivery::Entity::find()
+        .order_by_asc(delivery::Column::ReceivedAt)
+        .offset(total / 2)
+        .one(db)
+        .await?
+        .context("no delivery to search for")?;
+    let secret = KeySecret::from_bytes(b"unicity-bench-search-secret")?;
+    // A preloaded delivery has every value searched for.
+    let by = |text: Option<&String>| -> anyhow::Result<Filter> {
+        let text = text.context("the preloaded delivery lacks a searched value")?;
+        Ok(Filter {
+            q: Some(Query {
+                text: text.clone(),
+                resources: ResourcePaths::query(text, &secret).to_vec(),
+            }),
+            ..Filter::default()
+        })
+    };
+    let by_source = Filter {
+        source: Some(middle.source.clone()),
+        ..Filter::default()
+    };
+    let after = After {
+        received_at: middle.received_at,
+        delivery_id: middle.delivery_id.clone(),
+    };
+    let cases = [
+        ("search: payment id", by(middle.resource.as_ref())?, None),
+        (
+            "search: business key",
+            by(middle.business_key.as_ref())?,
+            None,
+        ),
+        ("search: delivery id", by(Some(&middle.delivery_id))?, None),
+        (
+            "search: provider event id",
+            by(middle.provider_event_id.as_ref())?,
+            None,
+        ),
+        ("search: first page", Filter::default(), None),
+        ("search: page in the middle", Filter::default(), Some(after)),
+        ("search: by source", by_source, None),
+    ];
+    let mut timings = Vec::new();
+    for (query, filter, after) in cases {
+        timings.push(
+            time(query, || async {
+                Ok(search::page(db, &filter, after.as_ref(), PAGE).await?.len())
+            })
+            .await?,
+        );
+    }
+    Ok(timings)
+}
+
+/// Runs `ask` `RUNS` times; each answer must hold at least one row.
+async fn time<F, Fut>(query: &'static str, ask: F) -> anyhow::Result<Timing>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<usize>>,
+{
     let mut ms = Vec::with_capacity(RUNS);
     for _ in 0..RUNS {
         let started = Instant::now();
-        let now = Utc::now();
-        let day = now - Duration::hours(24);
-        let hours = dashboard::per_hour(db, day).await?;
-        dashboard::collisions(db, now - Duration::hours(1)).await?;
-        let bounds = [now - Duration::hours(1), day, now - Duration::days(7)];
-        let open = dashboard::open_cases_older_than(db, &bounds).await?;
+        let rows = ask().await?;
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(!hours.is_empty(), "deliveries in the last 24 hours");
-        anyhow::ensure!(open[0] > 0, "open cases");
+        anyhow::ensure!(rows > 0, "{query}: nothing found");
     }
-    Ok(summarise("dashboard (all counts)", ms))
+    Ok(summarise(query, ms))
 }
 
 fn summarise(query: &'static str, mut ms: Vec<f64>) -> Timing {

@@ -41,6 +41,7 @@
 mod codes;
 mod input;
 mod outcome;
+mod plain;
 mod prior;
 mod summary;
 #[cfg(test)]
@@ -52,6 +53,7 @@ pub use input::{
     TransportMatch,
 };
 pub use outcome::Decision;
+pub use plain::Part;
 
 use crate::domain::confidence::{Criticality, Strength};
 use prior::{Applied, Prior, Settled, Unsettled};

@@ -6,7 +6,9 @@
 //! preset replaces it; every hierarchy names strategies that exist for its
 //! provider. The current version of a strategy is its highest non-retired one.
 
+use super::field::FieldRef;
 use super::provider::ProviderDef;
+use super::resource::ResourcePaths;
 use super::strategy::{StrategyDef, StrategyRef};
 use super::{pattern, presets};
 use serde::{Deserialize, Serialize};
@@ -146,6 +148,34 @@ impl Catalog {
 
     pub fn provider(&self, name: &str) -> Option<&ProviderDef> {
         self.providers.get(name)
+    }
+
+    /// Every body path a strategy of `provider` declares sensitive, any
+    /// version: a value sensitive to one strategy is sensitive everywhere.
+    pub fn sensitive_paths(&self, provider: &str) -> Vec<&FieldRef> {
+        let mut paths: Vec<&FieldRef> = Vec::new();
+        for strategy in self.strategies().filter(|s| s.provider == provider) {
+            for path in &strategy.sensitive {
+                if !paths.iter().any(|p| p.as_str() == path.as_str()) {
+                    paths.push(path);
+                }
+            }
+        }
+        paths
+    }
+
+    /// Where a source of `provider` reads the resource it is searched by:
+    /// `configured` (the source's own list), else the provider's, else the
+    /// defaults; sensitive paths marked.
+    pub fn resource_paths(&self, provider: &str, configured: Option<&[FieldRef]>) -> ResourcePaths {
+        let of_provider = self.provider(provider).map(|p| p.resource.as_slice());
+        let defaults = ResourcePaths::defaults();
+        let paths = match (configured, of_provider) {
+            (Some(paths), _) => paths,
+            (None, Some(paths)) if !paths.is_empty() => paths,
+            _ => defaults.as_slice(),
+        };
+        ResourcePaths::new(paths, &self.sensitive_paths(provider))
     }
 
     /// Every definition, retired ones included, ordered by name then version.

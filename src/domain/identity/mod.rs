@@ -19,6 +19,7 @@ pub mod normalize;
 pub mod pattern;
 mod presets;
 mod provider;
+pub mod resource;
 mod strategy;
 mod types;
 mod versions;
@@ -34,6 +35,7 @@ pub use key::{IdentityKey, IdentityKeyError, KeySecret, KeySecretError, mask};
 pub use normalize::{NormalizeRules, VolatileField};
 pub use presets::PRESETS;
 pub use provider::{EventTypePart, EventTypeRule, ProviderDef};
+pub use resource::ResourcePaths;
 pub use strategy::{Kind, NamedField, ScopeItem, StrategyDef, StrategyRef};
 pub use types::{
     BusinessIdentity, DeliveryFacts, Derivation, ItemDerivation, SkipReason, Skipped,

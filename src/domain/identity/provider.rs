@@ -35,6 +35,11 @@ pub struct ProviderDef {
     /// transport body fingerprint, each with its reason.
     #[serde(default)]
     pub volatile: Vec<VolatileField>,
+    /// Where the resource a delivery is about (a payment id) is read, first
+    /// present wins; searched by, never keyed on. Empty: the defaults
+    /// (`resource::DEFAULT_RESOURCE_PATHS`). A source may set its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource: Vec<FieldRef>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
 }

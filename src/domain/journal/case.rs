@@ -54,4 +54,10 @@ pub struct ProviderOperation {
     pub amount: Option<serde_json::Value>,
     pub currency: Option<serde_json::Value>,
     pub status: Option<String>,
+    /// The resource it belongs to (a payment), when the mapping reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// When the provider made it, when the mapping reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<chrono::DateTime<chrono::Utc>>,
 }

@@ -63,6 +63,11 @@ pub struct KeyDerived {
     /// A batch of several events: the delivery each item became, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<DeliveryId>,
+    /// The resource the delivery is about (a payment id), as search finds
+    /// it: `hmac:…` when sensitive. Never part of any key. Absent from
+    /// events journaled before 2026-12-02.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 /// Which identity layer the decision rests on.

@@ -97,3 +97,23 @@ pub struct KeysPurged {
 pub struct EvidencePurged {
     pub effect_id: Uuid,
 }
+
+/// The downstream was asked what became of an effect whose outcome was
+/// unknown (its status URL, by the Idempotency-Key): what it answered, or
+/// the error, and when it is asked again if it settled nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusLookupPerformed {
+    pub case_id: Uuid,
+    pub effect_id: Uuid,
+    /// The key the effect was sent with (its Idempotency-Key).
+    pub key: String,
+    /// The URL asked; empty when the sink declares no status URL.
+    pub url: String,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+    /// `applied`, `failed` or `unknown`, as the downstream said.
+    pub answer: Option<String>,
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<DateTime<Utc>>,
+}

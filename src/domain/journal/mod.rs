@@ -10,6 +10,7 @@ mod effect;
 #[cfg(test)]
 mod frozen;
 mod operators;
+mod reconcile;
 mod strategy;
 
 pub use access::RawBodyRead;
@@ -18,11 +19,13 @@ pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
+    StatusLookupPerformed,
 };
 pub use operators::{
     Actor, LoginFailed, OperatorCreated, OperatorDisabled, OperatorLoggedIn, OperatorLoggedOut,
     OperatorPasswordChanged, OperatorRoleChanged, SetupCompleted, TokenIssued, TokenRevoked,
 };
+pub use reconcile::{DiscrepancyFound, DiscrepancyKind, ReconciliationRan};
 pub use strategy::{
     KeyMigrated, StrategyMigrated, StrategyReset, StrategyTripped, StrategyVersionRecorded,
 };
@@ -158,6 +161,9 @@ journal_events! {
     CaseResolved(CaseResolved) = "CaseResolved", version 1;
     CaseCommented(CaseCommented) = "CaseCommented", version 1;
     LookupPerformed(LookupPerformed) = "LookupPerformed", version 1;
+    StatusLookupPerformed(StatusLookupPerformed) = "StatusLookupPerformed", version 1;
+    DiscrepancyFound(DiscrepancyFound) = "DiscrepancyFound", version 1;
+    ReconciliationRan(ReconciliationRan) = "ReconciliationRan", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
     OperatorLoggedIn(OperatorLoggedIn) = "OperatorLoggedIn", version 1;
     LoginFailed(LoginFailed) = "LoginFailed", version 1;

@@ -20,12 +20,17 @@
 //! `{name}` in the URL is the delivery's top-level field `name` (dots reach
 //! deeper: `{data.object.payment_intent}`), percent-encoded. Secrets never
 //! appear in what is journaled: the URL carries none, the token is a header.
+//!
+//! A look-up with a `list_url` also lists every operation in a time window,
+//! for periodic reconciliation (see `list`).
 
 mod breaker;
+mod list;
 
 use std::time::{Duration, Instant};
 
 pub use breaker::Breakers;
+pub use list::{EffectFields, Listing, Page};
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -54,6 +59,24 @@ pub struct LookupFile {
     pub auth_env: Option<String>,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// JSONPath within one operation to the resource it belongs to, and to
+    /// when it was made (RFC 3339 or Unix seconds).
+    pub resource: Option<String>,
+    pub created_at: Option<String>,
+    /// Reconciliation: a URL listing the operations made in a window
+    /// (`{from}`, `{to}` as RFC 3339; `{from_unix}`, `{to_unix}` in seconds).
+    pub list_url: Option<String>,
+    /// JSONPath to the next page's cursor in a listing answer (none, or
+    /// null: the last page), and the query parameter it is sent as.
+    pub cursor: Option<String>,
+    pub cursor_param: Option<String>,
+    /// JSONPath to a boolean saying whether more pages follow (optional).
+    pub has_more: Option<String>,
+    /// Where an effect's resource, amount and currency are in the body of
+    /// the delivery that asked for it (dotted paths, as in `url`).
+    pub effect_resource: Option<String>,
+    pub effect_amount: Option<String>,
+    pub effect_currency: Option<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -71,8 +94,14 @@ pub struct Lookup {
     amount: JsonPath,
     currency: JsonPath,
     status: Option<JsonPath>,
+    resource: Option<JsonPath>,
+    created_at: Option<JsonPath>,
     auth: Option<SecretString>,
     timeout: Duration,
+    /// How to list the operations of a window (reconciliation), if configured.
+    pub listing: Option<Listing>,
+    /// Where an effect's resource, amount and currency are in its delivery.
+    pub effect_fields: EffectFields,
 }
 
 impl std::fmt::Debug for Lookup {
@@ -86,7 +115,8 @@ impl std::fmt::Debug for Lookup {
     }
 }
 
-/// What a preset fills: url, operations, id, amount, currency, status.
+/// What a preset fills: url, operations, id, amount, currency, status,
+/// and for reconciliation how to list a window.
 struct Preset {
     url: &'static str,
     operations: &'static str,
@@ -94,8 +124,14 @@ struct Preset {
     amount: &'static str,
     currency: &'static str,
     status: &'static str,
+    resource: &'static str,
+    created_at: &'static str,
+    listing: list::ListingPreset,
 }
 
+/// Stripe lists refunds by creation time (`created[gte]`, `created[lt]`,
+/// Unix seconds) a page at a time, the next page after the last refund's id
+/// (`starting_after`) while `has_more` is true.
 const STRIPE_REFUNDS: Preset = Preset {
     url: "https://api.stripe.com/v1/refunds?payment_intent={data.object.payment_intent}&limit=100",
     operations: "$.data[*]",
@@ -103,6 +139,17 @@ const STRIPE_REFUNDS: Preset = Preset {
     amount: "$.amount",
     currency: "$.currency",
     status: "$.status",
+    resource: "$.payment_intent",
+    created_at: "$.created",
+    listing: list::ListingPreset {
+        list_url: "https://api.stripe.com/v1/refunds?created[gte]={from_unix}&created[lt]={to_unix}&limit=100",
+        cursor: "$.data[-1].id",
+        cursor_param: "starting_after",
+        has_more: Some("$.has_more"),
+        effect_resource: "data.object.payment_intent",
+        effect_amount: "data.object.amount",
+        effect_currency: "data.object.currency",
+    },
 };
 
 fn preset(name: &str) -> Option<&'static Preset> {
@@ -155,8 +202,25 @@ impl LookupFile {
                 .as_deref()
                 .map(path)
                 .transpose()?,
+            resource: self
+                .resource
+                .clone()
+                .or_else(|| preset.map(|p| p.resource.to_owned()))
+                .as_deref()
+                .map(path)
+                .transpose()?,
+            created_at: self
+                .created_at
+                .clone()
+                .or_else(|| preset.map(|p| p.created_at.to_owned()))
+                .as_deref()
+                .map(path)
+                .transpose()?,
             auth,
             timeout: Duration::from_millis(self.timeout_ms.max(1)),
+            listing: list::resolve(self, preset.map(|p| &p.listing))
+                .map_err(|e| anyhow::anyhow!("look-up for {who}: {e}"))?,
+            effect_fields: list::fields(self, preset.map(|p| &p.listing)),
         })
     }
 }
@@ -238,19 +302,32 @@ impl Lookup {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
+                let optional = |path: &Option<JsonPath>| path.as_ref().and_then(|p| first(p, op));
                 Some(Operation {
                     id,
                     amount: first(&self.amount, op),
                     currency: first(&self.currency, op),
-                    status: self
-                        .status
-                        .as_ref()
-                        .and_then(|p| first(p, op))
-                        .and_then(|v| v.as_str().map(str::to_owned)),
+                    status: optional(&self.status).and_then(|v| v.as_str().map(str::to_owned)),
+                    resource: optional(&self.resource).and_then(|v| text(&v)),
+                    created_at: optional(&self.created_at).and_then(|v| list::instant(&v)),
                 })
             })
             .collect()
     }
+}
+
+/// A string or number as text.
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The delivery's field at a dotted path (`data.object.amount`).
+fn field<'v>(event: &'v Value, name: &str) -> Option<&'v Value> {
+    name.split('.').try_fold(event, |v, part| v.get(part))
 }
 
 /// The URL with each `{name}` replaced by the delivery's field, encoded; the
@@ -265,15 +342,8 @@ fn fill(template: &str, event: &Value) -> Result<String, String> {
             return Ok(out);
         };
         let name = &rest[open + 1..open + close];
-        let value = name
-            .split('.')
-            .try_fold(event, |v, part| v.get(part))
-            .ok_or_else(|| name.to_owned())?;
-        let text = match value {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            _ => return Err(name.to_owned()),
-        };
+        let value = field(event, name).ok_or_else(|| name.to_owned())?;
+        let text = text(value).ok_or_else(|| name.to_owned())?;
         out.push_str(&encode(&text));
         rest = &rest[open + close + 1..];
     }
@@ -282,7 +352,7 @@ fn fill(template: &str, event: &Value) -> Result<String, String> {
 }
 
 /// Percent-encodes all but unreserved characters (RFC 3986).
-fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -329,6 +399,15 @@ mod tests {
             status: Some("$.status".into()),
             auth_env: None,
             timeout_ms: 100,
+            resource: None,
+            created_at: None,
+            list_url: None,
+            cursor: None,
+            cursor_param: None,
+            has_more: None,
+            effect_resource: None,
+            effect_amount: None,
+            effect_currency: None,
         };
         let lookup = file.resolve(|_| None).unwrap();
         let body = json!({"data": [

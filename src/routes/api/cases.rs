@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::auth::{Action, Principal};
-use crate::domain::cases::{LookupVerdict, Refusal, Resolution};
+use crate::domain::cases::{Refusal, Resolution};
 use crate::routes::error::ApiError;
 use crate::services::case_view;
 use crate::services::cases::{self, CaseError, Resolve};
@@ -175,30 +175,24 @@ pub async fn resolve(
 
 #[derive(Debug, Serialize)]
 struct LookupBody {
-    /// `process_as_distinct`, `confirm_duplicate`, `for_a_person`, or `null`
-    /// when there was nothing to ask (no look-up configured, not an askable
-    /// open case).
+    /// `process_as_distinct`, `confirm_duplicate`, `for_a_person`, or, for
+    /// an effect whose outcome is unknown, `effect_confirmed` or
+    /// `effect_retried`; `null` when there was nothing to ask (no look-up
+    /// configured, not an askable open case).
     verdict: Option<&'static str>,
 }
 
-/// Asks the provider's API about the case now; resolves it when the answer
-/// settles it (attributed to `look-up`).
+/// Asks the provider's API (or, for an unknown outcome, the downstream's
+/// status URL) about the case now; resolves it when the answer settles it
+/// (attributed to `look-up`).
 #[post("/api/cases/{id}/lookup")]
 pub async fn lookup(
     state: web::Data<AppState>,
     id: web::Path<String>,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    let verdict = lookups::settle(&state.engine, id)
-        .await
-        .map_err(case_error)?;
-    Ok(HttpResponse::Ok().json(LookupBody {
-        verdict: verdict.as_ref().map(|v| match v {
-            LookupVerdict::ProcessAsDistinct { .. } => "process_as_distinct",
-            LookupVerdict::ConfirmDuplicate => "confirm_duplicate",
-            LookupVerdict::ForAPerson { .. } => "for_a_person",
-        }),
-    }))
+    let verdict = lookups::ask(&state.engine, id).await.map_err(case_error)?;
+    Ok(HttpResponse::Ok().json(LookupBody { verdict }))
 }
 
 /// `POST /api/cases/{id}/comments` body.

@@ -1,3 +1,6 @@
+//! `GET /api/deliveries`: deliveries found by `q` (delivery id, provider
+//! event or delivery id, business key, resource such as a payment id) and
+//! filters, newest first, a page at a time (`next_cursor`).
 //! `GET /api/deliveries/{id}`: a delivery, its masked headers, its body when
 //! parseable (sensitive values masked), and its journal events in order.
 //! `GET /api/deliveries/{id}/raw`: the exact bytes received, when enabled,
@@ -11,7 +14,27 @@ use crate::domain::delivery::DeliveryId;
 use crate::routes::error::ApiError;
 use crate::services::deliveries::{self, ShowError};
 use crate::services::raw_reads::{self, RawReadError, Reader};
+use crate::services::search::{self, Params, SearchError};
 use crate::state::AppState;
+
+#[get("/api/deliveries")]
+pub async fn list(
+    state: web::Data<AppState>,
+    params: web::Query<Params>,
+) -> Result<HttpResponse, ApiError> {
+    match search::search(&state.engine, &params).await {
+        Ok(page) => Ok(HttpResponse::Ok().json(page)),
+        Err(SearchError::Invalid(message)) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_search",
+            message,
+        )),
+        Err(SearchError::Db(error)) => {
+            tracing::error!(%error, "cannot search deliveries");
+            Err(ApiError::storage_unavailable())
+        }
+    }
+}
 
 #[get("/api/deliveries/{id}")]
 pub async fn show(

@@ -125,7 +125,7 @@ pub async fn lookup(
     _form: CsrfForm<LookupForm>,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
-    match lookups::settle(&state.engine, id).await {
+    match lookups::ask(&state.engine, id).await {
         Ok(Some(_)) => Ok(back(id, "asked")),
         Ok(None) => Ok(back(id, "not_asked")),
         Err(error) => refused(id, error),

@@ -11,6 +11,8 @@ pub mod cases;
 pub mod charts;
 pub mod csrf;
 pub mod dashboard;
+pub mod deliveries;
+pub mod delivery_page;
 pub mod fixture;
 pub mod format;
 pub mod home;

@@ -26,6 +26,8 @@ pub struct Model {
     pub effect_id: Option<String>,
     pub case_id: Option<String>,
     pub decided_at: Option<DateTimeUtc>,
+    /// The resource the delivery is about (a payment id), `hmac:…` when sensitive.
+    pub resource: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

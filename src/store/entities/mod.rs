@@ -10,6 +10,7 @@ pub mod journal;
 pub mod migrated_key;
 pub mod operator;
 pub mod raw_body;
+pub mod reconciliation_run;
 pub mod reservation;
 pub mod session;
 pub mod setup_token;

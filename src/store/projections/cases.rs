@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
-use crate::domain::journal::{CaseResolved, LookupPerformed};
+use crate::domain::journal::CaseResolved;
 use crate::store::entities::case;
 
 /// A case to open.
@@ -15,6 +15,9 @@ pub(super) struct NewCase<'a> {
     pub action: &'a str,
     pub reason: &'a str,
     pub lookup_first: bool,
+    /// Asked about at once by the sweeper (an unknown outcome, verified
+    /// through the sink's status URL).
+    pub due: bool,
     pub details: serde_json::Value,
 }
 
@@ -46,7 +49,7 @@ pub(super) fn row(new: NewCase<'_>, at: DateTime<Utc>) -> case::ActiveModel {
         resolution: Set(None),
         resolved_by: Set(None),
         lookups: Set(0),
-        next_lookup_at: Set(None),
+        next_lookup_at: Set(new.due.then_some(at)),
     }
 }
 
@@ -90,19 +93,21 @@ pub(super) async fn resolved<C: ConnectionTrait>(
         .rows_affected)
 }
 
-/// A look-up was performed: counted, and its retry time (after a failure)
+/// A look-up (of the provider's operations, or of an effect's status at
+/// the downstream) was performed: counted, and its retry time (after a failure)
 /// recorded for the sweeper.
 pub(super) async fn looked_up<C: ConnectionTrait>(
     conn: &C,
-    e: &LookupPerformed,
+    case_id: uuid::Uuid,
+    retry_at: Option<DateTime<Utc>>,
 ) -> Result<u64, DbErr> {
     Ok(case::Entity::update_many()
         .col_expr(
             case::Column::Lookups,
             Expr::col(case::Column::Lookups).add(1),
         )
-        .col_expr(case::Column::NextLookupAt, Expr::value(e.retry_at))
-        .filter(case::Column::CaseId.eq(e.case_id.to_string()))
+        .col_expr(case::Column::NextLookupAt, Expr::value(retry_at))
+        .filter(case::Column::CaseId.eq(case_id.to_string()))
         .exec(conn)
         .await?
         .rows_affected)

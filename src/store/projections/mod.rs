@@ -12,6 +12,7 @@ mod cases;
 pub mod deliveries;
 mod effects;
 pub mod migrations;
+mod reconcile;
 
 pub use effects::reserve;
 pub(crate) use effects::{retake, settled as settle};
@@ -23,7 +24,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::JournalEvent;
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
-pub const TABLES: [&str; 9] = [
+pub const TABLES: [&str; 10] = [
     "deliveries",
     "transport_links",
     "reservations",
@@ -33,6 +34,7 @@ pub const TABLES: [&str; 9] = [
     "strategy_breakers",
     "migrated_keys",
     "strategy_migrations",
+    "reconciliation_runs",
 ];
 
 /// Applies one event; returns the rows its main statement changed.
@@ -72,7 +74,12 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::CaseResolved(e) => cases::resolved(conn, e, at).await,
         // A case's comments are read from the journal (its history).
         JournalEvent::CaseCommented(_) => Ok(0),
-        JournalEvent::LookupPerformed(e) => cases::looked_up(conn, e).await,
+        JournalEvent::LookupPerformed(e) => cases::looked_up(conn, e.case_id, e.retry_at).await,
+        JournalEvent::DiscrepancyFound(e) => reconcile::discrepancy(conn, &id, e, at).await,
+        JournalEvent::ReconciliationRan(e) => reconcile::ran(conn, e, at).await,
+        JournalEvent::StatusLookupPerformed(e) => {
+            cases::looked_up(conn, e.case_id, e.retry_at).await
+        }
         // Audit of operator access: operators and tokens are state tables
         // written beside these events (their hashes are never journaled).
         JournalEvent::OperatorLoggedIn(_)

@@ -4,6 +4,7 @@
 mod codes;
 mod edges;
 mod invariants;
+mod plain;
 mod precedence;
 mod rows;
 mod space;

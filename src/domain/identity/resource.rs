@@ -1,0 +1,161 @@
+//! The resource a delivery is about (a payment, a charge): the value search
+//! finds it by. Read at the first configured path present; a value a strategy
+//! of the provider declares `sensitive` is kept only as its keyed hash, so a
+//! search hashes the query the same way ([`ResourcePaths::query`]).
+//!
+//! Identity never rests on it: a resource id proves nothing about an effect.
+
+use serde_json::Value;
+
+use super::field::FieldRef;
+use super::key::KeySecret;
+
+/// Where the resource is read when neither the source nor its provider says:
+/// a payment id at the top, or Stripe-shaped `data.object` references.
+pub const DEFAULT_RESOURCE_PATHS: [&str; 4] = [
+    "$.payment_id",
+    "$.data.object.payment_intent",
+    "$.data.object.charge",
+    "$.data.object.id",
+];
+
+/// Values longer than this are not searchable resources (ids are short).
+const MAX_LEN: usize = 200;
+
+/// The paths tried in order, each marked sensitive or not.
+#[derive(Debug, Clone, Default)]
+pub struct ResourcePaths {
+    paths: Vec<(FieldRef, bool)>,
+}
+
+impl ResourcePaths {
+    /// `paths` in order; `sensitive` are the provider's sensitive body paths.
+    /// A path at or under a sensitive one is sensitive.
+    pub fn new(paths: &[FieldRef], sensitive: &[&FieldRef]) -> Self {
+        let under = |path: &str, parent: &str| {
+            path == parent
+                || path
+                    .strip_prefix(parent)
+                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+        };
+        Self {
+            paths: paths
+                .iter()
+                .map(|p| {
+                    let hidden = sensitive.iter().any(|s| under(p.as_str(), s.as_str()));
+                    (p.clone(), hidden)
+                })
+                .collect(),
+        }
+    }
+
+    /// The built-in defaults.
+    pub fn defaults() -> Vec<FieldRef> {
+        DEFAULT_RESOURCE_PATHS
+            .iter()
+            .filter_map(|p| FieldRef::parse(p).ok())
+            .collect()
+    }
+
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.paths.iter().map(|(p, _)| p.as_str())
+    }
+
+    /// The searchable value of the first path present: a string or number as
+    /// text, sealed when sensitive.
+    pub fn value(
+        &self,
+        headers: &[(String, String)],
+        body: Option<&Value>,
+        secret: &KeySecret,
+    ) -> Option<String> {
+        self.paths.iter().find_map(|(path, sensitive)| {
+            let text = searchable(&path.resolve(headers, body)?)?;
+            Some(if *sensitive {
+                sealed(&text, secret)
+            } else {
+                text
+            })
+        })
+    }
+
+    /// What a stored resource equal to `q` can look like: `q` itself, and
+    /// its keyed hash (a sensitive value).
+    pub fn query(q: &str, secret: &KeySecret) -> [String; 2] {
+        [q.to_owned(), sealed(q, secret)]
+    }
+}
+
+fn searchable(value: &Value) -> Option<String> {
+    let text = match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    (!text.is_empty() && text.len() <= MAX_LEN).then_some(text)
+}
+
+fn sealed(text: &str, secret: &KeySecret) -> String {
+    match secret.seal(&Value::String(text.to_owned())) {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn refs(paths: &[&str]) -> Vec<FieldRef> {
+        paths.iter().map(|p| FieldRef::parse(p).unwrap()).collect()
+    }
+
+    #[test]
+    fn the_first_present_path_gives_the_resource() {
+        let secret = KeySecret::from_bytes(b"0123456789abcdef").unwrap();
+        let paths = ResourcePaths::new(&ResourcePaths::defaults(), &[]);
+        let stripe =
+            json!({"data": {"object": {"id": "re_1", "charge": "ch_1", "payment_intent": "pi_1"}}});
+        assert_eq!(
+            paths.value(&[], Some(&stripe), &secret).as_deref(),
+            Some("pi_1")
+        );
+        let intent = json!({"data": {"object": {"id": "pi_2", "payment_intent": null}}});
+        assert_eq!(
+            paths.value(&[], Some(&intent), &secret).as_deref(),
+            Some("pi_2")
+        );
+        let numeric = json!({"payment_id": 42});
+        assert_eq!(
+            paths.value(&[], Some(&numeric), &secret).as_deref(),
+            Some("42")
+        );
+        assert_eq!(
+            paths.value(&[], Some(&json!({"payment_id": {}})), &secret),
+            None
+        );
+        assert_eq!(paths.value(&[], None, &secret), None);
+    }
+
+    #[test]
+    fn a_sensitive_resource_is_stored_and_searched_as_its_keyed_hash() {
+        let secret = KeySecret::from_bytes(b"0123456789abcdef").unwrap();
+        let sensitive = refs(&["$.customer"]);
+        let sensitive: Vec<&FieldRef> = sensitive.iter().collect();
+        let paths = ResourcePaths::new(&refs(&["$.customer.email", "$.payment_id"]), &sensitive);
+        let body = json!({"customer": {"email": "ann@example.com"}, "payment_id": "pay_1"});
+        let stored = paths.value(&[], Some(&body), &secret).unwrap();
+        assert!(stored.starts_with("hmac:"), "{stored}");
+        assert!(!stored.contains("ann@example.com"));
+        assert!(ResourcePaths::query("ann@example.com", &secret).contains(&stored));
+        // A sibling whose name merely starts like the sensitive one is clear.
+        let clear = ResourcePaths::new(&refs(&["$.customer_id"]), &sensitive);
+        let body = json!({"customer_id": "cus_1"});
+        assert_eq!(
+            clear.value(&[], Some(&body), &secret).as_deref(),
+            Some("cus_1")
+        );
+    }
+}

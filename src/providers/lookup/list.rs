@@ -1,0 +1,281 @@
+//! Listing a provider's operations over a time window, page by page, for
+//! periodic reconciliation:
+//!
+//! ```toml
+//! [[lookups]]
+//! # … the look-up's own url and mapping, plus:
+//! list_url = "https://api.example.com/refunds?from={from}&to={to}"
+//! cursor = "$.next_cursor"       # the next page's cursor (absent or null: last page)
+//! cursor_param = "cursor"        # sent as ?cursor=…
+//! has_more = "$.has_more"        # optional: false ends the listing
+//! resource = "$.payment_id"      # within one operation
+//! created_at = "$.created_at"    # RFC 3339 or Unix seconds
+//! effect_resource = "payment_id" # where the delivery's body names the resource
+//! ```
+//!
+//! Each page is mapped with the look-up's own paths (`operations`, `id`,
+//! `amount`, …). A listing that fails on any page fails as a whole:
+//! reconciliation never compares against half a list.
+
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use secrecy::ExposeSecret;
+use serde_json::Value;
+use serde_json_path::JsonPath;
+
+use super::{Lookup, LookupFile, Operation, encode, field};
+
+/// At most this many pages per listing: a cursor that never ends is an error.
+const MAX_PAGES: usize = 1000;
+
+/// What a preset fills for listing.
+pub(super) struct ListingPreset {
+    pub list_url: &'static str,
+    pub cursor: &'static str,
+    pub cursor_param: &'static str,
+    pub has_more: Option<&'static str>,
+    pub effect_resource: &'static str,
+    pub effect_amount: &'static str,
+    pub effect_currency: &'static str,
+}
+
+/// How to list a window, ready to run.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    url: String,
+    cursor: Option<JsonPath>,
+    cursor_param: String,
+    has_more: Option<JsonPath>,
+}
+
+/// Where an effect's resource, amount and currency are in its delivery's body.
+#[derive(Debug, Clone)]
+pub struct EffectFields {
+    pub resource: Option<String>,
+    pub amount: String,
+    pub currency: String,
+}
+
+impl EffectFields {
+    /// (resource, amount, currency) of a delivery's body.
+    pub fn read(&self, body: &Value) -> (Option<String>, Option<Value>, Option<Value>) {
+        (
+            self.resource
+                .as_deref()
+                .and_then(|path| field(body, path))
+                .and_then(super::text),
+            field(body, &self.amount).cloned(),
+            field(body, &self.currency).cloned(),
+        )
+    }
+}
+
+pub(super) fn resolve(
+    file: &LookupFile,
+    preset: Option<&ListingPreset>,
+) -> anyhow::Result<Option<Listing>> {
+    let Some(url) = file
+        .list_url
+        .clone()
+        .or_else(|| preset.map(|p| p.list_url.to_owned()))
+    else {
+        return Ok(None);
+    };
+    let path =
+        |text: &str| JsonPath::parse(text).map_err(|e| anyhow::anyhow!("path {text:?}: {e}"));
+    let cursor = file
+        .cursor
+        .clone()
+        .or_else(|| preset.map(|p| p.cursor.to_owned()));
+    let has_more = file
+        .has_more
+        .clone()
+        .or_else(|| preset.and_then(|p| p.has_more.map(str::to_owned)));
+    Ok(Some(Listing {
+        url,
+        cursor: cursor.as_deref().map(path).transpose()?,
+        cursor_param: file
+            .cursor_param
+            .clone()
+            .or_else(|| preset.map(|p| p.cursor_param.to_owned()))
+            .unwrap_or_else(|| "cursor".to_owned()),
+        has_more: has_more.as_deref().map(path).transpose()?,
+    }))
+}
+
+pub(super) fn fields(file: &LookupFile, preset: Option<&ListingPreset>) -> EffectFields {
+    let pick = |given: &Option<String>, from: Option<&'static str>, default: &str| {
+        given
+            .clone()
+            .or_else(|| from.map(str::to_owned))
+            .unwrap_or_else(|| default.to_owned())
+    };
+    EffectFields {
+        resource: file
+            .effect_resource
+            .clone()
+            .or_else(|| preset.map(|p| p.effect_resource.to_owned())),
+        amount: pick(
+            &file.effect_amount,
+            preset.map(|p| p.effect_amount),
+            "amount",
+        ),
+        currency: pick(
+            &file.effect_currency,
+            preset.map(|p| p.effect_currency),
+            "currency",
+        ),
+    }
+}
+
+/// One page asked (journaled with the run's outcome).
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub url: String,
+    pub status: Option<u16>,
+    pub latency_ms: u64,
+}
+
+impl Lookup {
+    /// Every operation the provider made in `[from, to)`, through all pages;
+    /// `None` when no listing is configured.
+    pub async fn list(
+        &self,
+        http: &reqwest::Client,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Option<(Vec<Page>, Result<Vec<Operation>, String>)> {
+        let listing = self.listing.as_ref()?;
+        let first = listing
+            .url
+            .replace("{from}", &encode(&from.to_rfc3339()))
+            .replace("{to}", &encode(&to.to_rfc3339()))
+            .replace("{from_unix}", &from.timestamp().to_string())
+            .replace("{to_unix}", &to.timestamp().to_string());
+        let mut pages = Vec::new();
+        let mut operations = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            if pages.len() == MAX_PAGES {
+                return Some((pages, Err(format!("more than {MAX_PAGES} pages"))));
+            }
+            let url = match &cursor {
+                None => first.clone(),
+                Some(c) => {
+                    let glue = if first.contains('?') { '&' } else { '?' };
+                    format!("{first}{glue}{}={}", listing.cursor_param, encode(c))
+                }
+            };
+            let (page, answer) = self.page(http, url).await;
+            pages.push(page);
+            let body = match answer {
+                Ok(body) => body,
+                Err(error) => return Some((pages, Err(error))),
+            };
+            operations.extend(self.map(&body));
+            let more = listing
+                .has_more
+                .as_ref()
+                .and_then(|p| p.query(&body).first().and_then(Value::as_bool))
+                .unwrap_or(true);
+            cursor = listing
+                .cursor
+                .as_ref()
+                .and_then(|p| p.query(&body).first().and_then(super::text))
+                .filter(|_| more);
+            if cursor.is_none() {
+                return Some((pages, Ok(operations)));
+            }
+        }
+    }
+
+    async fn page(&self, http: &reqwest::Client, url: String) -> (Page, Result<Value, String>) {
+        let started = Instant::now();
+        let mut request = http.get(&url).timeout(self.timeout);
+        if let Some(token) = &self.auth {
+            request = request.bearer_auth(token.expose_secret());
+        }
+        let response = request.send().await;
+        let mut page = Page {
+            url,
+            status: None,
+            latency_ms: started.elapsed().as_millis() as u64,
+        };
+        let answer = match response {
+            Err(error) => Err(format!("request failed: {}", error.without_url())),
+            Ok(response) => {
+                page.status = Some(response.status().as_u16());
+                if response.status().is_success() {
+                    response
+                        .json::<Value>()
+                        .await
+                        .map_err(|error| format!("unreadable answer: {error}"))
+                } else {
+                    Err(format!("the provider answered {}", response.status()))
+                }
+            }
+        };
+        (page, answer)
+    }
+}
+
+/// An instant given as RFC 3339 text or Unix seconds.
+pub(super) fn instant(value: &Value) -> Option<DateTime<Utc>> {
+    match value {
+        Value::String(s) => DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.with_timezone(&Utc)),
+        Value::Number(n) => DateTime::from_timestamp(n.as_i64()?, 0),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn instants_read_from_rfc_3339_or_unix_seconds() {
+        assert_eq!(
+            instant(&json!("2026-12-01T10:00:00+01:00")),
+            DateTime::from_timestamp(1_796_115_600, 0)
+        );
+        assert_eq!(
+            instant(&json!(1_796_115_600)),
+            DateTime::from_timestamp(1_796_115_600, 0)
+        );
+        assert_eq!(instant(&json!(true)), None);
+    }
+
+    #[test]
+    fn the_stripe_preset_lists_refunds_by_creation_time_after_the_last_id() {
+        let file: LookupFile = toml::from_str(
+            "provider = \"stripe\"\neffect_type = \"refund.*\"\npreset = \"stripe-refunds\"\nauth_env = \"K\"",
+        )
+        .unwrap();
+        let lookup = file.resolve(|_| Some("sk_test_x".to_owned())).unwrap();
+        let listing = lookup.listing.as_ref().expect("the preset lists");
+        assert!(listing.url.contains("created[gte]={from_unix}"));
+        assert_eq!(listing.cursor_param, "starting_after");
+        let page = json!({"object": "list", "has_more": true, "data": [
+            {"id": "re_1", "amount": 100, "currency": "usd", "payment_intent": "pi_1", "created": 1_796_115_600, "status": "succeeded"},
+            {"id": "re_2", "amount": 200, "currency": "usd", "payment_intent": "pi_2", "created": 1_796_115_601, "status": "succeeded"}
+        ]});
+        let cursor = listing.cursor.as_ref().unwrap().query(&page);
+        assert_eq!(cursor.first(), Some(&json!("re_2")));
+        let ops = lookup.map(&page);
+        assert_eq!(ops[0].resource.as_deref(), Some("pi_1"));
+        assert_eq!(
+            ops[1].created_at,
+            DateTime::from_timestamp(1_796_115_601, 0)
+        );
+        let event = json!({"data": {"object": {"payment_intent": "pi_1", "amount": 100, "currency": "usd"}}});
+        assert_eq!(
+            lookup.effect_fields.read(&event),
+            (Some("pi_1".into()), Some(json!(100)), Some(json!("usd")))
+        );
+    }
+}

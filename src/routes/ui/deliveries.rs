@@ -1,0 +1,160 @@
+//! `GET /deliveries`: one search box and filters (a plain GET form), the
+//! deliveries found newest first, a link to the next page.
+//! `GET /deliveries/{id}`: the support page of one delivery (`delivery_page`).
+
+use actix_session::Session;
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, get, web};
+use askama::Template;
+use chrono::Utc;
+
+use super::delivery_page::DeliveryPage;
+use super::format::{Nav, ShortId, Stamp};
+use super::html;
+use crate::auth::Principal;
+use crate::domain::decision::Action;
+use crate::domain::delivery::DeliveryId;
+use crate::routes::error::UiError;
+use crate::services::deliveries::{self, ShowError};
+use crate::services::search::{self, Found, Params, SearchError};
+use crate::state::AppState;
+
+/// An option of a `<select>`.
+pub struct Choice {
+    pub value: String,
+    pub selected: bool,
+}
+
+/// One delivery found.
+pub struct Row {
+    pub received: Stamp,
+    pub source: String,
+    pub event_type: String,
+    pub decision: String,
+    pub reason: String,
+    pub key: Option<ShortId>,
+    pub id: ShortId,
+    pub link: String,
+}
+
+/// `templates/search.html`.
+#[derive(Template)]
+#[template(path = "search.html")]
+pub struct SearchPage {
+    pub nav: Nav,
+    pub q: String,
+    pub event_type: String,
+    pub from: String,
+    pub to: String,
+    pub sources: Vec<Choice>,
+    pub decisions: Vec<Choice>,
+    pub rows: Vec<Row>,
+    /// The next page's address, when there is one.
+    pub next: Option<String>,
+    /// Whether anything was asked (an empty result then says so).
+    pub asked: bool,
+    pub error: Option<String>,
+}
+
+fn choices<'a>(values: impl Iterator<Item = &'a str>, current: Option<&str>) -> Vec<Choice> {
+    values
+        .map(|v| Choice {
+            value: v.to_owned(),
+            selected: current == Some(v),
+        })
+        .collect()
+}
+
+fn row(found: Found, now: chrono::DateTime<Utc>) -> Row {
+    Row {
+        received: Stamp::new(found.received_at, now),
+        link: format!("/deliveries/{}", found.delivery_id),
+        id: ShortId::new(found.delivery_id),
+        source: found.source,
+        event_type: found.event_type.unwrap_or_else(|| "—".to_owned()),
+        decision: found.decision.unwrap_or_else(|| found.status.clone()),
+        reason: found.reason.unwrap_or_default(),
+        key: found.business_key.map(ShortId::new),
+    }
+}
+
+#[get("/deliveries")]
+pub async fn list(
+    state: web::Data<AppState>,
+    session: Session,
+    operator: Principal,
+    params: web::Query<Params>,
+) -> Result<HttpResponse, UiError> {
+    let params = params.into_inner();
+    let now = Utc::now();
+    let (status, rows, next, error) = match search::search(&state.engine, &params).await {
+        Ok(page) => {
+            let next = page.next_cursor.map(|cursor| {
+                let next = Params {
+                    cursor: Some(cursor),
+                    ..params.clone()
+                };
+                format!(
+                    "/deliveries?{}",
+                    serde_urlencoded::to_string(&next).unwrap_or_default()
+                )
+            });
+            let rows = page.deliveries.into_iter().map(|f| row(f, now)).collect();
+            (StatusCode::OK, rows, next, None)
+        }
+        Err(SearchError::Invalid(message)) => {
+            (StatusCode::BAD_REQUEST, Vec::new(), None, Some(message))
+        }
+        Err(SearchError::Db(error)) => return Err(UiError::internal(error)),
+    };
+    let mut sources: Vec<&str> = state.sources.keys().map(String::as_str).collect();
+    sources.sort_unstable();
+    let field = |v: &Option<String>| v.clone().unwrap_or_default();
+    let page = SearchPage {
+        nav: Nav::new(&session, &operator, "deliveries")?,
+        asked: [
+            &params.q,
+            &params.source,
+            &params.event_type,
+            &params.decision,
+            &params.from,
+            &params.to,
+        ]
+        .iter()
+        .any(|p| p.as_deref().is_some_and(|v| !v.trim().is_empty())),
+        q: field(&params.q),
+        event_type: field(&params.event_type),
+        from: field(&params.from),
+        to: field(&params.to),
+        sources: choices(sources.into_iter(), params.source.as_deref()),
+        decisions: choices(
+            Action::ALL.iter().map(|a| a.as_str()),
+            params.decision.as_deref(),
+        ),
+        rows,
+        next,
+        error,
+    };
+    Ok(html(HttpResponse::build(status), &page))
+}
+
+#[get("/deliveries/{id}")]
+pub async fn show(
+    state: web::Data<AppState>,
+    session: Session,
+    operator: Principal,
+    id: web::Path<String>,
+) -> Result<HttpResponse, UiError> {
+    let not_found = || UiError::new(StatusCode::NOT_FOUND, "No delivery has this id.");
+    let id: DeliveryId = id.parse().map_err(|_| not_found())?;
+    let view = match deliveries::show(&state.engine, &state.sources, id).await {
+        Ok(view) => view,
+        Err(ShowError::NotFound) => return Err(not_found()),
+        Err(error) => return Err(UiError::internal(error)),
+    };
+    let nav = Nav::new(&session, &operator, "deliveries")?;
+    Ok(html(
+        HttpResponse::Ok(),
+        &DeliveryPage::new(nav, view, Utc::now()),
+    ))
+}

@@ -1,0 +1,290 @@
+//! Periodic reconciliation: for each provider whose look-up can list a time
+//! window (`list_url`), the operations it made against the effects ledger
+//! (`domain::reconcile` has the matching rule). An operation no effect
+//! stands for opens a **missing effect** case; an applied effect the
+//! provider does not list opens an **unexpected effect** case. Each case is
+//! opened once, whatever the number of runs over its window; each run is
+//! journaled with its figures ("expected vs applied", `figures`).
+//!
+//! The provider is asked outside any transaction; what the run found is
+//! written in one.
+
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use super::effects::Journaled;
+use super::engine::{SharedEngine, claim, record};
+use crate::config::{ReconciliationConfig, Source};
+use crate::domain::delivery::DeliveryId;
+use crate::domain::identity::pattern;
+use crate::domain::journal::{DiscrepancyFound, DiscrepancyKind, JournalEvent, ReconciliationRan};
+use crate::domain::reconcile::{self, Effect, Operation, Window};
+use crate::domain::reservation::ReservationState;
+use crate::providers::lookup::Lookup;
+use crate::store::entities::effect;
+
+/// What one run found for one provider, as journaled.
+pub type Run = ReconciliationRan;
+
+/// Reconciles every provider with a listing over `window` (only the
+/// deliveries of `source`, and its provider, when given). One run per
+/// look-up that can list.
+pub async fn run_all(
+    engine: &SharedEngine,
+    window: Window,
+    slack: chrono::Duration,
+    source: Option<&Source>,
+) -> anyhow::Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for lookup in engine.lookups.iter().filter(|l| l.listing.is_some()) {
+        if source.is_some_and(|s| s.origin.provider != lookup.provider) {
+            continue;
+        }
+        runs.push(run(engine, lookup, source.map(Source::slug), window, slack).await?);
+    }
+    Ok(runs)
+}
+
+/// Lists `lookup`'s provider over `window` widened by `slack`, compares it
+/// with the ledger and journals what it found.
+pub async fn run(
+    engine: &SharedEngine,
+    lookup: &Lookup,
+    source: Option<&str>,
+    window: Window,
+    slack: chrono::Duration,
+) -> anyhow::Result<Run> {
+    let (from, to) = (window.from - slack, window.to + slack);
+    let mut ran = ReconciliationRan {
+        run_id: Uuid::now_v7(),
+        provider: lookup.provider.clone(),
+        source: source.map(str::to_owned),
+        window_from: window.from,
+        window_to: window.to,
+        expected: 0,
+        applied: 0,
+        matched: 0,
+        missing: 0,
+        unexpected: 0,
+        opened: 0,
+        error: None,
+    };
+    let listed = lookup.list(&engine.http, from, to).await;
+    let operations = match listed.map(|(_, operations)| operations) {
+        Some(Ok(operations)) => operations,
+        Some(Err(error)) => {
+            ran.error = Some(error);
+            return journal(engine, ran, Vec::new()).await;
+        }
+        None => return Ok(ran),
+    };
+    let rows: Vec<effect::Model> =
+        crate::store::reconcile::effects_in_window(&engine.db, &lookup.provider, source, from, to)
+            .await?
+            .into_iter()
+            .filter(|e| pattern::matches(&lookup.effect_type, &e.effect_type))
+            .collect();
+    let mut effects = Vec::with_capacity(rows.len());
+    for row in &rows {
+        effects.push(ledger_effect(engine, lookup, row).await?);
+    }
+    let ops: Vec<Operation> = operations
+        .iter()
+        .map(|op| Operation {
+            id: op.id.clone(),
+            resource: op.resource.clone(),
+            amount: op.amount.clone(),
+            currency: op.currency.clone(),
+            status: op.status.clone(),
+            created_at: op.created_at,
+        })
+        .collect();
+    let found = reconcile::compare(&ops, &effects, window);
+    ran.expected = found.expected as u64;
+    ran.applied = found.applied as u64;
+    ran.matched = found.matched.len() as u64;
+    ran.missing = found.missing.len() as u64;
+    ran.unexpected = found.unexpected.len() as u64;
+    let discrepancy = |kind: DiscrepancyKind, subject: String| DiscrepancyFound {
+        case_id: reconcile::case_id(kind.as_str(), &subject),
+        kind,
+        provider: lookup.provider.clone(),
+        window_from: window.from,
+        window_to: window.to,
+        operation: None,
+        effect_id: None,
+        key: None,
+    };
+    let mut found_events = Vec::new();
+    for &i in &found.missing {
+        let op = &operations[i];
+        let mut event = discrepancy(
+            DiscrepancyKind::MissingEffect,
+            format!("{}/{}", lookup.provider, op.id),
+        );
+        event.operation = Some(op.clone());
+        found_events.push((None, event));
+    }
+    for &e in &found.unexpected {
+        let row = &rows[e];
+        let mut event = discrepancy(DiscrepancyKind::UnexpectedEffect, row.effect_id.clone());
+        event.effect_id = Some(effects[e].effect_id);
+        event.key = Some(row.key.clone());
+        found_events.push((row.first_delivery_id.parse().ok(), event));
+    }
+    journal(engine, ran, found_events).await
+}
+
+/// An effect of the ledger with its resource, amount and currency, read
+/// from its delivery's body as the look-up says.
+async fn ledger_effect(
+    engine: &SharedEngine,
+    lookup: &Lookup,
+    row: &effect::Model,
+) -> anyhow::Result<Effect> {
+    let body = match row.first_delivery_id.parse::<DeliveryId>() {
+        Ok(id) => {
+            Journaled::read(&engine.db, id)
+                .await?
+                .body(&engine.db)
+                .await?
+        }
+        Err(_) => None,
+    };
+    let (resource, amount, currency) = body
+        .as_ref()
+        .map(|b| lookup.effect_fields.read(b))
+        .unwrap_or_default();
+    Ok(Effect {
+        effect_id: row.effect_id.parse().unwrap_or_default(),
+        applied: row.status == ReservationState::Applied.as_str(),
+        authoritative_ref: row.authoritative_ref.clone(),
+        resource,
+        amount,
+        currency,
+        created_at: row.created_at,
+    })
+}
+
+/// Opens each discrepancy's case (once) and journals the run.
+async fn journal(
+    engine: &SharedEngine,
+    mut ran: ReconciliationRan,
+    found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
+) -> anyhow::Result<Run> {
+    let written = engine
+        .writer
+        .run(move |txn| {
+            Box::pin(async move {
+                let at = Utc::now();
+                for (delivery, event) in found {
+                    if claim(txn, delivery, &JournalEvent::DiscrepancyFound(event), at).await? {
+                        ran.opened += 1;
+                    }
+                }
+                record(txn, None, JournalEvent::ReconciliationRan(ran.clone()), at).await?;
+                Ok(ran)
+            })
+        })
+        .await?;
+    tracing::info!(
+        provider = %written.provider,
+        expected = written.expected,
+        applied = written.applied,
+        missing = written.missing,
+        unexpected = written.unexpected,
+        opened = written.opened,
+        error = written.error.as_deref().unwrap_or(""),
+        "reconciliation ran"
+    );
+    Ok(written)
+}
+
+/// Runs reconciliation every `interval_secs` over the window that ended
+/// `delay_secs` ago, while some look-up can list.
+pub fn spawn(engine: SharedEngine, config: ReconciliationConfig) {
+    if config.interval_secs == 0 || !engine.lookups.iter().any(|l| l.listing.is_some()) {
+        return;
+    }
+    let every = std::time::Duration::from_secs(config.interval_secs);
+    crate::tasks::supervise("reconciliation", move || {
+        let (engine, config) = (engine.clone(), config.clone());
+        async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let window = due_window(&config, Utc::now());
+                let slack = seconds(config.slack_secs);
+                if let Err(error) = run_all(&engine, window, slack, None).await {
+                    tracing::warn!(%error, "reconciliation failed; retried at the next interval");
+                }
+            }
+        }
+    });
+}
+
+/// The window a periodic run covers at `now`.
+pub fn due_window(config: &ReconciliationConfig, now: DateTime<Utc>) -> Window {
+    let to = now - seconds(config.delay_secs);
+    Window {
+        from: to - seconds(config.window_secs.max(1)),
+        to,
+    }
+}
+
+pub fn seconds(secs: u64) -> chrono::Duration {
+    chrono::Duration::seconds(i64::try_from(secs).unwrap_or(i64::MAX / 1000))
+}
+
+/// "Expected vs applied" for the dashboard: the latest run of each provider
+/// (a window's operations against its applied effects, what was found), and
+/// how many discrepancy cases are open.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Figures {
+    pub runs: Vec<RunFigures>,
+    pub open_missing: i64,
+    pub open_unexpected: i64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunFigures {
+    pub provider: String,
+    pub window_from: DateTime<Utc>,
+    pub window_to: DateTime<Utc>,
+    pub ran_at: DateTime<Utc>,
+    pub expected: i64,
+    pub applied: i64,
+    pub missing: i64,
+    pub unexpected: i64,
+    pub error: Option<String>,
+}
+
+pub async fn figures(engine: &SharedEngine) -> Result<Figures, sea_orm::DbErr> {
+    let mut runs: Vec<RunFigures> = Vec::new();
+    for run in crate::store::reconcile::latest_runs(&engine.db, 200).await? {
+        if runs.iter().any(|r| r.provider == run.provider) {
+            continue;
+        }
+        runs.push(RunFigures {
+            provider: run.provider,
+            window_from: run.window_from,
+            window_to: run.window_to,
+            ran_at: run.ran_at,
+            expected: run.expected,
+            applied: run.applied,
+            missing: run.missing,
+            unexpected: run.unexpected,
+            error: run.error,
+        });
+    }
+    let open = crate::store::cases::counts_by_reason(&engine.db, "open").await?;
+    let count = |reason: DiscrepancyKind| {
+        open.iter()
+            .find(|(r, _)| r == reason.as_str())
+            .map_or(0, |(_, n)| *n)
+    };
+    Ok(Figures {
+        runs,
+        open_missing: count(DiscrepancyKind::MissingEffect),
+        open_unexpected: count(DiscrepancyKind::UnexpectedEffect),
+    })
+}

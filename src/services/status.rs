@@ -1,0 +1,246 @@
+//! Settling an effect whose outcome is unknown (the downstream timed out or
+//! dropped the connection after the request was sent) by asking the
+//! downstream itself, through the sink's status URL keyed by the
+//! Idempotency-Key the effect was sent with. Never a blind retry:
+//!
+//! * **applied** → the effect is settled applied; the case is resolved
+//!   (`effect_confirmed`, by `look-up`);
+//! * **failed** (the downstream never applied it) → the effect is settled
+//!   failed, and in the same transaction its key is taken back with the next
+//!   fencing token, exactly as a provider's retry would take it
+//!   (`decide::reserve_effect`); the effect is then sent again with the same
+//!   Idempotency-Key. The case is resolved (`effect_retried`, by `look-up`).
+//!   If that attempt's outcome is unknown again, a new case opens and is
+//!   verified the same way;
+//! * **unknown**, an error, or no status URL → the case stays for a person;
+//!   after an error or an `unknown` answer the downstream is asked again
+//!   with backoff (`lookups::retry_after`).
+//!
+//! The downstream is asked outside any transaction; what it answered is
+//! journaled (`StatusLookupPerformed`) with what it settled, in one
+//! transaction guarded by the reservation's state and fencing token.
+
+use chrono::Utc;
+use sea_orm::DbErr;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::cases::CaseError;
+use super::decide::{Claim, reserve_effect};
+use super::effects::{self, Journaled};
+use super::engine::{Appends, SharedEngine, claim};
+use crate::domain::cases::Resolution;
+use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::{
+    CaseResolved, EffectSettled, JournalEvent, SettlementOutcome, StatusLookupPerformed,
+};
+use crate::domain::reservation::ReservationState;
+use crate::providers::sinks;
+use crate::providers::status::{self, StatusMeaning};
+use crate::store::deferred::Deferred;
+use crate::store::entities::case;
+
+/// The case reason a status look-up settles.
+pub const REASON: &str = "outcome_unknown";
+
+/// Asks the downstream about the effect of an open `outcome_unknown` case and
+/// settles it when the answer does. Returns the answer's verdict code:
+/// `effect_confirmed`, `effect_retried` or `for_a_person`; `None` when there
+/// is nothing to ask (not such a case, or its effect is no longer unknown).
+pub async fn settle(
+    engine: &SharedEngine,
+    case: &case::Model,
+) -> Result<Option<&'static str>, CaseError> {
+    if case.status != "open" || case.reason != REASON {
+        return Ok(None);
+    }
+    let (Some(key), Some(effect_id)) = (
+        case.business_key.clone(),
+        case.details
+            .get("effect_id")
+            .and_then(|v| v.as_str())
+            .and_then(|id| id.parse::<Uuid>().ok()),
+    ) else {
+        return Ok(None);
+    };
+    let Some(held) = crate::store::ledger::reservation(&engine.db, &key).await? else {
+        return Ok(None);
+    };
+    if held.state != ReservationState::Unknown.as_str() || held.effect_id != effect_id.to_string() {
+        return Ok(None);
+    }
+    let first: DeliveryId = held
+        .first_delivery_id
+        .parse()
+        .map_err(|_| CaseError::NotFound)?;
+    let journaled = Journaled::read(&engine.db, first).await?;
+    let source = journaled.source.clone().unwrap_or_default();
+    let sink = sinks::select(&engine.sinks, &source, &held.effect_type);
+    let answer = status::ask(&engine.http, sink, &key).await;
+    let case_id: Uuid = case.case_id.parse().map_err(|_| CaseError::NotFound)?;
+    let mut performed = StatusLookupPerformed {
+        case_id,
+        effect_id,
+        key: key.clone(),
+        url: String::new(),
+        status: None,
+        latency_ms: 0,
+        answer: None,
+        error: Some("the effect's sink declares no status URL".to_owned()),
+        retry_at: None,
+    };
+    let mut reference = None;
+    let meaning = match answer {
+        None => StatusMeaning::Unknown,
+        Some(answer) => {
+            performed.url = answer.url;
+            performed.status = answer.status;
+            performed.latency_ms = answer.latency_ms;
+            reference = answer.reference;
+            let meaning = answer.meaning.clone().unwrap_or(StatusMeaning::Unknown);
+            performed.answer = answer.meaning.as_ref().ok().map(|m| m.as_str().to_owned());
+            performed.error = answer.meaning.err();
+            if meaning == StatusMeaning::Unknown {
+                performed.retry_at = Some(
+                    Utc::now()
+                        + super::lookups::retry_after(
+                            engine.config.lookup_retry_secs,
+                            case.lookups,
+                        ),
+                );
+            }
+            meaning
+        }
+    };
+    let token = held.fencing_token;
+    let settled = |outcome, error: Option<&str>| EffectSettled {
+        key: key.clone(),
+        effect_id,
+        fencing_token: token,
+        outcome,
+        result: (outcome == SettlementOutcome::Applied)
+            .then(|| json!({ "status_lookup": performed.answer })),
+        authoritative_ref: reference.clone(),
+        error: error.map(str::to_owned),
+        case_id: None,
+        delivery_id: first,
+    };
+    let resolved = |resolution: Resolution, note: &str| CaseResolved {
+        case_id,
+        resolution,
+        resolved_by: "look-up".to_owned(),
+        note: note.to_owned(),
+        authoritative_ref: reference.clone(),
+        effect_id: Some(effect_id),
+        key: None,
+    };
+    let plan = match meaning {
+        StatusMeaning::Applied => Some((
+            settled(SettlementOutcome::Applied, None),
+            resolved(
+                Resolution::EffectConfirmed,
+                "the downstream reports the effect applied",
+            ),
+        )),
+        StatusMeaning::Failed => Some((
+            settled(
+                SettlementOutcome::Failed,
+                Some("downstream_reports_not_applied"),
+            ),
+            resolved(
+                Resolution::EffectRetried,
+                "the downstream reports the effect never applied: sent again under its key",
+            ),
+        )),
+        StatusMeaning::Unknown => None,
+    };
+    let verdict = match meaning {
+        StatusMeaning::Applied => "effect_confirmed",
+        StatusMeaning::Failed => "effect_retried",
+        StatusMeaning::Unknown => "for_a_person",
+    };
+    let shared = engine.clone();
+    let summary = journaled.key.clone();
+    let sink_name = sink.name();
+    let job = engine
+        .writer
+        .run(move |txn| {
+            Box::pin(async move {
+                let at = Utc::now();
+                let mut appends = Appends::default();
+                appends
+                    .record(
+                        txn,
+                        Some(first),
+                        JournalEvent::StatusLookupPerformed(performed),
+                        at,
+                    )
+                    .await?;
+                let Some((settlement, resolution)) = plan else {
+                    appends.flush(txn, at).await?;
+                    return Ok(None);
+                };
+                // The effect moved on since it was read (a late answer to
+                // the first attempt settled it): only the question is kept.
+                let still = crate::store::ledger::reservation(txn, &settlement.key).await?;
+                if still.is_none_or(|r| {
+                    r.state != ReservationState::Unknown.as_str() || r.fencing_token != token
+                }) {
+                    appends.flush(txn, at).await?;
+                    return Ok(None);
+                }
+                appends.flush(txn, at).await?;
+                let resolved = claim(
+                    txn,
+                    Some(first),
+                    &JournalEvent::CaseResolved(resolution),
+                    at,
+                )
+                .await?;
+                let retry = settlement.outcome == SettlementOutcome::Failed;
+                let event = if retry {
+                    JournalEvent::EffectFailed(settlement.clone())
+                } else {
+                    JournalEvent::EffectApplied(settlement.clone())
+                };
+                if !claim(txn, Some(first), &event, at).await? {
+                    return Err(DbErr::Custom("the effect's settlement moved on".to_owned()));
+                }
+                // A person who resolved the case meanwhile decided: nothing
+                // is sent again on the status answer alone.
+                let (true, true, Some(summary)) = (retry, resolved, summary) else {
+                    return Ok(None);
+                };
+                let mut appends = Appends::default();
+                let mut rows = Deferred::default();
+                let claimed = Claim {
+                    key: settlement.key.clone(),
+                    effect_id,
+                    fencing_token: token + 1,
+                };
+                let job = reserve_effect(
+                    txn,
+                    &shared,
+                    sink_name,
+                    first,
+                    &summary,
+                    claimed,
+                    at,
+                    &mut appends,
+                    &mut rows,
+                )
+                .await?
+                .ok_or_else(|| DbErr::Custom("the effect's key was taken back".to_owned()))?;
+                appends.flush(txn, at).await?;
+                rows.flush(txn).await?;
+                Ok(job)
+            })
+        })
+        .await?;
+    tracing::info!(case.id = %case_id, effect.id = %effect_id, verdict, "effect status looked up");
+    if let Some(job) = job {
+        let body = journaled.body(&engine.db).await?;
+        effects::spawn(engine.clone(), job, source, body);
+    }
+    Ok(Some(verdict))
+}

@@ -1,0 +1,79 @@
+//! Reads for periodic reconciliation: the effects of a provider in a window,
+//! and the runs' figures (`reconciliation_runs`).
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+
+use super::entities::{delivery, effect, reconciliation_run};
+use crate::domain::reservation::ReservationState;
+
+/// Effects created in `[from, to)` whose first delivery came from `provider`
+/// (and `source`, when given): applied ones, and those still pending or of
+/// unknown outcome (see `domain::reconcile`).
+pub async fn effects_in_window<C: ConnectionTrait>(
+    conn: &C,
+    provider: &str,
+    source: Option<&str>,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<effect::Model>, DbErr> {
+    let mut deliveries = Query::select();
+    deliveries
+        .expr(Expr::val(1))
+        .from(delivery::Entity)
+        .and_where(
+            Expr::col((delivery::Entity, delivery::Column::DeliveryId))
+                .equals((effect::Entity, effect::Column::FirstDeliveryId)),
+        )
+        .and_where(Expr::col((delivery::Entity, delivery::Column::Provider)).eq(provider));
+    if let Some(source) = source {
+        deliveries.and_where(Expr::col((delivery::Entity, delivery::Column::Source)).eq(source));
+    }
+    effect::Entity::find()
+        .filter(effect::Column::CreatedAt.gte(from))
+        .filter(effect::Column::CreatedAt.lt(to))
+        .filter(effect::Column::Status.is_in([
+            ReservationState::Applied.as_str(),
+            ReservationState::Pending.as_str(),
+            ReservationState::Unknown.as_str(),
+        ]))
+        .filter(Expr::exists(deliveries))
+        .order_by_asc(effect::Column::CreatedAt)
+        .all(conn)
+        .await
+}
+
+/// The latest runs, newest first.
+pub async fn latest_runs<C: ConnectionTrait>(
+    conn: &C,
+    limit: u64,
+) -> Result<Vec<reconciliation_run::Model>, DbErr> {
+    reconciliation_run::Entity::find()
+        .order_by_desc(reconciliation_run::Column::RanAt)
+        .limit(limit)
+        .all(conn)
+        .await
+}
+
+/// The latest decision of each delivery to `source` received at or after
+/// `at`, counted per decision (a simulation's report: a deferred delivery
+/// counts as what it was re-decided to).
+pub async fn decisions_since<C: ConnectionTrait>(
+    conn: &C,
+    source: &str,
+    at: DateTime<Utc>,
+) -> Result<Vec<(Option<String>, i64)>, DbErr> {
+    delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::Decision)
+        .column_as(delivery::Column::DeliveryId.count(), "n")
+        .filter(delivery::Column::Source.eq(source))
+        .filter(delivery::Column::ReceivedAt.gte(at))
+        .group_by(delivery::Column::Decision)
+        .into_tuple()
+        .all(conn)
+        .await
+}

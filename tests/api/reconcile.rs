@@ -1,0 +1,149 @@
+//! Periodic reconciliation finds the losses nobody saw: the provider lists
+//! a refund whose delivery never arrived (missing effect), and Unicity
+//! applied one the provider never made (unexpected effect). A second run
+//! over the same window opens nothing new. Real HTTP for the provider's
+//! listing and the downstream; `unicity reconcile` run as a process.
+
+use chrono::{Duration, Utc};
+
+use crate::downstream::{Behaviour, Downstream};
+use crate::helpers::{TestApp, cli, finished, refund, spawn_app_with};
+use crate::provider::Provider;
+
+/// Runs `unicity reconcile` over the hour around now; returns its output.
+async fn reconcile(app: &TestApp, extra: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let now = Utc::now();
+    let mut command = cli(&app.database_url, extra, dir.path());
+    command.args([
+        "reconcile",
+        "--from",
+        &(now - Duration::hours(1)).to_rfc3339(),
+        "--to",
+        &(now + Duration::hours(1)).to_rfc3339(),
+    ]);
+    finished(command).await
+}
+
+/// Every row of `table` as text, in primary-key order.
+async fn rows(app: &TestApp, sql: &str) -> Vec<String> {
+    use sea_orm::ConnectionTrait;
+    let found = app
+        .db
+        .query_all_raw(sea_orm::Statement::from_string(
+            app.db.get_database_backend(),
+            sql.to_owned(),
+        ))
+        .await
+        .expect("rows");
+    found
+        .iter()
+        .map(|row| row.try_get_by_index::<String>(0).expect("text"))
+        .collect()
+}
+
+#[tokio::test]
+async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_opens_each_once() {
+    let now = Utc::now();
+    let provider = Provider::start(
+        &[
+            ("re_a", "pay_a", 700, now),
+            ("re_b", "pay_b", 500, now),
+            // Its webhook is never delivered.
+            ("re_c", "pay_c", 300, now),
+        ],
+        2,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let extra = format!("{}{}", downstream.sink_toml(2000), provider.lookup_toml());
+    let app = spawn_app_with(&extra).await;
+    for (payment, amount) in [("pay_a", 700), ("pay_b", 500), ("pay_x", 900)] {
+        let reference = format!("rr_{payment}");
+        let sent = app
+            .post_signed("hmac", &refund(payment, amount, Some(&reference)))
+            .await;
+        assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    }
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 3)
+        .await;
+
+    let first = reconcile(&app, &extra).await;
+    assert!(
+        first.contains(
+            "norefid: 3 operations expected, 3 effects applied, 2 matched, 1 missing, 1 unexpected, 2 cases opened"
+        ),
+        "{first}"
+    );
+    assert_eq!(provider.pages(), 2, "three operations, two per page");
+    let missing = app.get("/api/cases?reason=missing_effect").await.json;
+    assert_eq!(
+        missing["cases"].as_array().map(Vec::len),
+        Some(1),
+        "{missing}"
+    );
+    let case_id = missing["cases"][0]["case_id"].as_str().expect("a case");
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'open' \
+             AND CAST(details AS TEXT) LIKE '%re_c%'"
+        ))
+        .await,
+        1,
+        "the case names the provider's operation"
+    );
+    let unexpected = app.get("/api/cases?reason=unexpected_effect").await.json;
+    assert_eq!(unexpected["cases"].as_array().map(Vec::len), Some(1));
+    let effect_of_x = rows(
+        &app,
+        "SELECT e.key FROM effects e JOIN deliveries d ON d.delivery_id = e.first_delivery_id \
+         WHERE d.business_key = e.key AND e.key LIKE 'norefid-refund-ref@1:%' ORDER BY e.created_at DESC",
+    )
+    .await;
+    assert_eq!(
+        unexpected["cases"][0]["business_key"].as_str(),
+        effect_of_x.first().map(String::as_str),
+        "the injected refund is the unexpected one"
+    );
+
+    // The same window again: nothing new.
+    let second = reconcile(&app, &extra).await;
+    assert!(
+        second.contains("1 missing, 1 unexpected, 0 cases opened"),
+        "{second}"
+    );
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM cases WHERE reason IN ('missing_effect', 'unexpected_effect')"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DiscrepancyFound'")
+            .await,
+        2
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM reconciliation_runs WHERE missing = 1 AND unexpected = 1")
+            .await,
+        2
+    );
+    assert_eq!(
+        downstream.calls().len(),
+        3,
+        "reconciliation applies nothing"
+    );
+
+    // Rebuilt from the journal, the queue and the runs read the same.
+    let cases = "SELECT case_id || '|' || reason || '|' || status || '|' || COALESCE(business_key, '') \
+                 || '|' || delivery_id FROM cases ORDER BY case_id";
+    let runs = "SELECT run_id || '|' || expected || '|' || applied || '|' || opened \
+                FROM reconciliation_runs ORDER BY run_id";
+    let (live_cases, live_runs) = (rows(&app, cases).await, rows(&app, runs).await);
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    assert_eq!(rows(&app, cases).await, live_cases);
+    assert_eq!(rows(&app, runs).await, live_runs);
+}

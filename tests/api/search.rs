@@ -1,0 +1,244 @@
+//! Finding deliveries: `GET /api/deliveries` by each thing support pastes
+//! (delivery id, provider event or delivery id, business key, payment id),
+//! by filters, page after page.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+use unicity::auth::Role;
+
+use crate::helpers::{TestApp, id_of, issue_token, refund, spawn_app, spawn_app_with};
+
+/// The delivery ids a search answers, in order.
+pub async fn found(app: &TestApp, query: &str) -> Vec<String> {
+    let reply = app.get(&format!("/api/deliveries?{query}")).await;
+    assert_eq!(reply.status, 200, "{query}: {}", reply.json);
+    reply.json["deliveries"]
+        .as_array()
+        .expect("deliveries")
+        .iter()
+        .map(|d| d["delivery_id"].as_str().expect("id").to_owned())
+        .collect()
+}
+
+fn encoded(value: &str) -> String {
+    serde_urlencoded::to_string([("q", value)]).expect("query")
+}
+
+/// A Stripe `refund.created` Event for a refund of payment intent `intent`.
+pub fn stripe_refund(event_id: &str, refund_id: &str, intent: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "id": event_id,
+        "object": "event",
+        "created": 1_700_000_000,
+        "type": "refund.created",
+        "data": {"object": {
+            "id": refund_id, "object": "refund", "amount": 500, "currency": "eur",
+            "charge": "ch_search_1", "payment_intent": intent
+        }}
+    }))
+    .expect("json")
+}
+
+#[tokio::test]
+async fn a_delivery_is_found_by_its_id_its_provider_ids_its_key_and_its_payment() {
+    let app = spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_search_1", 1500, Some("rr_1")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    let retry = app
+        .post_signed("hmac", &refund("pay_search_1", 1500, Some("rr_1")))
+        .await;
+    assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
+    let body = br#"{"type":"payment.succeeded","data":{"payment_id":"pay_search_2"}}"#;
+    let secret = crate::helpers::secret_of(app.source("std"));
+    let now = chrono::Utc::now().timestamp();
+    let by_header = app
+        .post_signed_with("std", &secret, "msg_search_header", now, body)
+        .await;
+    assert_eq!(by_header.status, 202, "{}", by_header.json);
+    let stripe = app
+        .post_signed(
+            "stripe",
+            &stripe_refund("evt_search_1", "re_search_1", "pi_search_1"),
+        )
+        .await;
+    assert_eq!(stripe.status, 202, "{}", stripe.json);
+    let (first, retry, by_header, stripe) = (
+        id_of(&first),
+        id_of(&retry),
+        id_of(&by_header),
+        id_of(&stripe),
+    );
+    let key = app
+        .delivery(&first)
+        .await
+        .json
+        .pointer("/identity/business/key")
+        .and_then(Value::as_str)
+        .expect("a business key")
+        .to_owned();
+
+    for (q, expected) in [
+        (first.as_str(), vec![first.clone()]),
+        ("pay_search_1", vec![retry.clone(), first.clone()]),
+        (key.as_str(), vec![retry.clone(), first.clone()]),
+        ("msg_search_header", vec![by_header.clone()]),
+        ("pay_search_2", vec![by_header.clone()]),
+        ("evt_search_1", vec![stripe.clone()]),
+        ("pi_search_1", vec![stripe.clone()]),
+        ("pay_search", vec![]),
+    ] {
+        assert_eq!(found(&app, &encoded(q)).await, expected, "q={q}");
+    }
+    // Newest first, everything without a query.
+    assert_eq!(
+        found(&app, "").await,
+        [
+            stripe.clone(),
+            by_header.clone(),
+            retry.clone(),
+            first.clone()
+        ]
+    );
+    // Filters narrow, alone or with `q`.
+    assert_eq!(
+        found(&app, "source=hmac").await,
+        [retry.clone(), first.clone()]
+    );
+    assert_eq!(found(&app, "decision=ignore").await, [retry.as_str()]);
+    assert_eq!(
+        found(
+            &app,
+            &format!("{}&decision=process", encoded("pay_search_1"))
+        )
+        .await,
+        [first.as_str()]
+    );
+    assert_eq!(
+        found(&app, "event_type=refund.created&source=stripe").await,
+        [stripe.as_str()]
+    );
+    assert_eq!(found(&app, "from=2999-01-01").await, Vec::<String>::new());
+    assert_eq!(
+        found(&app, "to=2000-01-01T00:00").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found(&app, "from=2000-01-01&to=2999-01-01T00:00:00Z")
+            .await
+            .len(),
+        4
+    );
+
+    let bad = app.get("/api/deliveries?from=yesterday").await;
+    assert_eq!(bad.status, 400, "{}", bad.json);
+    assert_eq!(bad.json["code"], "invalid_search");
+    let bad = app.get("/api/deliveries?cursor=nonsense").await;
+    assert_eq!(bad.status, 400, "{}", bad.json);
+}
+
+#[tokio::test]
+async fn pages_follow_each_other_without_a_row_twice_or_missed() {
+    let app = spawn_app().await;
+    let mut posted = HashSet::new();
+    for i in 0..7 {
+        let reply = app
+            .post_raw(
+                "open",
+                refund(&format!("pay_page_{i}"), 100, Some("r")),
+                &[],
+            )
+            .await;
+        posted.insert(id_of(&reply));
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let mut query = "/api/deliveries?limit=3".to_owned();
+        if let Some(cursor) = &cursor {
+            query.push_str(&format!("&cursor={cursor}"));
+        }
+        let page = app.get(&query).await;
+        assert_eq!(page.status, 200, "{}", page.json);
+        for d in page.json["deliveries"].as_array().expect("rows") {
+            seen.push(d["delivery_id"].as_str().expect("id").to_owned());
+        }
+        pages += 1;
+        if pages == 1 {
+            // A delivery arriving meanwhile moves nothing on later pages.
+            app.post_raw("open", refund("pay_page_late", 100, Some("r")), &[])
+                .await;
+        }
+        match page.json["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen.len(), 7, "{seen:?}");
+    assert_eq!(seen.iter().cloned().collect::<HashSet<_>>(), posted);
+    let all = found(&app, "limit=200").await;
+    assert_eq!(all.len(), 8);
+    assert_eq!(&all[1..], &seen[..], "newest first, the late one on top");
+}
+
+#[tokio::test]
+async fn searching_needs_an_operator_and_any_role_may() {
+    let app = spawn_app().await;
+    let anonymous = reqwest::get(format!("{}/api/deliveries?q=x", app.address))
+        .await
+        .expect("answered");
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let token = issue_token(&app.db, Role::Support).await;
+    let support = reqwest::Client::new()
+        .get(format!("{}/api/deliveries?q=x", app.address))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(support.status().as_u16(), 200);
+}
+
+const PRIVATE_SOURCE: &str = r#"
+[[sources]]
+slug = "private"
+tenant = "acme"
+provider = "norefid"
+environment = "test"
+allow_unsigned = true
+signature = { scheme = "none" }
+resource = ["$.customer_email"]
+"#;
+
+#[tokio::test]
+async fn a_sensitive_resource_is_found_without_being_stored_in_clear() {
+    let app = spawn_app_with(PRIVATE_SOURCE).await;
+    let mut body: Value = serde_json::from_slice(&refund("pay_private", 100, Some("r"))).unwrap();
+    body["customer_email"] = json!("ann.customer@example.com");
+    let posted = app
+        .post_raw("private", serde_json::to_vec(&body).unwrap(), &[])
+        .await;
+    assert_eq!(posted.status, 202, "{}", posted.json);
+    assert_eq!(
+        found(&app, &encoded("ann.customer@example.com")).await,
+        [id_of(&posted)]
+    );
+    // Stored as its keyed hash: neither the column nor the answer holds it.
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE resource LIKE 'hmac:%'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE resource LIKE '%example.com%'")
+            .await,
+        0
+    );
+    let reply = app.get("/api/deliveries").await;
+    assert!(!reply.json.to_string().contains("ann.customer"));
+}

@@ -1,0 +1,141 @@
+//! An effect whose outcome is unknown (the downstream timed out after the
+//! request was sent) is settled by asking the downstream's status URL by its
+//! Idempotency-Key — never by sending it again blindly. Real HTTP on every
+//! side: Unicity, a downstream that applies (or not) and answers for its keys.
+
+use crate::downstream::{Behaviour, Downstream};
+use crate::helpers::{TestApp, refund, spawn_app_with};
+
+/// Short sink timeout, frequent sweeps.
+async fn start(downstream: &Downstream, with_status: bool) -> TestApp {
+    let sink = if with_status {
+        downstream.sink_toml_with_status(300)
+    } else {
+        downstream.sink_toml(300)
+    };
+    spawn_app_with(&format!(
+        "[engine]\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{sink}"
+    ))
+    .await
+}
+
+/// Posts one refund and waits for its `outcome_unknown` case; returns its id.
+async fn an_unknown_outcome(app: &TestApp) -> String {
+    let sent = app
+        .post_signed("hmac", &refund("pay_s", 700, Some("rr_1")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM journal WHERE event_type = 'EffectOutcomeUnknown'",
+        1,
+    )
+    .await;
+    let row = app
+        .get("/api/cases?reason=outcome_unknown&status=open")
+        .await;
+    let mut id = row.json["cases"][0]["case_id"].as_str().map(str::to_owned);
+    if id.is_none() {
+        let resolved = app.get("/api/cases?status=resolved").await;
+        id = resolved.json["cases"][0]["case_id"]
+            .as_str()
+            .map(str::to_owned);
+    }
+    id.expect("an outcome_unknown case")
+}
+
+async fn wait_resolved(app: &TestApp, case_id: &str) -> serde_json::Value {
+    app.wait_for_count(
+        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
+        1,
+    )
+    .await;
+    app.get(&format!("/api/cases/{case_id}")).await.json
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_the_downstream_reports_applied_is_settled_applied_without_a_second_call()
+ {
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = start(&downstream, true).await;
+    let case_id = an_unknown_outcome(&app).await;
+    let case = wait_resolved(&app, &case_id).await;
+    assert_eq!(case["resolution"], "effect_confirmed", "{case}");
+    assert_eq!(case["resolved_by"], "look-up");
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM journal WHERE event_type = 'StatusLookupPerformed' \
+             AND CAST(data AS TEXT) LIKE '%answer%applied%'"
+        )
+        .await,
+        1,
+        "the question and its answer are journaled"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(downstream.calls().len(), 1, "never sent again");
+    assert_eq!(downstream.applied().len(), 1);
+}
+
+#[tokio::test]
+async fn an_unknown_outcome_the_downstream_never_applied_is_sent_again_under_its_key_once() {
+    let downstream = Downstream::start(Behaviour::HangOnceWithoutApplying).await;
+    let app = start(&downstream, true).await;
+    let case_id = an_unknown_outcome(&app).await;
+    let case = wait_resolved(&app, &case_id).await;
+    assert_eq!(case["resolution"], "effect_retried", "{case}");
+    assert_eq!(case["resolved_by"], "look-up");
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    // Settled failed, taken back with the next fencing token, applied.
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM reservations WHERE fencing_token = 2 AND state = 'applied'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'EffectFailed'")
+            .await,
+        1
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let calls = downstream.calls();
+    assert_eq!(calls.len(), 2, "the lost attempt, then one more");
+    assert_eq!(calls[0], calls[1], "both with the same Idempotency-Key");
+    assert_eq!(downstream.applied().len(), 1, "one effect in the end");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases WHERE status = 'open'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn without_a_status_url_an_unknown_outcome_stays_for_a_person() {
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = start(&downstream, false).await;
+    let case_id = an_unknown_outcome(&app).await;
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM journal WHERE event_type = 'StatusLookupPerformed' \
+         AND CAST(data AS TEXT) LIKE '%no status URL%'",
+        1,
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let case = app.get(&format!("/api/cases/{case_id}")).await.json;
+    assert_eq!(case["status"], "open", "{case}");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effects WHERE status = 'unknown'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'StatusLookupPerformed'")
+            .await,
+        1,
+        "asked once, not again and again"
+    );
+    assert_eq!(downstream.calls().len(), 1);
+}

@@ -1,0 +1,179 @@
+//! The search page and the support page of a delivery, over HTTP with a
+//! signed-in operator: a support agent reads why a refund was ignored, and
+//! webhook values (body, header names and values, field names, event types)
+//! render as text, never as markup.
+
+use reqwest::StatusCode;
+use serde_json::json;
+use unicity::auth::Role;
+
+use crate::forms::{Browser, PASSWORD, operator};
+use crate::helpers::{TestApp, id_of, refund, spawn_app};
+use crate::search::found;
+
+const SCRIPT: &str = "<script>alert(1)</script>";
+const IMG: &str = "\"><img src=x onerror=alert(1)>";
+
+async fn signed_in(app: &TestApp, role: Role) -> Browser {
+    let name = format!("agent-{role}");
+    operator(app, &name, role).await;
+    let mut browser = Browser::new(app);
+    let login = browser.login(&name, PASSWORD).await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
+    browser
+}
+
+/// The text of the element `id="sentence"`.
+fn sentence(html: &str) -> &str {
+    let start = html.find(r#"id="sentence">"#).expect("a sentence");
+    let rest = &html[start..];
+    &rest[..rest.find("</p>").expect("its end")]
+}
+
+#[tokio::test]
+async fn a_support_agent_reads_why_a_refund_was_ignored_and_which_delivery_was_first() {
+    let app = spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_support", 1500, Some("rr_s")))
+        .await;
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    let retry = app
+        .post_signed("hmac", &refund("pay_support", 1500, Some("rr_s")))
+        .await;
+    assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
+    let (first, retry) = (id_of(&first), id_of(&retry));
+    let mut browser = signed_in(&app, Role::Support).await;
+
+    // Found by the payment id, both of them, each linking to its page.
+    let search = browser.get("/deliveries?q=pay_support").await;
+    assert_eq!(search.status, StatusCode::OK, "{}", search.body);
+    for id in [&first, &retry] {
+        assert!(search.body.contains(&format!(r#"href="/deliveries/{id}""#)));
+    }
+    assert!(search.body.contains("duplicate_of_applied"));
+
+    let page = browser.get(&format!("/deliveries/{retry}")).await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let why = sentence(&page.body);
+    assert!(why.contains("Ignored"), "{why}");
+    assert!(
+        why.contains(&format!(r#"href="/deliveries/{first}""#)),
+        "the sentence names the first delivery: {why}"
+    );
+    for shown in [
+        "duplicate_of_applied",
+        "norefid-refund-ref@1",
+        "strong",
+        "applied",
+        "same business key",
+        "DecisionMade",
+        "pay_support",
+    ] {
+        assert!(page.body.contains(shown), "{shown} missing");
+    }
+    // The timeline holds the first reception, and says which one this is.
+    assert!(
+        page.body
+            .contains(&format!(r#"href="/deliveries/{first}">open"#))
+    );
+    assert!(page.body.contains("this one"));
+
+    let unknown = browser
+        .get("/deliveries/0190f0e0-0000-7000-8000-000000000000")
+        .await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+    let anonymous = Browser::new(&app)
+        .get(&format!("/deliveries/{retry}"))
+        .await;
+    assert_eq!(anonymous.location, "/login");
+}
+
+/// `raw` as HTML text, with named or numeric character references.
+fn as_text(raw: &str) -> [String; 2] {
+    let named = [
+        ("&", "&amp;"),
+        ("<", "&lt;"),
+        (">", "&gt;"),
+        ("\"", "&quot;"),
+        ("'", "&#39;"),
+    ];
+    let numeric = [
+        ("&", "&#38;"),
+        ("<", "&#60;"),
+        (">", "&#62;"),
+        ("\"", "&#34;"),
+        ("'", "&#39;"),
+    ];
+    [named, numeric].map(|table| {
+        raw.chars()
+            .map(|c| {
+                let c = c.to_string();
+                table
+                    .iter()
+                    .find(|(from, _)| *from == c)
+                    .map_or(c.clone(), |(_, to)| (*to).to_owned())
+            })
+            .collect()
+    })
+}
+
+fn shown_as_text(html: &str, raw: &str) -> bool {
+    as_text(raw).iter().any(|text| html.contains(text.as_str()))
+}
+
+fn escaped(html: &str) {
+    for raw in [SCRIPT, "<img src=x onerror=alert(1)>", "x-it's&amp"] {
+        assert!(!html.contains(raw), "{raw} unescaped");
+    }
+    assert!(shown_as_text(html, SCRIPT), "{html}");
+}
+
+#[tokio::test]
+async fn webhook_values_render_as_text_on_the_search_and_delivery_pages() {
+    let app = spawn_app().await;
+    let body = json!({
+        "type": "refund.created",
+        "payment_id": "pay_xss",
+        "amount": 100,
+        "currency": "EUR",
+        "refund_reference": "r",
+        "note": SCRIPT,
+        "other": IMG,
+        SCRIPT: 1,
+        IMG: true,
+    });
+    let headers = [
+        ("x-note".to_owned(), SCRIPT.to_owned()),
+        ("x-other".to_owned(), IMG.to_owned()),
+        // `'` and `&` are the markup characters a header name may hold.
+        ("x-it's&amp".to_owned(), "1".to_owned()),
+    ];
+    let posted = app
+        .post_raw("open", serde_json::to_vec(&body).unwrap(), &headers)
+        .await;
+    assert_eq!(posted.status, 202, "{}", posted.json);
+    // An event type is a webhook value the search results show.
+    let typed = json!({"type": SCRIPT, "payment_id": "pay_xss"});
+    let typed = app
+        .post_raw("open", serde_json::to_vec(&typed).unwrap(), &[])
+        .await;
+    assert_eq!(typed.status, 202, "{}", typed.json);
+    assert_eq!(found(&app, "q=pay_xss").await.len(), 2);
+
+    let mut browser = signed_in(&app, Role::Support).await;
+    let search = browser.get("/deliveries?q=pay_xss").await;
+    assert_eq!(search.status, StatusCode::OK);
+    escaped(&search.body);
+    for id in [id_of(&posted), id_of(&typed)] {
+        let page = browser.get(&format!("/deliveries/{id}")).await;
+        assert_eq!(page.status, StatusCode::OK);
+        escaped(&page.body);
+    }
+    let page = browser
+        .get(&format!("/deliveries/{}", id_of(&posted)))
+        .await;
+    for raw in ["x-it's&amp", IMG] {
+        assert!(shown_as_text(&page.body, raw), "{raw} as text");
+    }
+}
