@@ -40,7 +40,9 @@ pub struct CaseView {
     /// The effect is critical (money, rights, stock): only finance or an
     /// admin may resolve it. A case without a key counts as critical.
     pub critical: bool,
-    pub delivery: DeliveryView,
+    /// The delivery the case is about; none for an operation the provider
+    /// made that never arrived as a delivery (a `missing_effect` case).
+    pub delivery: Option<DeliveryView>,
     pub reference: Option<DeliveryView>,
     /// Field by field, the reference's body against this delivery's;
     /// discriminating fields (of the strategy that keyed it) marked.
@@ -56,6 +58,8 @@ pub struct CaseView {
     pub applied_effect: Option<EffectState>,
     /// Opening, comments, look-ups and the resolution, oldest first.
     pub history: Vec<CaseEvent>,
+    /// The provider's operation a reconciliation case is about.
+    pub operation: Option<ProviderOperation>,
 }
 
 /// One differing field, and how the strategy treats it.
@@ -134,8 +138,10 @@ pub async fn show(
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
-    let id: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
-    let delivery = view(engine, sources, id).await?;
+    let delivery = match case.delivery_id.parse::<DeliveryId>() {
+        Ok(id) => Some(view(engine, sources, id).await?),
+        Err(_) => None,
+    };
     let reference_id = case
         .details
         .get("reference_delivery_id")
@@ -145,11 +151,15 @@ pub async fn show(
         Some(reference) => Some(view(engine, sources, reference).await?),
         None => None,
     };
-    let marks = Marks::of(&engine.catalog, case.business_key.as_deref(), &delivery);
+    let provider = delivery
+        .as_ref()
+        .map(|d| d.origin.provider.as_str())
+        .or_else(|| case.details.get("provider").and_then(Value::as_str));
+    let marks = Marks::of(&engine.catalog, case.business_key.as_deref(), provider);
     let critical = is_critical(engine, case_id).await?;
     let changes = match (
         &reference,
-        &delivery.body,
+        delivery.as_ref().and_then(|d| d.body.as_ref()),
         reference.as_ref().and_then(|r| r.body.as_ref()),
     ) {
         (Some(_), Some(new), Some(old)) => diff(old, new)
@@ -158,9 +168,14 @@ pub async fn show(
             .collect(),
         _ => Vec::new(),
     };
-    let key = key_of(&delivery);
+    let key = delivery.as_ref().and_then(key_of);
     let reference_key = reference.as_ref().and_then(key_of);
-    let history = history(case_id, &case.details, case.opened_at, &delivery.events);
+    let events = delivery.as_ref().map_or(&[][..], |d| d.events.as_slice());
+    let history = history(case_id, &case.details, case.opened_at, events);
+    let operation = case
+        .details
+        .get("operation")
+        .and_then(|o| serde_json::from_value(o.clone()).ok());
     let applied = history.iter().find_map(|e| match e {
         CaseEvent::Resolved {
             effect_id: Some(id),
@@ -198,6 +213,7 @@ pub async fn show(
         existing_effect,
         applied_effect,
         history,
+        operation,
     })
 }
 
@@ -223,9 +239,9 @@ struct Marks {
 }
 
 impl Marks {
-    fn of(catalog: &Catalog, key: Option<&str>, delivery: &DeliveryView) -> Self {
+    fn of(catalog: &Catalog, key: Option<&str>, provider: Option<&str>) -> Self {
         let strategy = key.and_then(|key| catalog.keyed(key));
-        let provider = catalog.provider(&delivery.origin.provider);
+        let provider = provider.and_then(|p| catalog.provider(p));
         let volatile = provider
             .map(|p| p.volatile.iter())
             .into_iter()

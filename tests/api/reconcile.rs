@@ -6,7 +6,10 @@
 
 use chrono::{Duration, Utc};
 
+use unicity::auth::Role;
+
 use crate::downstream::{Behaviour, Downstream};
+use crate::forms::signed_in;
 use crate::helpers::{TestApp, cli, finished, refund, spawn_app_with};
 use crate::provider::Provider;
 
@@ -92,6 +95,15 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
         1,
         "the case names the provider's operation"
     );
+    // Both the API and the case page show it, with no delivery behind it.
+    let shown = app.get(&format!("/api/cases/{case_id}")).await;
+    assert_eq!(shown.status, 200, "{}", shown.json);
+    assert!(shown.json["delivery"].is_null(), "{}", shown.json);
+    assert_eq!(shown.json["operation"]["id"], "re_c", "{}", shown.json);
+    let mut finance = signed_in(&app, "fin", Role::Finance).await;
+    let page = finance.get(&format!("/cases/{case_id}")).await;
+    assert_eq!(page.status, reqwest::StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("re_c") && page.body.contains("no delivery of it arrived"));
     let unexpected = app.get("/api/cases?reason=unexpected_effect").await.json;
     assert_eq!(unexpected["cases"].as_array().map(Vec::len), Some(1));
     let effect_of_x = rows(

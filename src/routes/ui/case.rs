@@ -88,7 +88,9 @@ pub struct CasePage {
     pub key: Option<ShortId>,
     pub figures: Vec<FigureLine>,
     /// This delivery, then the reference delivery (when there is one).
-    pub sides: Vec<(&'static str, Option<Side>)>,
+    /// (title, the delivery, what to say when there is none).
+    pub sides: Vec<(&'static str, Option<Side>, &'static str)>,
+    pub operation: Option<OperationLine>,
     pub has_reference: bool,
     pub changes: Vec<ChangeLine>,
     pub existing_effect: Option<EffectLine>,
@@ -258,10 +260,15 @@ fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
             })
             .collect(),
         sides: vec![
-            ("This delivery", Some(side(&view.delivery, now))),
+            (
+                "This delivery",
+                view.delivery.as_ref().map(|d| side(d, now)),
+                "None: the provider made this operation, and no delivery of it arrived.",
+            ),
             (
                 "Reference delivery",
                 view.reference.as_ref().map(|r| side(r, now)),
+                "None: this case has no reference delivery.",
             ),
         ],
         has_reference: view.reference.is_some(),
@@ -290,7 +297,28 @@ fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         can_comment: forms.can_comment,
         can_look_up: forms.can_look_up,
         fixture: forms.fixture,
+        operation: view.operation.map(|o| OperationLine {
+            id: o.id,
+            amount: shown(o.amount.as_ref()),
+            currency: shown(o.currency.as_ref()),
+            status: o.status.unwrap_or_default(),
+            resource: o.resource.unwrap_or_default(),
+            created_at: o
+                .created_at
+                .map(|at| Stamp::new(at, now).utc)
+                .unwrap_or_default(),
+        }),
     }
+}
+
+/// The provider's operation a reconciliation case is about.
+pub struct OperationLine {
+    pub id: String,
+    pub amount: String,
+    pub currency: String,
+    pub status: String,
+    pub resource: String,
+    pub created_at: String,
 }
 
 /// A JSON value as one line of text; `—` when absent.
