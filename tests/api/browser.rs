@@ -148,6 +148,26 @@ impl Browser {
             .unwrap_or_else(|e| panic!("GET {path}: {e}"));
     }
 
+    /// Opens a page of another site (an absolute URL).
+    pub async fn visit_url(&self, url: &str) {
+        self.client()
+            .goto(url)
+            .await
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    }
+
+    /// The text of the alert dialog open on the page, if a script opened one.
+    pub async fn alert(&self) -> Option<String> {
+        self.client().get_alert_text().await.ok()
+    }
+
+    pub async fn find_all(&self, css: &str) -> Vec<Element> {
+        self.client()
+            .find_all(Locator::Css(css))
+            .await
+            .expect("find_all")
+    }
+
     /// The current path (and query) of the page.
     pub async fn path(&self) -> String {
         let url = self.client().current_url().await.expect("current url");
