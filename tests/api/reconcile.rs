@@ -104,6 +104,16 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
     let page = finance.get(&format!("/cases/{case_id}")).await;
     assert_eq!(page.status, reqwest::StatusCode::OK, "{}", page.body);
     assert!(page.body.contains("re_c") && page.body.contains("no delivery of it arrived"));
+    // The dashboard counts both against what the provider listed.
+    let dashboard = finance.get("/dashboard").await.body;
+    for shown in [
+        r#"<strong id="open-missing">1</strong>"#,
+        r#"<strong id="open-unexpected">1</strong>"#,
+        r#"<td class="missing">1</td>"#,
+        r#"<td class="unexpected">1</td>"#,
+    ] {
+        assert!(dashboard.contains(shown), "{shown} on the dashboard");
+    }
     let unexpected = app.get("/api/cases?reason=unexpected_effect").await.json;
     assert_eq!(unexpected["cases"].as_array().map(Vec::len), Some(1));
     let effect_of_x = rows(

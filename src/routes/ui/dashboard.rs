@@ -19,8 +19,8 @@ use super::format::{Nav, Stamp};
 use super::{html, see_other};
 use crate::auth::{Action, Principal};
 use crate::routes::error::UiError;
-use crate::services::breakers;
 use crate::services::dashboard::{self, AGE_BUCKETS, Dashboard, PairCount, WINDOW_HOURS};
+use crate::services::{breakers, reconcile};
 use crate::state::AppState;
 
 /// A tripped breaker as the page lists it.
@@ -29,6 +29,18 @@ pub struct BreakerLine {
     pub deliveries: i64,
     pub collisions: i64,
     pub tripped: Stamp,
+}
+
+/// The latest reconciliation of one provider as the page lists it.
+pub struct ReconciliationLine {
+    pub provider: String,
+    pub window: String,
+    pub ran: Stamp,
+    pub expected: i64,
+    pub applied: i64,
+    pub missing: i64,
+    pub unexpected: i64,
+    pub error: Option<String>,
 }
 
 /// `templates/dashboard.html`.
@@ -41,6 +53,10 @@ pub struct DashboardPage {
     pub window: String,
     pub breakers: Vec<BreakerLine>,
     pub can_reset: bool,
+    /// Expected (the provider's operations) against applied, per provider.
+    pub reconciliations: Vec<ReconciliationLine>,
+    pub open_missing: i64,
+    pub open_unexpected: i64,
     pub notice: Option<&'static str>,
 }
 
@@ -72,8 +88,28 @@ pub async fn show(
     let figures = dashboard::dashboard(&state.engine, now)
         .await
         .map_err(UiError::internal)?;
+    let reconciled = reconcile::figures(&state.engine)
+        .await
+        .map_err(UiError::internal)?;
+    let utc = |at: chrono::DateTime<Utc>| at.format("%Y-%m-%d %H:%M UTC").to_string();
     let page = DashboardPage {
         nav: Nav::new(&session, &operator, "dashboard")?,
+        reconciliations: reconciled
+            .runs
+            .into_iter()
+            .map(|r| ReconciliationLine {
+                window: format!("{} → {}", utc(r.window_from), utc(r.window_to)),
+                ran: Stamp::new(r.ran_at, now),
+                provider: r.provider,
+                expected: r.expected,
+                applied: r.applied,
+                missing: r.missing,
+                unexpected: r.unexpected,
+                error: r.error,
+            })
+            .collect(),
+        open_missing: reconciled.open_missing,
+        open_unexpected: reconciled.open_unexpected,
         charts: charts_of(&figures),
         threshold: percent(figures.threshold),
         window: format!("{} min", figures.breaker_window_secs / 60),
