@@ -70,7 +70,7 @@ pub async fn queue<C: ConnectionTrait>(
     limit: u64,
     offset: u64,
 ) -> Result<Vec<case::Model>, DbErr> {
-    use sea_orm::sea_query::{Expr, ExprTrait, Query};
+    use sea_orm::sea_query::{Expr, ExprTrait};
     use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
 
     use super::entities::delivery;
@@ -90,14 +90,7 @@ pub async fn queue<C: ConnectionTrait>(
     // open cases oldest first (index `cases_status`) until the page is full:
     // measured with 1M deliveries and 10k open cases, an `IN (SELECT … WHERE
     // source = ?)` read every delivery of the source instead (281 ms median).
-    let mut deliveries = Query::select();
-    deliveries
-        .expr(Expr::val(1))
-        .from(delivery::Entity)
-        .and_where(
-            Expr::col((delivery::Entity, delivery::Column::DeliveryId))
-                .equals((case::Entity, case::Column::DeliveryId)),
-        );
+    let mut deliveries = super::delivery_named_by((case::Entity, case::Column::DeliveryId));
     let mut by_delivery = false;
     for (column, value) in [
         (delivery::Column::Source, &filter.source),

@@ -250,6 +250,27 @@ pub(crate) fn test_url(dir: &tempfile::TempDir) -> String {
     )
 }
 
+/// `SELECT 1 FROM deliveries WHERE deliveries.delivery_id = <row>`: the
+/// delivery a row of another table names, as an `EXISTS` probe on its
+/// primary key to which callers add their conditions.
+pub(crate) fn delivery_named_by(
+    row: impl sea_orm::sea_query::IntoColumnRef,
+) -> sea_orm::sea_query::SelectStatement {
+    use sea_orm::sea_query::{Expr, ExprTrait, Query};
+    let mut probe = Query::select();
+    probe
+        .expr(Expr::val(1))
+        .from(entities::delivery::Entity)
+        .and_where(
+            Expr::col((
+                entities::delivery::Entity,
+                entities::delivery::Column::DeliveryId,
+            ))
+            .equals(row),
+        );
+    probe
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact_url;

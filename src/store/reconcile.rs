@@ -2,7 +2,7 @@
 //! and the runs' figures (`reconciliation_runs`).
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
@@ -20,15 +20,9 @@ pub async fn effects_in_window<C: ConnectionTrait>(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<effect::Model>, DbErr> {
-    let mut deliveries = Query::select();
-    deliveries
-        .expr(Expr::val(1))
-        .from(delivery::Entity)
-        .and_where(
-            Expr::col((delivery::Entity, delivery::Column::DeliveryId))
-                .equals((effect::Entity, effect::Column::FirstDeliveryId)),
-        )
-        .and_where(Expr::col((delivery::Entity, delivery::Column::Provider)).eq(provider));
+    let mut deliveries =
+        super::delivery_named_by((effect::Entity, effect::Column::FirstDeliveryId));
+    deliveries.and_where(Expr::col((delivery::Entity, delivery::Column::Provider)).eq(provider));
     if let Some(source) = source {
         deliveries.and_where(Expr::col((delivery::Entity, delivery::Column::Source)).eq(source));
     }
