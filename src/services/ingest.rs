@@ -20,8 +20,8 @@ use crate::domain::decision::{Action, Identity, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
 use crate::domain::identity::{BusinessIdentity, Derivation, ItemDerivation, Unresolved};
 use crate::domain::journal::{
-    DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
-    OlderKey,
+    DecisionMade, DeliveryReceived, DeliveryRejected, DerivationProof, JournalEvent, KeyDerived,
+    KeySummary, Layer, OlderKey,
 };
 use crate::domain::rejection::{HeaderExcess, header_bytes, summarize};
 use crate::providers::signature::{self, SignatureError};
@@ -181,10 +181,6 @@ pub async fn receive(
     );
     if !prepared.is_empty() {
         derived.items = prepared.iter().map(|item| item.id).collect();
-        // Each item's derivation is journaled with the item.
-        if let Some(whole) = derived.derivation.as_object_mut() {
-            whole.remove("items");
-        }
     }
 
     // Everything below the signature check commits together, or not at all.
@@ -408,7 +404,12 @@ pub fn key_derived(d: &Derivation) -> KeyDerived {
             .as_ref()
             .map(|b| key_summary(b, &d.older_versions, &d.also_keyed, &d.retired_versions)),
         unresolved: d.unresolved.as_ref().map(|u| u.code().to_owned()),
-        derivation: serde_json::to_value(d).unwrap_or_default(),
+        derivation: Box::new(DerivationProof::of(
+            Some(transport),
+            d.business.as_ref(),
+            &d.skipped,
+            d.unresolved.as_ref(),
+        )),
         items: Vec::new(),
         resource: None,
     }
@@ -431,7 +432,12 @@ pub(super) fn item_key_derived(item: &ItemDerivation, transport_key: &str) -> Ke
             )
         }),
         unresolved: item.unresolved.as_ref().map(|u| u.code().to_owned()),
-        derivation: serde_json::to_value(item).unwrap_or_default(),
+        derivation: Box::new(DerivationProof::of(
+            None,
+            item.business.as_ref(),
+            &item.skipped,
+            item.unresolved.as_ref(),
+        )),
         items: Vec::new(),
         resource: None,
     }

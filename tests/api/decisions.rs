@@ -272,6 +272,12 @@ async fn the_delivery_view_explains_the_decision_and_the_key() {
     let skipped = &identity["derivation"]["skipped"][0];
     assert_eq!(skipped["strategy"]["name"], "norefid-refund-ref");
     assert_eq!(skipped["reason"]["code"], "missing_field");
+    // The proof of a body-hashing key is the key: the body is kept apart
+    // (under retention), not copied into the journal as material.
+    let keyed = &identity["derivation"]["business"];
+    assert_eq!(keyed["kind"], "canonical_fingerprint");
+    assert!(keyed["definition_fingerprint"].is_string());
+    assert!(keyed.get("material").is_none(), "{keyed}");
     let types: Vec<Value> = shown["events"]
         .as_array()
         .unwrap()

@@ -150,7 +150,12 @@ async fn rows_nested_past_serde_json_limit_written_before_the_limit_stay_readabl
     for _ in 0..127 {
         body = json!([body]);
     }
-    derived.derivation["business"]["material"]["body"] = body;
+    let keyed = derived
+        .derivation
+        .business
+        .as_mut()
+        .expect("a keyed delivery");
+    keyed.material = Some(json!({ "body": body }));
     let old = JournalEvent::KeyDerived(derived);
     assert!(
         serde_json::from_str::<Value>(&old.data_text()).is_err(),

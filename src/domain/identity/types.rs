@@ -1,5 +1,7 @@
-//! What goes into a derivation and what comes out. Every output type is
-//! journaled: field names are snake_case and must never be renamed.
+//! What goes into a derivation and what comes out: the identity engine's
+//! working state. The journal keeps its own shape of the outcome
+//! (`journal::DerivationProof`), so these may change freely as long as the
+//! keys they produce do not (`tests/frozen_derivation`).
 
 use super::key::IdentityKey;
 use super::strategy::{Kind, StrategyRef};

@@ -9,6 +9,8 @@ use crate::domain::confidence::{Criticality, Strength};
 use crate::domain::decision::Decision;
 use crate::domain::delivery::DeliveryId;
 
+use super::derivation::DerivationProof;
+
 /// The business identity, as much of it as later decisions need.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeySummary {
@@ -58,8 +60,10 @@ pub struct KeyDerived {
     pub business: Option<KeySummary>,
     /// Stable code when no business identity could be derived.
     pub unresolved: Option<String>,
-    /// The whole derivation (chosen strategy, skipped ones and why, masked material).
-    pub derivation: serde_json::Value,
+    /// How the key was derived: the chosen strategy's kind, fingerprint,
+    /// scope and masked named fields, the strategies skipped and why, or why
+    /// no key could be derived (version 1: the live derivation, whole).
+    pub derivation: Box<DerivationProof>,
     /// A batch of several events: the delivery each item became, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub items: Vec<DeliveryId>,

@@ -6,6 +6,7 @@ mod access;
 mod case;
 mod decision;
 mod delivery;
+mod derivation;
 mod effect;
 #[cfg(test)]
 mod frozen;
@@ -17,6 +18,9 @@ pub use access::RawBodyRead;
 pub use case::{CaseCommented, CaseResolved, LookupPerformed, ProviderOperation};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
+pub use derivation::{
+    DerivationProof, KeyingProof, SkipDetail, SkippedStrategy, StrategyName, UnresolvedDetail,
+};
 pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
     StatusLookupPerformed,
@@ -144,7 +148,7 @@ journal_events! {
     DeliveryReceived(DeliveryReceived) = "DeliveryReceived", version 1;
     DeliveryRejected(DeliveryRejected) = "DeliveryRejected", version 2;
     RejectionsAggregated(RejectionsAggregated) = "RejectionsAggregated", version 1;
-    KeyDerived(KeyDerived) = "KeyDerived", version 1;
+    KeyDerived(KeyDerived) = "KeyDerived", version 2;
     DecisionMade(DecisionMade) = "DecisionMade", version 1;
     KeyReserved(KeyReserved) = "KeyReserved", version 1;
     EffectApplied(EffectSettled) = "EffectApplied", version 1;
@@ -184,6 +188,15 @@ fn upcast(event_type: &str, version: i32, data: serde_json::Value) -> (i32, serd
         ("DeliveryRejected", 1) => (2, data),
         // v2 only adds who reset the breaker and why, both optional.
         ("StrategyReset", 1) => (2, data),
+        // v2 keeps the proof of the derivation instead of the live
+        // derivation whole (see `derivation`).
+        ("KeyDerived", 1) => {
+            let mut data = data;
+            if let Some(whole) = data.get("derivation") {
+                data["derivation"] = DerivationProof::from_v1(whole);
+            }
+            (2, data)
+        }
         _ => (version, data),
     }
 }

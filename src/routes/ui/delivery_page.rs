@@ -26,8 +26,11 @@ pub struct Identity {
     pub effect_type: String,
     pub criticality: String,
     pub key: ShortId,
-    /// The canonical material the key was computed from, masked, pretty-printed.
-    pub material: String,
+    /// How the strategy keys (`business_reference`, `canonical_fingerprint`…).
+    pub kind: String,
+    /// The named fields the key was computed from, masked, pretty-printed;
+    /// `None` when the key hashes the body (shown below).
+    pub material: Option<String>,
 }
 
 /// A strategy tried before the one that keyed the delivery.
@@ -189,7 +192,11 @@ impl DeliveryPage {
             effect_type: text(&business["effect_type"]),
             criticality: text(&business["criticality"]),
             key: ShortId::new(text(&business["key"])),
-            material: pretty(&derived["derivation"]["business"]["material"]),
+            kind: text(&derived["derivation"]["business"]["kind"]),
+            material: derived["derivation"]["business"]
+                .get("material")
+                .filter(|m| !m.is_null())
+                .map(pretty),
         });
         let skipped = derived["derivation"]["skipped"]
             .as_array()

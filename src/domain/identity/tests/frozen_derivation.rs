@@ -1,9 +1,11 @@
-//! The derivation is journaled whole (`KeyDerived.derivation`) from live
-//! identity types, so their serialised form is frozen here like the journal
-//! payloads (`domain/journal/frozen`): a renamed field or a changed enum
-//! spelling in `types.rs` shows up as a failing test and, once accepted, as a
-//! changed file under `tests/frozen/` in review. To accept an intended
-//! change, run the test with `UNICITY_REFREEZE=1` and review the diff.
+//! What a derivation produces for fixed deliveries — keys, discriminants,
+//! material, skipped strategies — frozen: a key that changes for the same
+//! delivery under the same strategy version is an identity changed without a
+//! version bump, and the journal (`KeyDerived`, whose proof is built from
+//! these types) would record it silently. A change shows up as a failing
+//! test and, once accepted, as a changed file under `tests/frozen/` in
+//! review. To accept an intended change, run the test with
+//! `UNICITY_REFREEZE=1` and review the diff.
 
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -22,7 +24,7 @@ fn check(name: &str, derived: Value) {
     let frozen: Value = serde_json::from_str(&text).expect("frozen derivation is JSON");
     assert_eq!(
         derived, frozen,
-        "the journaled form of a derivation changed ({name}); journaled rows keep the old form"
+        "the derivation of a frozen delivery changed ({name}): keys already reserved keep the old form"
     );
 }
 
