@@ -78,6 +78,26 @@ async fn a_support_agent_reads_why_a_refund_was_ignored_and_which_delivery_was_f
             .contains(&format!(r#"href="/deliveries/{first}">open"#))
     );
     assert!(page.body.contains("this one"));
+    // A key read from named fields shows them; one that hashes the body says
+    // so instead of showing a second copy of it.
+    assert!(page.body.contains("Key material (sensitive values masked)"));
+    assert!(page.body.contains("rr_s"));
+    let hashed = app
+        .post_signed("hmac", &refund("pay_support", 700, None))
+        .await;
+    let hashed = browser
+        .get(&format!("/deliveries/{}", id_of(&hashed)))
+        .await;
+    assert!(
+        hashed.body.contains("computed from the body itself"),
+        "{}",
+        hashed.body
+    );
+    assert!(
+        !hashed
+            .body
+            .contains("Key material (sensitive values masked)")
+    );
 
     let unknown = browser
         .get("/deliveries/0190f0e0-0000-7000-8000-000000000000")
