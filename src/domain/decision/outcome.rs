@@ -3,14 +3,13 @@
 //! Built only by `decide` through the small constructors below, so that `lookup_first`
 //! is set on reconciliations alone and `flagged_for_correction` on processing alone.
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::codes::{Action, Reason};
 use super::input::FieldDifference;
 
 /// The outcome of [`super::decide`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub action: Action,
     pub reason: Reason,

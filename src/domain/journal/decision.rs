@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::confidence::{Criticality, Strength};
-use crate::domain::decision::Decision;
+use uuid::Uuid;
+
+use crate::domain::decision::{Action, Decision, FieldDifference, Reason};
 use crate::domain::delivery::DeliveryId;
 
 use super::derivation::DerivationProof;
@@ -93,9 +95,12 @@ impl Layer {
 
 /// What was decided for a delivery, with the reasoning. A deferred delivery
 /// gets a second `DecisionMade` (with `redecided`) once the key settles.
+///
+/// Stored as `StoredDecisionMade`, a shape of the journal's own: the domain's
+/// `Decision` may change without changing what is journaled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "StoredDecisionMade", from = "StoredDecisionMade")]
 pub struct DecisionMade {
-    #[serde(flatten)]
     pub decision: Decision,
     pub layer: Layer,
     pub business_key: Option<String>,
@@ -137,6 +142,99 @@ impl DecisionMade {
     /// delivery's own (an older version, or a strategy lower in its hierarchy).
     pub fn matched_strategy(&self) -> Option<&str> {
         self.matched_key.as_deref().and_then(strategy_of_key)
+    }
+}
+
+/// `DecisionMade` as journaled (version 1): the decision's fields at the top
+/// level, then how it was reached. Action and reason are the stable codes of
+/// `decision::codes`.
+#[derive(Serialize, Deserialize)]
+struct StoredDecisionMade {
+    action: Action,
+    reason: Reason,
+    reference_delivery: Option<Uuid>,
+    effect_id: Option<Uuid>,
+    differences: Vec<StoredDifference>,
+    missing_fields: Vec<String>,
+    flagged_for_correction: bool,
+    lookup_first: bool,
+    layer: Layer,
+    business_key: Option<String>,
+    matched_key: Option<String>,
+    case_id: Option<Uuid>,
+    first_delivery_id: Option<DeliveryId>,
+    summary: String,
+    redecided: bool,
+}
+
+/// One discriminating field that disagreed, with both canonical values.
+#[derive(Serialize, Deserialize)]
+struct StoredDifference {
+    field: String,
+    existing: serde_json::Value,
+    new: serde_json::Value,
+}
+
+impl From<DecisionMade> for StoredDecisionMade {
+    fn from(made: DecisionMade) -> Self {
+        let d = made.decision;
+        Self {
+            action: d.action,
+            reason: d.reason,
+            reference_delivery: d.reference_delivery,
+            effect_id: d.effect_id,
+            differences: d
+                .differences
+                .into_iter()
+                .map(|f| StoredDifference {
+                    field: f.field,
+                    existing: f.existing,
+                    new: f.new,
+                })
+                .collect(),
+            missing_fields: d.missing_fields,
+            flagged_for_correction: d.flagged_for_correction,
+            lookup_first: d.lookup_first,
+            layer: made.layer,
+            business_key: made.business_key,
+            matched_key: made.matched_key,
+            case_id: made.case_id,
+            first_delivery_id: made.first_delivery_id,
+            summary: made.summary,
+            redecided: made.redecided,
+        }
+    }
+}
+
+impl From<StoredDecisionMade> for DecisionMade {
+    fn from(s: StoredDecisionMade) -> Self {
+        Self {
+            decision: Decision {
+                action: s.action,
+                reason: s.reason,
+                reference_delivery: s.reference_delivery,
+                effect_id: s.effect_id,
+                differences: s
+                    .differences
+                    .into_iter()
+                    .map(|f| FieldDifference {
+                        field: f.field,
+                        existing: f.existing,
+                        new: f.new,
+                    })
+                    .collect(),
+                missing_fields: s.missing_fields,
+                flagged_for_correction: s.flagged_for_correction,
+                lookup_first: s.lookup_first,
+            },
+            layer: s.layer,
+            business_key: s.business_key,
+            matched_key: s.matched_key,
+            case_id: s.case_id,
+            first_delivery_id: s.first_delivery_id,
+            summary: s.summary,
+            redecided: s.redecided,
+        }
     }
 }
 

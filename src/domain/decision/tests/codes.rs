@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use super::support::{EFFECT, FIRST, given};
-use crate::domain::decision::{Action, Decision, DecisionInput, Reason, decide};
+use crate::domain::decision::{Action, DecisionInput, Reason, decide};
+use crate::domain::journal::{DecisionMade, Layer};
 
 #[test]
 fn given_every_action_when_serialised_then_its_name_is_as_str() {
@@ -34,13 +35,14 @@ fn given_every_reason_when_serialised_then_its_name_is_a_distinct_as_str() {
 }
 
 #[test]
-fn given_a_decision_when_serialised_and_read_back_then_it_is_unchanged_with_snake_case_codes() {
+fn given_a_decision_when_journaled_and_read_back_then_it_is_unchanged_with_snake_case_codes() {
     let decision = given().applied().when_decided();
-    let stored: Value = serde_json::to_value(&decision).expect("serialise");
+    let made = DecisionMade::new(decision, Layer::Business, None, None);
+    let stored: Value = serde_json::to_value(&made).expect("serialise");
     assert_eq!(stored["action"], json!("ignore"));
     assert_eq!(stored["reason"], json!("duplicate_of_applied"));
-    let read: Decision = serde_json::from_value(stored).expect("deserialise");
-    assert_eq!(read, decision);
+    let read: DecisionMade = serde_json::from_value(stored).expect("deserialise");
+    assert_eq!(read, made);
 }
 
 #[test]
