@@ -137,7 +137,10 @@ pub async fn linked<C: ConnectionTrait>(
         .await
 }
 
-/// The deliveries that asked for any of the effects `ids` (at most `limit`).
+/// The deliveries that asked for any of the effects `ids` (at most `limit`):
+/// each effect's first delivery, then those linked to it later (duplicates,
+/// resolutions). Databases written before 2026-12-01 also hold a link for
+/// the first delivery; each delivery is named once.
 pub async fn asked_for<C: ConnectionTrait>(
     conn: &C,
     ids: &[String],
@@ -146,14 +149,29 @@ pub async fn asked_for<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    effect_delivery::Entity::find()
+    let mut asked: Vec<String> = effect::Entity::find()
+        .select_only()
+        .column(effect::Column::FirstDeliveryId)
+        .filter(effect::Column::EffectId.is_in(ids.iter().map(String::as_str)))
+        .limit(limit)
+        .into_tuple()
+        .all(conn)
+        .await?;
+    let linked: Vec<String> = effect_delivery::Entity::find()
         .select_only()
         .column(effect_delivery::Column::DeliveryId)
         .filter(effect_delivery::Column::EffectId.is_in(ids.iter().map(String::as_str)))
         .limit(limit)
         .into_tuple()
         .all(conn)
-        .await
+        .await?;
+    for id in linked {
+        if !asked.contains(&id) {
+            asked.push(id);
+        }
+    }
+    asked.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok(asked)
 }
 
 /// The effects `ids`, as the ledger holds them.

@@ -50,8 +50,17 @@ async fn a_new_strong_key_is_processed_and_its_provider_retry_ignored_even_re_en
     );
     assert_eq!(second.json["effect_id"], effect_id);
     assert_eq!(second.json["key"], first.json["key"]);
-    // The duplicate is linked to the effect, never deleted.
-    assert_eq!(app.count("SELECT COUNT(*) FROM effect_deliveries").await, 2);
+    // The duplicate is linked to the effect, never deleted; the first
+    // delivery is the effect's own `first_delivery_id`.
+    assert_eq!(app.count("SELECT COUNT(*) FROM effect_deliveries").await, 1);
+    let first_id = first.json["delivery_id"].as_str().unwrap();
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM effects WHERE first_delivery_id = '{first_id}'"
+        ))
+        .await,
+        1
+    );
     assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 2);
 }
 
@@ -197,9 +206,10 @@ async fn fifty_concurrent_identical_deliveries(engine: &str) {
             .await,
         1
     );
+    // The 49 others are linked to the effect the first one created.
     assert_eq!(
         app.count("SELECT COUNT(*) FROM effect_deliveries").await,
-        50
+        49
     );
 }
 

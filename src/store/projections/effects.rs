@@ -1,5 +1,7 @@
 //! Projections `reservations` (the fast key index and its atomic claims),
-//! `effects` (the ledger) and `effect_deliveries` (who asked for each effect).
+//! `effects` (the ledger) and `effect_deliveries` (who else asked for each
+//! effect: the delivery that created it is the ledger row's
+//! `first_delivery_id`, not a link row of its own).
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
@@ -129,7 +131,6 @@ pub async fn reserve<C: ConnectionTrait>(
         settled_at: folded.map(|_| at),
         evidence_purged_at: None,
     });
-    rows.effect_link(&effect_id, &delivery_id, at);
     if let (Some(settlement), None) = (applied, folded) {
         // Not foldable: the ledger row exists already, settle it in place.
         if rows.index().is_some() {
