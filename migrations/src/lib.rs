@@ -16,6 +16,7 @@ mod m20261201_000021_case_lookups;
 mod m20261202_000022_delivery_search;
 mod m20261202_000030_reconciliation_runs;
 mod m20261202_000031_case_form_tokens;
+mod m20261203_000032_effects_by_id_range;
 mod sql;
 
 pub struct Migrator;
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000022_delivery_search::Migration),
             Box::new(m20261202_000030_reconciliation_runs::Migration),
             Box::new(m20261202_000031_case_form_tokens::Migration),
+            Box::new(m20261203_000032_effects_by_id_range::Migration),
         ]
     }
 }
