@@ -15,8 +15,9 @@ use uuid::Uuid;
 use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
 use super::engine::{Appends, SharedEngine, claim, record};
-use crate::domain::cases::{self, CaseFacts, Refusal, Resolution};
+use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::confidence::Criticality;
+use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{CaseCommented, CaseResolved, JournalEvent};
 use crate::providers::sinks;
@@ -62,10 +63,10 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
     let journaled = Journaled::read(&engine.db, delivery_id).await?;
     let existing = existing_effect(&case);
     let facts = CaseFacts {
-        open: case.status == "open",
+        open: case.status == CaseStatus::Open.as_str(),
         can_apply: journaled.key.is_some() && journaled.body.is_some(),
         has_existing_effect: existing.is_some(),
-        outcome_unknown: case.reason == "outcome_unknown",
+        outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str(),
     };
     cases::check(facts, request.resolution, &request.note)?;
 

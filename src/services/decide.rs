@@ -9,9 +9,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
-};
+use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -27,9 +25,10 @@ use crate::domain::journal::{
 use crate::domain::reservation::ReservationState;
 use crate::providers::sinks::{self, SinkKind};
 use crate::store::deferred::Deferred;
-use crate::store::entities::{effect, reservation, transport_link};
+use crate::store::entities::{effect, reservation};
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::{self, deliveries, migrations};
+use crate::store::{ledger, links, reservations};
 
 /// An effect to apply once the transaction that reserved it has committed.
 #[derive(Debug, Clone)]
@@ -77,9 +76,7 @@ pub async fn claim_transport<C: ConnectionTrait>(
     } else if deliveries::insert_transport_link(conn, &id, derived, at).await? == 1 {
         None
     } else {
-        transport_link::Entity::find_by_id(key.clone())
-            .one(conn)
-            .await?
+        links::find(conn, key).await?
     };
     let Some(link) = found else {
         return Ok((TransportMatch::FirstSeen, None));
@@ -358,14 +355,8 @@ async fn read_key<C: ConnectionTrait>(
             .collect();
         return Ok((pick_current(key, found), Some(ledger_rows)));
     }
-    let mut query =
-        reservation::Entity::find().filter(reservation::Column::Key.is_in(business_keys(key)));
-    // Serialise deciders and settlers of one key on PostgreSQL, so that a
-    // delivery deferred here is always seen by the settler's re-decision.
-    if conn.get_database_backend() == DbBackend::Postgres {
-        query = query.lock_exclusive();
-    }
-    Ok((pick_current(key, query.all(conn).await?), None))
+    let found = reservations::for_decision(conn, &business_keys(key)).await?;
+    Ok((pick_current(key, found), None))
 }
 
 /// The keys a decision on `key` reads: its own, then older versions'.
@@ -497,12 +488,7 @@ async fn ledger<C: ConnectionTrait>(
 ) -> Result<Option<Answer>, DbErr> {
     let rows = match read {
         Some(rows) => rows,
-        None => {
-            effect::Entity::find()
-                .filter(effect::Column::Key.is_in(business_keys(key)))
-                .all(conn)
-                .await?
-        }
+        None => ledger::of_keys(conn, &business_keys(key)).await?,
     };
     let Some((effect, matched)) = pick(key, rows, |row| &row.key) else {
         return retired(conn, key).await.map(Some);
@@ -567,7 +553,7 @@ async fn retired<C: ConnectionTrait>(conn: &C, key: &KeySummary) -> Result<Answe
             Some(effect.key),
         ));
     }
-    let found = migrations::effects_of(conn, &key.retired_keys).await?;
+    let found = ledger::of_keys(conn, &key.retired_keys).await?;
     Ok(match found.into_iter().next() {
         Some(effect) => (
             Existing::Nothing,

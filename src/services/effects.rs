@@ -4,7 +4,7 @@
 //! sink is called.
 
 use chrono::Utc;
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, sea_query::Expr};
+use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -109,7 +109,7 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
 
 /// Re-decides every delivery deferred on `key`.
 pub async fn redecide_deferred(engine: &SharedEngine, key: &str) -> Result<(), DbErr> {
-    let waiting = deliveries::deferred_on(key).all(&engine.db).await?;
+    let waiting = deliveries::waiting_on(&engine.db, key).await?;
     for row in waiting {
         redecide(engine, &row).await?;
     }
@@ -135,17 +135,7 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
         .run(move |txn| {
             Box::pin(async move {
                 // Claim the re-decision: only one re-decider per deferred delivery.
-                let still_deferred = delivery::Entity::update_many()
-                    .col_expr(
-                        delivery::Column::Decision,
-                        Expr::value(Action::Defer.as_str()),
-                    )
-                    .filter(delivery::Column::DeliveryId.eq(id.as_str()))
-                    .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
-                    .exec(txn)
-                    .await?
-                    .rows_affected;
-                if still_deferred != 1 {
+                if !deliveries::claim_redecision(txn, &id).await? {
                     return Ok(None);
                 }
                 let sink = sinks::select(&shared.sinks, &source, &key.effect_type).name();

@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::effects::Journaled;
 use super::engine::{SharedEngine, claim, record};
 use crate::config::{ReconciliationConfig, Source};
+use crate::domain::cases::CaseStatus;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::pattern;
 use crate::domain::journal::{DiscrepancyFound, DiscrepancyKind, JournalEvent, ReconciliationRan};
@@ -276,7 +277,7 @@ pub async fn figures(engine: &SharedEngine) -> Result<Figures, sea_orm::DbErr> {
             error: run.error,
         });
     }
-    let open = crate::store::cases::counts_by_reason(&engine.db, "open").await?;
+    let open = crate::store::cases::counts_by_reason(&engine.db, CaseStatus::Open.as_str()).await?;
     let count = |reason: DiscrepancyKind| {
         open.iter()
             .find(|(r, _)| r == reason.as_str())

@@ -29,7 +29,8 @@ use super::cases::CaseError;
 use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
 use super::engine::{Appends, SharedEngine, claim};
-use crate::domain::cases::Resolution;
+use crate::domain::cases::{CaseStatus, Resolution};
+use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
     CaseResolved, EffectSettled, JournalEvent, SettlementOutcome, StatusLookupPerformed,
@@ -40,9 +41,6 @@ use crate::providers::status::{self, StatusMeaning};
 use crate::store::deferred::Deferred;
 use crate::store::entities::case;
 
-/// The case reason a status look-up settles.
-pub const REASON: &str = "outcome_unknown";
-
 /// Asks the downstream about the effect of an open `outcome_unknown` case and
 /// settles it when the answer does. Returns the answer's verdict code:
 /// `effect_confirmed`, `effect_retried` or `for_a_person`; `None` when there
@@ -51,7 +49,7 @@ pub async fn settle(
     engine: &SharedEngine,
     case: &case::Model,
 ) -> Result<Option<&'static str>, CaseError> {
-    if case.status != "open" || case.reason != REASON {
+    if case.status != CaseStatus::Open.as_str() || case.reason != Reason::OutcomeUnknown.as_str() {
         return Ok(None);
     }
     let (Some(key), Some(effect_id)) = (
@@ -63,7 +61,7 @@ pub async fn settle(
     ) else {
         return Ok(None);
     };
-    let Some(held) = crate::store::ledger::reservation(&engine.db, &key).await? else {
+    let Some(held) = crate::store::reservations::find(&engine.db, &key).await? else {
         return Ok(None);
     };
     if held.state != ReservationState::Unknown.as_str() || held.effect_id != effect_id.to_string() {
@@ -182,7 +180,7 @@ pub async fn settle(
                 };
                 // The effect moved on since it was read (a late answer to
                 // the first attempt settled it): only the question is kept.
-                let still = crate::store::ledger::reservation(txn, &settlement.key).await?;
+                let still = crate::store::reservations::find(txn, &settlement.key).await?;
                 if still.is_none_or(|r| {
                     r.state != ReservationState::Unknown.as_str() || r.fencing_token != token
                 }) {

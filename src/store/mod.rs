@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod bodies;
+pub mod breakers;
 pub mod cases;
 pub mod dashboard;
 pub mod deferred;
@@ -11,10 +12,13 @@ pub mod form_tokens;
 pub mod journal;
 pub mod key_index;
 pub mod ledger;
+pub mod links;
 pub mod nodelay;
 pub mod projections;
 pub mod reconcile;
+pub mod reservations;
 pub mod search;
+pub mod strategy_versions;
 pub mod writer;
 
 use std::time::Duration;
