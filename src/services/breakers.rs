@@ -61,7 +61,7 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         let now = Utc::now();
         let took = engine
             .writer
-            .run(move |txn| Box::pin(async move { claim(txn, None, &event, now).await }))
+            .run(move |tx| Box::pin(async move { tx.claim(None, &event, now).await }))
             .await?;
         if took {
             tracing::warn!(

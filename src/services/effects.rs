@@ -9,14 +9,13 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::decide::{EffectJob, base_key, decide_keyed};
-use super::engine::{Appends, Engine, SharedEngine, claim};
+use super::engine::{Engine, SharedEngine};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
     DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
 };
 use crate::providers::sinks::{self, Attempt, EffectRequest};
-use crate::store::deferred::Deferred;
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
 use crate::store::{bodies, journal};
@@ -95,8 +94,8 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
     let delivery_id = job.delivery_id;
     let took = engine
         .writer
-        .run(move |txn| {
-            Box::pin(async move { claim(txn, Some(delivery_id), &event, Utc::now()).await })
+        .run(move |tx| {
+            Box::pin(async move { tx.claim(Some(delivery_id), &event, Utc::now()).await })
         })
         .await?;
     if took {
@@ -132,25 +131,21 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
     let source = row.source.clone();
     let redecided = engine
         .writer
-        .run(move |txn| {
+        .run(move |tx| {
             Box::pin(async move {
                 // Claim the re-decision: only one re-decider per deferred delivery.
-                if !deliveries::claim_redecision(txn, &id).await? {
+                if !tx.claim_redecision(&id).await? {
                     return Ok(None);
                 }
                 let sink = sinks::select(&shared.sinks, &source, &key.effect_type).name();
-                let mut appends = Appends::default();
-                let mut rows = Deferred::default();
                 let verdict = decide_keyed(
-                    txn,
+                    tx,
                     &shared,
                     sink,
                     delivery_id,
                     &key,
                     TransportMatch::FirstSeen,
                     at,
-                    &mut appends,
-                    &mut rows,
                 )
                 .await?;
                 if verdict.decision.action == Action::Defer {
@@ -168,11 +163,8 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
                 );
                 made.case_id = case.then(Uuid::now_v7);
                 made.redecided = true;
-                appends
-                    .record(txn, Some(delivery_id), JournalEvent::DecisionMade(made), at)
+                tx.record(Some(delivery_id), JournalEvent::DecisionMade(made), at)
                     .await?;
-                appends.flush(txn, at).await?;
-                rows.flush(txn).await?;
                 Ok(Some(verdict.job))
             })
         })

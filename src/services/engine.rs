@@ -1,6 +1,7 @@
-//! The decision engine's shared state, and the two ways an event is written:
-//! `record` (apply the projection, append the event) and `claim` (apply an
-//! atomic claim; append only if it took).
+//! The decision engine's shared state, and the two ways an event is written
+//! in a transaction of its own (outside the writer, whose jobs use
+//! `store::Tx`): `record` (apply the projection, append the event) and
+//! `claim` (apply an atomic claim; append only if it took).
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
@@ -15,7 +16,6 @@ use crate::domain::journal::JournalEvent;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::Rejections;
-use crate::store::deferred::Deferred;
 use crate::store::writer::Writer;
 use crate::store::{self, journal, projections};
 
@@ -103,44 +103,6 @@ impl Engine {
     /// The sink name an effect of this type from this source goes through.
     pub fn sink_name(&self, source: &Source, effect_type: &str) -> &'static str {
         crate::providers::sinks::select(&self.sinks, source.slug(), effect_type).name()
-    }
-}
-
-/// The journal events of one transaction, appended together at its end (one
-/// statement), in the order they were recorded.
-#[derive(Default)]
-pub struct Appends {
-    events: Vec<(Option<DeliveryId>, JournalEvent)>,
-}
-
-impl Appends {
-    /// Applies `event` to the projections; journals it at `flush`.
-    pub async fn record<C: ConnectionTrait>(
-        &mut self,
-        conn: &C,
-        delivery_id: Option<DeliveryId>,
-        event: JournalEvent,
-        at: DateTime<Utc>,
-    ) -> Result<(), DbErr> {
-        projections::apply(conn, delivery_id, &event, at).await?;
-        self.events.push((delivery_id, event));
-        Ok(())
-    }
-
-    /// Journals an event whose projection the caller wrote itself (a folded
-    /// statement equal to what `apply` would write).
-    pub fn push(&mut self, delivery_id: Option<DeliveryId>, event: JournalEvent) {
-        self.events.push((delivery_id, event));
-    }
-
-    /// Appends every recorded event with the transaction's deferred rows.
-    pub fn defer(self, rows: &mut Deferred, at: DateTime<Utc>) {
-        rows.journal(self.events, at);
-    }
-
-    /// Appends every recorded event.
-    pub async fn flush<C: ConnectionTrait>(self, conn: &C, at: DateTime<Utc>) -> Result<(), DbErr> {
-        journal::append_many(conn, &self.events, at).await
     }
 }
 

@@ -11,7 +11,7 @@ use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::decide::{self, Verdict};
-use super::engine::{Appends, Engine, SharedEngine, record};
+use super::engine::{Engine, SharedEngine};
 use super::rate_limits::RetryAfter;
 use super::rejections::{Counted, Note};
 use super::{effects, items, lookups};
@@ -27,7 +27,7 @@ use crate::domain::rejection::{HeaderExcess, header_bytes, summarize};
 use crate::providers::signature::{self, SignatureError};
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
-use crate::store::{bodies, journal};
+use crate::store::{Tx, bodies, journal};
 
 /// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
@@ -196,7 +196,7 @@ pub async fn receive(
     let shared = engine.clone();
     // Serialised here, in parallel across requests, not in the writer that
     // every delivery waits on: the reception's journal rows and row columns.
-    let mut delivery_row = deliveries::received_row(&id.to_string(), &received, &derived);
+    let delivery_row = deliveries::received_row(&id.to_string(), &received, &derived);
     let journaled = [
         JournalEvent::DeliveryReceived(received),
         JournalEvent::KeyDerived(derived.clone()),
@@ -218,24 +218,23 @@ pub async fn receive(
     };
     let (decision, job, derived, decided, item_jobs, prepared) = engine
         .writer
-        .run_indexed(keys, move |txn, rows| {
+        .run_indexed(keys, move |tx| {
             Box::pin(async move {
                 // Journal and lease times are write times; the reception keeps its arrival time.
                 let at = Utc::now();
-                let mut appends = Appends::default();
-                rows.body(&body, raw, at);
+                tx.body(&body, raw, at);
                 let (transport, first) =
-                    decide::claim_transport(txn, rows, id, &derived, by_provider_id, at).await?;
+                    decide::claim_transport(tx, id, &derived, by_provider_id, at).await?;
                 for row in journaled {
-                    rows.journal_row(row, at);
+                    tx.journal_row(row, at);
                 }
                 let mut decided = Vec::with_capacity(prepared.len());
                 let mut item_jobs = Vec::with_capacity(prepared.len());
                 let mut prepared = prepared;
                 for item in &mut prepared {
-                    rows.body(&item.body, std::mem::take(&mut item.bytes), at);
+                    tx.body(&item.body, std::mem::take(&mut item.bytes), at);
                     for row in std::mem::take(&mut item.journaled) {
-                        rows.journal_row(row, at);
+                        tx.journal_row(row, at);
                     }
                     let one = Event {
                         id: item.id,
@@ -245,19 +244,10 @@ pub async fn receive(
                         first: None,
                     };
                     let (made, job) = one
-                        .decide(
-                            txn,
-                            &shared,
-                            TransportMatch::FirstSeen,
-                            at,
-                            &mut appends,
-                            rows,
-                        )
+                        .decide(tx, &shared, TransportMatch::FirstSeen, at)
                         .await?;
-                    let mut row = item.row.clone();
-                    deliveries::decide_row(rows, &mut row, &item.id.to_string(), &made, at);
-                    rows.delivery(row);
-                    appends.push(Some(item.id), JournalEvent::DecisionMade(made.clone()));
+                    tx.decided_delivery(item.row.clone(), &item.id.to_string(), &made, at);
+                    tx.append(Some(item.id), &JournalEvent::DecisionMade(made.clone()), at);
                     decided.push(items::Decided {
                         delivery_id: item.id,
                         derived: item.derived.clone(),
@@ -275,15 +265,12 @@ pub async fn receive(
                             sink,
                             first,
                         };
-                        one.decide(txn, &shared, transport, at, &mut appends, rows)
-                            .await?
+                        one.decide(tx, &shared, transport, at).await?
                     }
                 };
                 // One row for the reception, its key and its decision.
-                deliveries::decide_row(rows, &mut delivery_row, &id.to_string(), &made, at);
-                rows.delivery(delivery_row);
-                appends.push(Some(id), JournalEvent::DecisionMade(made.clone()));
-                appends.defer(rows, at);
+                tx.decided_delivery(delivery_row, &id.to_string(), &made, at);
+                tx.append(Some(id), &JournalEvent::DecisionMade(made.clone()), at);
                 Ok((made, job, derived, decided, item_jobs, prepared))
             })
         })
@@ -325,21 +312,16 @@ impl Event<'_> {
     /// Decides the event against its key (reserving it on `process`), or
     /// quarantines it when it has none; returns its journaled decision and
     /// the effect to run after commit.
-    async fn decide<C: sea_orm::ConnectionTrait>(
+    async fn decide(
         &self,
-        txn: &C,
+        tx: &mut Tx<'_>,
         engine: &SharedEngine,
         transport: TransportMatch,
         at: DateTime<Utc>,
-        appends: &mut Appends,
-        rows: &mut crate::store::deferred::Deferred,
     ) -> Result<(DecisionMade, Option<decide::EffectJob>), DbErr> {
         let verdict = match (&self.derived.business, self.sink) {
             (Some(key), Some(sink)) => {
-                decide::decide_keyed(
-                    txn, engine, sink, self.id, key, transport, at, appends, rows,
-                )
-                .await?
+                decide::decide_keyed(tx, engine, sink, self.id, key, transport, at).await?
             }
             _ => Verdict {
                 decision: decide::decide_unkeyed(self.identity, transport),
@@ -582,7 +564,7 @@ async fn reject(
     let id = arrival.delivery_id;
     let recorded = engine
         .writer
-        .run(move |txn| Box::pin(async move { record(txn, Some(id), event, at).await.map(|_| ()) }))
+        .run(move |tx| Box::pin(async move { tx.record(Some(id), event, at).await }))
         .await;
     match recorded {
         Ok(()) => refusal,

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::cases::{self, CaseError, Resolve};
 use super::effects::Journaled;
-use super::engine::{SharedEngine, record};
+use super::engine::SharedEngine;
 use crate::domain::cases::{CaseStatus, LookupVerdict, Refusal, Resolution, judge_lookup};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
@@ -107,12 +107,8 @@ pub async fn settle(
     });
     engine
         .writer
-        .run(move |txn| {
-            Box::pin(async move {
-                record(txn, Some(delivery), performed, Utc::now())
-                    .await
-                    .map(drop)
-            })
+        .run(move |tx| {
+            Box::pin(async move { tx.record(Some(delivery), performed, Utc::now()).await })
         })
         .await?;
     let note = format!(

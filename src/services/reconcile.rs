@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::effects::Journaled;
-use super::engine::{SharedEngine, claim, record};
+use super::engine::SharedEngine;
 use crate::config::{ReconciliationConfig, Source};
 use crate::domain::cases::CaseStatus;
 use crate::domain::delivery::DeliveryId;
@@ -175,15 +175,19 @@ async fn journal(
 ) -> anyhow::Result<Run> {
     let written = engine
         .writer
-        .run(move |txn| {
+        .run(move |tx| {
             Box::pin(async move {
                 let at = Utc::now();
                 for (delivery, event) in found {
-                    if claim(txn, delivery, &JournalEvent::DiscrepancyFound(event), at).await? {
+                    if tx
+                        .claim(delivery, &JournalEvent::DiscrepancyFound(event), at)
+                        .await?
+                    {
                         ran.opened += 1;
                     }
                 }
-                record(txn, None, JournalEvent::ReconciliationRan(ran.clone()), at).await?;
+                tx.record(None, JournalEvent::ReconciliationRan(ran.clone()), at)
+                    .await?;
                 Ok(ran)
             })
         })

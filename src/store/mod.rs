@@ -19,7 +19,10 @@ pub mod reconcile;
 pub mod reservations;
 pub mod search;
 pub mod strategy_versions;
+mod tx;
 pub mod writer;
+
+pub use tx::Tx;
 
 use std::time::Duration;
 

@@ -39,6 +39,7 @@ pub use self::connection::{Health, is_storage_error};
 use super::Pool;
 use super::deferred::Deferred;
 use super::key_index::{IndexKeys, KeyIndex};
+use super::tx::Tx;
 
 /// Most jobs committed together; bounds the latency a batch adds.
 const MAX_BATCH: usize = 256;
@@ -48,14 +49,14 @@ const QUEUE: usize = 4096;
 /// job arrives.
 const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// A job's work: runs in the write transaction, may leave rows in `Deferred`.
+/// A job's work: runs in the write transaction through its `Tx`.
 pub trait TxnWork<T>:
-    for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+    for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>>
 {
 }
 
 impl<T, F> TxnWork<T> for F where
-    F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+    F: for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>>
 {
 }
 
@@ -182,21 +183,20 @@ impl Writer {
     pub async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
     where
         T: Send + 'static,
-        F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<T, DbErr>>
-            + Send
-            + 'static,
+        F: TxnWork<T> + Send + 'static,
     {
-        self.submit(None, move |txn, _| work(txn)).await
+        self.submit(None, work).await
     }
 
-    /// Like `run`, for work that decides on the rows of `keys` only: it may
-    /// leave rows in `Deferred`, and under group commit it gets an index of
-    /// those keys to claim against (loaded for many jobs in a few statements),
-    /// its claims and rows written with other jobs' before the commit.
+    /// Like `run`, for work that decides on the rows of `keys` only: under
+    /// group commit its `Tx` claims against an index of those keys (loaded
+    /// for many jobs in a few statements), its claims and rows written with
+    /// other jobs' before the commit.
     ///
-    /// In exchange `work` writes nothing itself and reads no table `Deferred`
-    /// writes, but through the index: with an index it runs without a
-    /// savepoint, its failure leaving nothing behind since it wrote nothing.
+    /// In exchange `work` writes nothing itself (no `Tx::record` or
+    /// `Tx::claim`) and reads no table `Deferred` writes, but through `Tx`:
+    /// with an index it runs without a savepoint, its failure leaving nothing
+    /// behind since it wrote nothing.
     pub async fn run_indexed<T, F>(&self, keys: IndexKeys, work: F) -> Result<T, DbErr>
     where
         T: Send + 'static,
@@ -273,9 +273,9 @@ impl Direct {
         F: TxnWork<T>,
     {
         let txn = db.begin().await.map_err(|error| (error, true))?;
-        let mut rows = Deferred::default();
-        let outcome = match work(&txn, &mut rows).await {
-            Ok(value) => rows.flush(&txn).await.map(|()| value),
+        let mut tx = Tx::new(&txn, Deferred::default());
+        let outcome = match work(&mut tx).await {
+            Ok(value) => tx.into_rows().flush(&txn).await.map(|()| value),
             Err(error) => Err(error),
         };
         match outcome {
@@ -305,8 +305,8 @@ async fn against_index<T, F>(
 where
     F: TxnWork<T>,
 {
-    let mut rows = Deferred::with_index(batch.index.view(keys));
-    let value = match work(txn, &mut rows).await {
+    let mut tx = Tx::new(txn, Deferred::with_index(batch.index.view(keys)));
+    let value = match work(&mut tx).await {
         Ok(value) => value,
         Err(error) => {
             if is_storage_error(&error) {
@@ -315,6 +315,7 @@ where
             return Err(error);
         }
     };
+    let mut rows = tx.into_rows();
     if let Some(view) = rows.take_index() {
         batch.index.merge(view);
     }
@@ -322,10 +323,11 @@ where
     Ok(value)
 }
 
-/// Runs one job in a savepoint. Its deferred rows join the batch's only if
-/// it succeeded: a failed job leaves nothing behind, written or deferred.
-/// Rolling back to its savepoint proves the transaction survived the job's
-/// error; if that rollback fails, the batch is broken.
+/// Runs one job in a savepoint, its rows (claims made in the database,
+/// events journaled) all written before the savepoint ends: a failed job
+/// leaves nothing behind. Rolling back to its savepoint proves the
+/// transaction survived the job's error; if that rollback fails, the batch
+/// is broken.
 ///
 /// The savepoint of a job that succeeded is never released: the batch's
 /// commit releases them all, one statement per job fewer. A failed job rolls
@@ -342,12 +344,13 @@ where
         batch.break_on(&error);
         return Err(error);
     }
-    let mut rows = Deferred::default();
-    match work(txn, &mut rows).await {
-        Ok(value) => {
-            batch.rows.absorb(rows);
-            Ok(value)
-        }
+    let mut tx = Tx::new(txn, Deferred::default());
+    let outcome = match work(&mut tx).await {
+        Ok(value) => tx.into_rows().flush(txn).await.map(|()| value),
+        Err(error) => Err(error),
+    };
+    match outcome {
+        Ok(value) => Ok(value),
         Err(error) => {
             if let Err(rollback) = txn.execute_unprepared("ROLLBACK TO SAVEPOINT job").await {
                 batch.break_on(&rollback);
@@ -580,7 +583,7 @@ mod tests {
         let (started, running) = oneshot::channel::<()>();
         let held = writer.clone();
         tokio::spawn(async move {
-            held.run(move |_| {
+            held.run(move |_: &mut Tx<'_>| {
                 Box::pin(async move {
                     let _ = started.send(());
                     let _ = released.await;
@@ -642,13 +645,13 @@ mod tests {
         let deferring = writer.clone();
         let deferred = tokio::spawn(async move {
             deferring
-                .run_indexed(crate::store::key_index::IndexKeys::default(), |_, rows| {
+                .run_indexed(crate::store::key_index::IndexKeys::default(), |tx| {
                     Box::pin(async move {
                         let body = BodyRef {
                             sha256: "ab".repeat(32),
                             size: 2,
                         };
-                        rows.body(&body, b"{}".to_vec(), Utc::now());
+                        tx.body(&body, b"{}".to_vec(), Utc::now());
                         Ok(())
                     })
                 })
@@ -657,7 +660,7 @@ mod tests {
         let reading = writer.clone();
         let read = tokio::spawn(async move {
             reading
-                .run(|txn| Box::pin(async move { stored_bodies(txn).await }))
+                .run(|tx| Box::pin(async move { stored_bodies(tx.connection()).await }))
                 .await
         });
         // Both wait in the queue while the holding job runs, so they share the
@@ -682,22 +685,19 @@ mod tests {
             let writer = writer.clone();
             jobs.push(tokio::spawn(async move {
                 writer
-                    .run_indexed(
-                        crate::store::key_index::IndexKeys::default(),
-                        move |_, rows| {
-                            Box::pin(async move {
-                                let body = BodyRef {
-                                    sha256: format!("{i:02x}").repeat(32),
-                                    size: 1,
-                                };
-                                rows.body(&body, vec![i], Utc::now());
-                                if fails {
-                                    return Err(DbErr::Custom("refused".to_owned()));
-                                }
-                                Ok(())
-                            })
-                        },
-                    )
+                    .run_indexed(crate::store::key_index::IndexKeys::default(), move |tx| {
+                        Box::pin(async move {
+                            let body = BodyRef {
+                                sha256: format!("{i:02x}").repeat(32),
+                                size: 1,
+                            };
+                            tx.body(&body, vec![i], Utc::now());
+                            if fails {
+                                return Err(DbErr::Custom("refused".to_owned()));
+                            }
+                            Ok(())
+                        })
+                    })
                     .await
             }));
         }
