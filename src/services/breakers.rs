@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 
-use super::engine::{SharedEngine, claim};
+use super::engine::{SharedEngine, WriteEvent, claim};
 use crate::domain::journal::{JournalEvent, StrategyReset, StrategyTripped};
 use crate::store::{self, entities::strategy_breaker};
 
@@ -61,7 +61,7 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         let now = Utc::now();
         let took = engine
             .writer
-            .run(move |tx| Box::pin(async move { tx.claim(None, &event, now).await }))
+            .submit(WriteEvent::claim(None, event).at(now))
             .await?;
         if took {
             tracing::warn!(

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
-use super::engine::SharedEngine;
+use super::engine::{SharedEngine, WriteEvent};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::confidence::Criticality;
 use crate::domain::decision::Reason;
@@ -172,7 +172,7 @@ pub async fn comment(
     });
     engine
         .writer
-        .run(move |tx| Box::pin(async move { tx.record(delivery_id, event, Utc::now()).await }))
+        .submit(WriteEvent::record(delivery_id, event))
         .await?;
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
 
 use crate::config::{EngineConfig, Source};
@@ -16,7 +17,8 @@ use crate::domain::journal::JournalEvent;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::Rejections;
-use crate::store::writer::Writer;
+use crate::store::Tx;
+use crate::store::writer::{WriteJob, Writer};
 use crate::store::{self, journal, projections};
 
 /// Everything deciding and applying effects needs; shared by every request.
@@ -103,6 +105,61 @@ impl Engine {
     /// The sink name an effect of this type from this source goes through.
     pub fn sink_name(&self, source: &Source, effect_type: &str) -> &'static str {
         crate::providers::sinks::select(&self.sinks, source.slug(), effect_type).name()
+    }
+}
+
+/// A writer job that writes one event through its projections: a record
+/// always takes; a claim (a settlement, an expiry, a breaker trip…) only if
+/// exactly one row took it, and is journaled only then. Its output says
+/// whether it took.
+pub struct WriteEvent {
+    delivery_id: Option<DeliveryId>,
+    event: JournalEvent,
+    /// `None`: the time it is written.
+    at: Option<DateTime<Utc>>,
+    claim: bool,
+}
+
+impl WriteEvent {
+    pub fn record(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
+        Self {
+            delivery_id,
+            event,
+            at: None,
+            claim: false,
+        }
+    }
+
+    pub fn claim(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
+        Self {
+            claim: true,
+            ..Self::record(delivery_id, event)
+        }
+    }
+
+    /// Recorded as of `at` instead of the time it is written.
+    pub fn at(self, at: DateTime<Utc>) -> Self {
+        Self {
+            at: Some(at),
+            ..self
+        }
+    }
+}
+
+impl WriteJob for WriteEvent {
+    type Output = bool;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
+        Box::pin(async move {
+            let at = self.at.unwrap_or_else(Utc::now);
+            if self.claim {
+                tx.claim(self.delivery_id, &self.event, at).await
+            } else {
+                tx.record(self.delivery_id, self.event, at)
+                    .await
+                    .map(|()| true)
+            }
+        })
     }
 }
 

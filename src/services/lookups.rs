@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::cases::{self, CaseError, Resolve};
 use super::effects::Journaled;
-use super::engine::SharedEngine;
+use super::engine::{SharedEngine, WriteEvent};
 use crate::domain::cases::{CaseStatus, LookupVerdict, Refusal, Resolution, judge_lookup};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
@@ -107,9 +107,7 @@ pub async fn settle(
     });
     engine
         .writer
-        .run(move |tx| {
-            Box::pin(async move { tx.record(Some(delivery), performed, Utc::now()).await })
-        })
+        .submit(WriteEvent::record(Some(delivery), performed))
         .await?;
     let note = format!(
         "the provider lists {} matching operation(s) for this resource; {applied} applied",

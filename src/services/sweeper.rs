@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::decide::base_key;
 use super::effects::{redecide, redecide_deferred};
-use super::engine::SharedEngine;
+use super::engine::{SharedEngine, WriteEvent};
 use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
@@ -102,7 +102,7 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
         });
         let took = engine
             .writer
-            .run(move |tx| Box::pin(async move { tx.claim(Some(first), &event, now).await }))
+            .submit(WriteEvent::claim(Some(first), event).at(now))
             .await?;
         if took {
             count += 1;
@@ -124,7 +124,7 @@ pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<
     let event = JournalEvent::KeysPurged(KeysPurged { keys });
     engine
         .writer
-        .run(move |tx| Box::pin(async move { tx.record(None, event, now).await }))
+        .submit(WriteEvent::record(None, event).at(now))
         .await?;
     tracing::info!(count, "keys past their horizon purged from the fast index");
     Ok(count)
