@@ -19,6 +19,29 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Where a case stands, as stored in `cases.status` (the names are frozen).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaseStatus {
+    Open,
+    Resolved,
+}
+
+impl CaseStatus {
+    pub const ALL: [Self; 2] = [Self::Open, Self::Resolved];
+
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Resolved => "resolved",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
 /// How a case was settled; the stored codes are frozen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -124,6 +147,14 @@ pub fn distinct_key(business_key: &str, case_id: uuid::Uuid) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_case_status_reads_back_from_its_stored_name() {
+        for status in CaseStatus::ALL {
+            assert_eq!(CaseStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(CaseStatus::parse("Open"), None);
+    }
 
     const OPEN: CaseFacts = CaseFacts {
         open: true,

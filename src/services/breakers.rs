@@ -8,11 +8,11 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use sea_orm::{DatabaseConnection, DbErr, EntityTrait, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 
-use super::engine::{SharedEngine, claim};
+use super::engine::{SharedEngine, WriteEvent, claim};
 use crate::domain::journal::{JournalEvent, StrategyReset, StrategyTripped};
-use crate::store::entities::strategy_breaker;
+use crate::store::{self, entities::strategy_breaker};
 
 /// Evaluates breakers forever at the configured interval.
 pub fn spawn(engine: SharedEngine) {
@@ -61,7 +61,7 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         let now = Utc::now();
         let took = engine
             .writer
-            .run(move |txn| Box::pin(async move { claim(txn, None, &event, now).await }))
+            .submit(WriteEvent::claim(None, event).at(now))
             .await?;
         if took {
             tracing::warn!(
@@ -79,7 +79,7 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
 
 /// Re-reads the tripped strategies from the database.
 pub async fn refresh(engine: &SharedEngine) -> Result<(), DbErr> {
-    let current = strategy_breaker::Entity::find().all(&engine.db).await?;
+    let current = store::breakers::tripped(&engine.db).await?;
     engine.set_tripped(current.into_iter().map(|row| row.strategy).collect());
     Ok(())
 }
@@ -106,5 +106,5 @@ pub async fn reset(
 
 /// The tripped strategies, with the figures that tripped them.
 pub async fn tripped(db: &DatabaseConnection) -> Result<Vec<strategy_breaker::Model>, DbErr> {
-    strategy_breaker::Entity::find().all(db).await
+    store::breakers::tripped(db).await
 }

@@ -14,13 +14,13 @@ use uuid::Uuid;
 
 use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
-use super::engine::{Appends, SharedEngine, claim, record};
-use crate::domain::cases::{self, CaseFacts, Refusal, Resolution};
+use super::engine::{SharedEngine, WriteEvent};
+use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::confidence::Criticality;
+use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{CaseCommented, CaseResolved, JournalEvent};
 use crate::providers::sinks;
-use crate::store::deferred::Deferred;
 use crate::store::entities::case;
 
 /// A resolution asked for.
@@ -62,10 +62,10 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
     let journaled = Journaled::read(&engine.db, delivery_id).await?;
     let existing = existing_effect(&case);
     let facts = CaseFacts {
-        open: case.status == "open",
+        open: case.status == CaseStatus::Open.as_str(),
         can_apply: journaled.key.is_some() && journaled.body.is_some(),
         has_existing_effect: existing.is_some(),
-        outcome_unknown: case.reason == "outcome_unknown",
+        outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str(),
     };
     cases::check(facts, request.resolution, &request.note)?;
 
@@ -93,23 +93,17 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
     let claim_key = applied_key.clone();
     let outcome = engine
         .writer
-        .run(move |txn| {
+        .run(move |tx| {
             Box::pin(async move {
                 let at = Utc::now();
                 let resolution = event.resolution;
                 // The claim: only an open case resolves, once.
-                if !claim(
-                    txn,
-                    Some(delivery_id),
-                    &JournalEvent::CaseResolved(event),
-                    at,
-                )
-                .await?
+                if !tx
+                    .claim(Some(delivery_id), &JournalEvent::CaseResolved(event), at)
+                    .await?
                 {
                     return Ok(None);
                 }
-                let mut appends = Appends::default();
-                let mut rows = Deferred::default();
                 let mut job = None;
                 match (resolution, key, claim_key, effect_id) {
                     (
@@ -125,18 +119,8 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
                             effect_id,
                             fencing_token: 1,
                         };
-                        let reserved = reserve_effect(
-                            txn,
-                            &shared,
-                            sink,
-                            delivery_id,
-                            &key,
-                            claim,
-                            at,
-                            &mut appends,
-                            &mut rows,
-                        )
-                        .await?;
+                        let reserved =
+                            reserve_effect(tx, &shared, sink, delivery_id, &key, claim, at).await?;
                         // The case's own key taken while the case was open:
                         // nothing commits.
                         job = reserved.ok_or_else(|| {
@@ -144,12 +128,10 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
                         })?;
                     }
                     (Resolution::ConfirmDuplicate, _, _, Some(effect_id)) => {
-                        rows.effect_link(&effect_id.to_string(), &delivery_id.to_string(), at);
+                        tx.effect_link(&effect_id.to_string(), &delivery_id.to_string(), at);
                     }
                     _ => {}
                 }
-                appends.flush(txn, at).await?;
-                rows.flush(txn).await?;
                 Ok(Some(job))
             })
         })
@@ -190,9 +172,7 @@ pub async fn comment(
     });
     engine
         .writer
-        .run(move |txn| {
-            Box::pin(async move { record(txn, delivery_id, event, Utc::now()).await.map(drop) })
-        })
+        .submit(WriteEvent::record(delivery_id, event))
         .await?;
     Ok(())
 }

@@ -9,13 +9,11 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
-};
+use sea_orm::DbErr;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::engine::{Appends, Engine};
+use super::engine::Engine;
 use crate::domain::decision::{
     self, Action, Decision, DecisionInput, Existing, FailureKind, FieldDifference, Horizon,
     Identity, LedgerEvidence, Reason, TransportMatch,
@@ -26,10 +24,8 @@ use crate::domain::journal::{
 };
 use crate::domain::reservation::ReservationState;
 use crate::providers::sinks::{self, SinkKind};
-use crate::store::deferred::Deferred;
-use crate::store::entities::{effect, reservation, transport_link};
-use crate::store::key_index::IndexKeys;
-use crate::store::projections::{self, deliveries, migrations};
+use crate::store::Tx;
+use crate::store::entities::reservation;
 
 /// An effect to apply once the transaction that reserved it has committed.
 #[derive(Debug, Clone)]
@@ -51,36 +47,16 @@ pub struct Verdict {
 
 /// Claims the transport identity for this delivery (the first reception of
 /// it), or else reports what the existing first reception says about it.
-pub async fn claim_transport<C: ConnectionTrait>(
-    conn: &C,
-    rows: &mut Deferred,
+pub async fn claim_transport(
+    tx: &mut Tx<'_>,
     delivery_id: DeliveryId,
     derived: &KeyDerived,
     by_header: bool,
     at: DateTime<Utc>,
 ) -> Result<(TransportMatch, Option<DeliveryId>), DbErr> {
-    let id = delivery_id.to_string();
-    let key = &derived.transport_key;
-    let found = if let Some(index) = rows.index() {
-        if index.link(key).is_none() {
-            let keys = IndexKeys {
-                transport: Some(key.clone()),
-                business: Vec::new(),
-            };
-            index.load(conn, [&keys]).await?;
-        }
-        let known = index.link(key).flatten().cloned();
-        if known.is_none() {
-            rows.link(deliveries::transport_link(&id, derived, at));
-        }
-        known
-    } else if deliveries::insert_transport_link(conn, &id, derived, at).await? == 1 {
-        None
-    } else {
-        transport_link::Entity::find_by_id(key.clone())
-            .one(conn)
-            .await?
-    };
+    let found = tx
+        .claim_transport_link(&delivery_id.to_string(), derived, at)
+        .await?;
     let Some(link) = found else {
         return Ok((TransportMatch::FirstSeen, None));
     };
@@ -123,25 +99,19 @@ pub fn decide_unkeyed(identity: Identity, transport: TransportMatch) -> Decision
 /// Decides a keyed delivery and, on `process`, reserves its key. An effect
 /// whose sink is `record` (the ledger itself, no external call) is applied in
 /// the same transaction; any other is returned as a job to run after commit.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the decision's inputs, each distinct"
-)]
-pub async fn decide_keyed<C: ConnectionTrait>(
-    conn: &C,
+pub async fn decide_keyed(
+    tx: &mut Tx<'_>,
     engine: &Engine,
     sink: &str,
     delivery_id: DeliveryId,
     key: &KeySummary,
     transport: TransportMatch,
     at: DateTime<Utc>,
-    appends: &mut Appends,
-    rows: &mut Deferred,
 ) -> Result<Verdict, DbErr> {
     // On PostgreSQL a loser of the insert race waits for the winner's commit,
     // then sees its row: two passes always suffice; the third is a safety net.
     for _ in 0..3 {
-        let (found, ledger_rows) = read_key(conn, rows, key).await?;
+        let found = read_key(tx, key).await?;
         let (existing, differences, missing, horizon, matched_key) = match &found {
             Some((row, matched)) => {
                 let seen = seen_by(key, matched.as_deref());
@@ -153,7 +123,7 @@ pub async fn decide_keyed<C: ConnectionTrait>(
                     matched.clone(),
                 )
             }
-            None => match ledger(conn, key, ledger_rows).await? {
+            None => match ledger(tx, key).await? {
                 Some(answer) => answer,
                 // A reservation committed between the two reads: look again.
                 None => continue,
@@ -207,19 +177,7 @@ pub async fn decide_keyed<C: ConnectionTrait>(
             effect_id,
             fencing_token: token,
         };
-        let Some(job) = reserve_effect(
-            conn,
-            engine,
-            sink,
-            delivery_id,
-            key,
-            claim,
-            at,
-            appends,
-            rows,
-        )
-        .await?
-        else {
+        let Some(job) = reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await? else {
             continue;
         };
         decision.effect_id = Some(effect_id);
@@ -247,20 +205,14 @@ pub struct Claim {
 /// A `record` sink's effect is its ledger row, applied with the claim; any
 /// other is returned as a job to run after commit. `None`: the claim lost (the
 /// key is taken).
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the reservation's inputs, each distinct"
-)]
-pub async fn reserve_effect<C: ConnectionTrait>(
-    conn: &C,
+pub async fn reserve_effect(
+    tx: &mut Tx<'_>,
     engine: &Engine,
     sink: &str,
     delivery_id: DeliveryId,
     key: &KeySummary,
     claim: Claim,
     at: DateTime<Utc>,
-    appends: &mut Appends,
-    rows: &mut Deferred,
 ) -> Result<Option<Option<EffectJob>>, DbErr> {
     let Claim {
         key: claim_key,
@@ -292,13 +244,13 @@ pub async fn reserve_effect<C: ConnectionTrait>(
         case_id: None,
         delivery_id,
     });
-    if projections::reserve(conn, rows, &reserved, applied.as_ref(), at).await? != 1 {
+    if !tx.reserve(&reserved, applied.as_ref(), at).await? {
         return Ok(None);
     }
-    appends.push(Some(delivery_id), JournalEvent::KeyReserved(reserved));
+    tx.append(Some(delivery_id), &JournalEvent::KeyReserved(reserved), at);
     Ok(Some(match applied {
         Some(settled) => {
-            appends.push(Some(delivery_id), JournalEvent::EffectApplied(settled));
+            tx.append(Some(delivery_id), &JournalEvent::EffectApplied(settled), at);
             None
         }
         None => Some(EffectJob {
@@ -330,42 +282,10 @@ fn horizon_of(key: &KeySummary) -> chrono::Duration {
 type Found = (reservation::Model, Option<String>);
 
 /// Reads the reservation for the key, else for the key of an older strategy
-/// version still in the index. With a batch index the keys' ledger rows come
-/// from it too (`Some`); without one the ledger is read only if needed
-/// (`None`).
-async fn read_key<C: ConnectionTrait>(
-    conn: &C,
-    rows: &mut Deferred,
-    key: &KeySummary,
-) -> Result<(Option<Found>, Option<Vec<effect::Model>>), DbErr> {
-    if let Some(index) = rows.index() {
-        let keys = IndexKeys {
-            transport: None,
-            business: business_keys(key),
-        };
-        if !index.covers(&keys) {
-            index.load(conn, [&keys]).await?;
-        }
-        let found = keys
-            .business
-            .iter()
-            .filter_map(|k| index.reservation(k).flatten().cloned())
-            .collect();
-        let ledger_rows = keys
-            .business
-            .iter()
-            .filter_map(|k| index.ledger(k).flatten().cloned())
-            .collect();
-        return Ok((pick_current(key, found), Some(ledger_rows)));
-    }
-    let mut query =
-        reservation::Entity::find().filter(reservation::Column::Key.is_in(business_keys(key)));
-    // Serialise deciders and settlers of one key on PostgreSQL, so that a
-    // delivery deferred here is always seen by the settler's re-decision.
-    if conn.get_database_backend() == DbBackend::Postgres {
-        query = query.lock_exclusive();
-    }
-    Ok((pick_current(key, query.all(conn).await?), None))
+/// version still in the index.
+async fn read_key(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Option<Found>, DbErr> {
+    let found = tx.reservations(&business_keys(key)).await?;
+    Ok(pick_current(key, found))
 }
 
 /// The keys a decision on `key` reads: its own, then older versions'.
@@ -490,22 +410,10 @@ type Answer = (
 /// Only applied effects leave the fast index, so an effect found here in any
 /// other state belongs to a reservation that committed after the index was
 /// read: `None` asks the caller to read the index again.
-async fn ledger<C: ConnectionTrait>(
-    conn: &C,
-    key: &KeySummary,
-    read: Option<Vec<effect::Model>>,
-) -> Result<Option<Answer>, DbErr> {
-    let rows = match read {
-        Some(rows) => rows,
-        None => {
-            effect::Entity::find()
-                .filter(effect::Column::Key.is_in(business_keys(key)))
-                .all(conn)
-                .await?
-        }
-    };
+async fn ledger(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Option<Answer>, DbErr> {
+    let rows = tx.ledger(&business_keys(key)).await?;
     let Some((effect, matched)) = pick(key, rows, |row| &row.key) else {
-        return retired(conn, key).await.map(Some);
+        return retired(tx, key).await.map(Some);
     };
     if effect.status != ReservationState::Applied.as_str() {
         return Ok(None);
@@ -534,7 +442,7 @@ async fn ledger<C: ConnectionTrait>(
 /// found only through a retired version's own key could not be migrated (its
 /// body was gone), so nothing proves what it was: an approval is needed,
 /// never a silent second effect.
-async fn retired<C: ConnectionTrait>(conn: &C, key: &KeySummary) -> Result<Answer, DbErr> {
+async fn retired(tx: &Tx<'_>, key: &KeySummary) -> Result<Answer, DbErr> {
     let nothing = (
         Existing::Nothing,
         Vec::new(),
@@ -545,7 +453,8 @@ async fn retired<C: ConnectionTrait>(conn: &C, key: &KeySummary) -> Result<Answe
     if key.retired_keys.is_empty() {
         return Ok(nothing);
     }
-    if let Some((alias, effect)) = migrations::migrated_effects(conn, &business_keys(key))
+    if let Some((alias, effect)) = tx
+        .migrated_effects(&business_keys(key))
         .await?
         .into_iter()
         .next()
@@ -567,7 +476,7 @@ async fn retired<C: ConnectionTrait>(conn: &C, key: &KeySummary) -> Result<Answe
             Some(effect.key),
         ));
     }
-    let found = migrations::effects_of(conn, &key.retired_keys).await?;
+    let found = tx.retired_ledger(&key.retired_keys).await?;
     Ok(match found.into_iter().next() {
         Some(effect) => (
             Existing::Nothing,

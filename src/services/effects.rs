@@ -3,22 +3,24 @@
 //! waited on the key. Nothing here runs inside a database transaction while a
 //! sink is called.
 
-use chrono::Utc;
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, sea_query::Expr};
+use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
 use super::decide::{EffectJob, base_key, decide_keyed};
-use super::engine::{Appends, Engine, SharedEngine, claim};
+use super::engine::{Engine, SharedEngine, WriteEvent};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
     DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
 };
 use crate::providers::sinks::{self, Attempt, EffectRequest};
-use crate::store::deferred::Deferred;
+use crate::store::Tx;
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
+use crate::store::writer::WriteJob;
 use crate::store::{bodies, journal};
 
 /// Runs the effect in the background; failures are journaled or, if the
@@ -92,12 +94,9 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
         SettlementOutcome::Failed => JournalEvent::EffectFailed(settled),
         SettlementOutcome::Unknown => JournalEvent::EffectOutcomeUnknown(settled),
     };
-    let delivery_id = job.delivery_id;
     let took = engine
         .writer
-        .run(move |txn| {
-            Box::pin(async move { claim(txn, Some(delivery_id), &event, Utc::now()).await })
-        })
+        .submit(WriteEvent::claim(Some(job.delivery_id), event))
         .await?;
     if took {
         tracing::info!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, outcome = outcome.state(), "effect settled");
@@ -109,7 +108,7 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
 
 /// Re-decides every delivery deferred on `key`.
 pub async fn redecide_deferred(engine: &SharedEngine, key: &str) -> Result<(), DbErr> {
-    let waiting = deliveries::deferred_on(key).all(&engine.db).await?;
+    let waiting = deliveries::waiting_on(&engine.db, key).await?;
     for row in waiting {
         redecide(engine, &row).await?;
     }
@@ -126,72 +125,82 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
     let Some(key) = journaled.key.clone() else {
         return Ok(());
     };
-    let at = Utc::now();
-    let shared = engine.clone();
-    let id = row.delivery_id.clone();
-    let source = row.source.clone();
-    let redecided = engine
-        .writer
-        .run(move |txn| {
-            Box::pin(async move {
-                // Claim the re-decision: only one re-decider per deferred delivery.
-                let still_deferred = delivery::Entity::update_many()
-                    .col_expr(
-                        delivery::Column::Decision,
-                        Expr::value(Action::Defer.as_str()),
-                    )
-                    .filter(delivery::Column::DeliveryId.eq(id.as_str()))
-                    .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
-                    .exec(txn)
-                    .await?
-                    .rows_affected;
-                if still_deferred != 1 {
-                    return Ok(None);
-                }
-                let sink = sinks::select(&shared.sinks, &source, &key.effect_type).name();
-                let mut appends = Appends::default();
-                let mut rows = Deferred::default();
-                let verdict = decide_keyed(
-                    txn,
-                    &shared,
-                    sink,
-                    delivery_id,
-                    &key,
-                    TransportMatch::FirstSeen,
-                    at,
-                    &mut appends,
-                    &mut rows,
-                )
-                .await?;
-                if verdict.decision.action == Action::Defer {
-                    return Ok(None);
-                }
-                let case = matches!(
-                    verdict.decision.action,
-                    Action::Quarantine | Action::Reconcile
-                );
-                let mut made = DecisionMade::new(
-                    verdict.decision,
-                    verdict.layer,
-                    Some(key.key.clone()),
-                    verdict.matched_key,
-                );
-                made.case_id = case.then(Uuid::now_v7);
-                made.redecided = true;
-                appends
-                    .record(txn, Some(delivery_id), JournalEvent::DecisionMade(made), at)
-                    .await?;
-                appends.flush(txn, at).await?;
-                rows.flush(txn).await?;
-                Ok(Some(verdict.job))
-            })
-        })
-        .await?;
+    let redecision = Redecision {
+        engine: engine.clone(),
+        delivery_id,
+        id: row.delivery_id.clone(),
+        source: row.source.clone(),
+        key,
+        at: Utc::now(),
+    };
+    let redecided = engine.writer.submit(redecision).await?;
     if let Some(Some(job)) = redecided {
         let event = journaled.body(&engine.db).await?;
         spawn(engine.clone(), job, row.source.clone(), event);
     }
     Ok(())
+}
+
+/// A deferred delivery decided again, as a writer job: `None` when another
+/// re-decider had it or it stays deferred, else the effect to run, if any.
+struct Redecision {
+    engine: SharedEngine,
+    delivery_id: DeliveryId,
+    /// The delivery's id as its row spells it.
+    id: String,
+    source: String,
+    key: KeySummary,
+    at: DateTime<Utc>,
+}
+
+impl WriteJob for Redecision {
+    type Output = Option<Option<EffectJob>>;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
+        Box::pin(async move {
+            let Self {
+                engine,
+                delivery_id,
+                id,
+                source,
+                key,
+                at,
+            } = self;
+            // Claim the re-decision: only one re-decider per deferred delivery.
+            if !tx.claim_redecision(&id).await? {
+                return Ok(None);
+            }
+            let sink = sinks::select(&engine.sinks, &source, &key.effect_type).name();
+            let verdict = decide_keyed(
+                tx,
+                &engine,
+                sink,
+                delivery_id,
+                &key,
+                TransportMatch::FirstSeen,
+                at,
+            )
+            .await?;
+            if verdict.decision.action == Action::Defer {
+                return Ok(None);
+            }
+            let case = matches!(
+                verdict.decision.action,
+                Action::Quarantine | Action::Reconcile
+            );
+            let mut made = DecisionMade::new(
+                verdict.decision,
+                verdict.layer,
+                Some(key.key.clone()),
+                verdict.matched_key,
+            );
+            made.case_id = case.then(Uuid::now_v7);
+            made.redecided = true;
+            tx.record(Some(delivery_id), JournalEvent::DecisionMade(made), at)
+                .await?;
+            Ok(Some(verdict.job))
+        })
+    }
 }
 
 /// What the journal holds about a delivery that waits (deferred, or in a

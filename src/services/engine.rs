@@ -1,11 +1,13 @@
-//! The decision engine's shared state, and the two ways an event is written:
-//! `record` (apply the projection, append the event) and `claim` (apply an
-//! atomic claim; append only if it took).
+//! The decision engine's shared state, and the two ways an event is written
+//! in a transaction of its own (outside the writer, whose jobs use
+//! `store::Tx`): `record` (apply the projection, append the event) and
+//! `claim` (apply an atomic claim; append only if it took).
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
 
 use crate::config::{EngineConfig, Source};
@@ -15,8 +17,8 @@ use crate::domain::journal::JournalEvent;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::Rejections;
-use crate::store::deferred::Deferred;
-use crate::store::writer::Writer;
+use crate::store::Tx;
+use crate::store::writer::{WriteJob, Writer};
 use crate::store::{self, journal, projections};
 
 /// Everything deciding and applying effects needs; shared by every request.
@@ -106,41 +108,58 @@ impl Engine {
     }
 }
 
-/// The journal events of one transaction, appended together at its end (one
-/// statement), in the order they were recorded.
-#[derive(Default)]
-pub struct Appends {
-    events: Vec<(Option<DeliveryId>, JournalEvent)>,
+/// A writer job that writes one event through its projections: a record
+/// always takes; a claim (a settlement, an expiry, a breaker trip…) only if
+/// exactly one row took it, and is journaled only then. Its output says
+/// whether it took.
+pub struct WriteEvent {
+    delivery_id: Option<DeliveryId>,
+    event: JournalEvent,
+    /// `None`: the time it is written.
+    at: Option<DateTime<Utc>>,
+    claim: bool,
 }
 
-impl Appends {
-    /// Applies `event` to the projections; journals it at `flush`.
-    pub async fn record<C: ConnectionTrait>(
-        &mut self,
-        conn: &C,
-        delivery_id: Option<DeliveryId>,
-        event: JournalEvent,
-        at: DateTime<Utc>,
-    ) -> Result<(), DbErr> {
-        projections::apply(conn, delivery_id, &event, at).await?;
-        self.events.push((delivery_id, event));
-        Ok(())
+impl WriteEvent {
+    pub fn record(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
+        Self {
+            delivery_id,
+            event,
+            at: None,
+            claim: false,
+        }
     }
 
-    /// Journals an event whose projection the caller wrote itself (a folded
-    /// statement equal to what `apply` would write).
-    pub fn push(&mut self, delivery_id: Option<DeliveryId>, event: JournalEvent) {
-        self.events.push((delivery_id, event));
+    pub fn claim(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
+        Self {
+            claim: true,
+            ..Self::record(delivery_id, event)
+        }
     }
 
-    /// Appends every recorded event with the transaction's deferred rows.
-    pub fn defer(self, rows: &mut Deferred, at: DateTime<Utc>) {
-        rows.journal(self.events, at);
+    /// Recorded as of `at` instead of the time it is written.
+    pub fn at(self, at: DateTime<Utc>) -> Self {
+        Self {
+            at: Some(at),
+            ..self
+        }
     }
+}
 
-    /// Appends every recorded event.
-    pub async fn flush<C: ConnectionTrait>(self, conn: &C, at: DateTime<Utc>) -> Result<(), DbErr> {
-        journal::append_many(conn, &self.events, at).await
+impl WriteJob for WriteEvent {
+    type Output = bool;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
+        Box::pin(async move {
+            let at = self.at.unwrap_or_else(Utc::now);
+            if self.claim {
+                tx.claim(self.delivery_id, &self.event, at).await
+            } else {
+                tx.record(self.delivery_id, self.event, at)
+                    .await
+                    .map(|()| true)
+            }
+        })
     }
 }
 

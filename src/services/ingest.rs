@@ -7,11 +7,12 @@
 use std::net::IpAddr;
 
 use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::decide::{self, Verdict};
-use super::engine::{Appends, Engine, SharedEngine, record};
+use super::engine::{Engine, SharedEngine, WriteEvent};
 use super::rate_limits::RetryAfter;
 use super::rejections::{Counted, Note};
 use super::{effects, items, lookups};
@@ -25,9 +26,11 @@ use crate::domain::journal::{
 };
 use crate::domain::rejection::{HeaderExcess, header_bytes, summarize};
 use crate::providers::signature::{self, SignatureError};
+use crate::store::entities::delivery;
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
-use crate::store::{bodies, journal};
+use crate::store::writer::WriteJob;
+use crate::store::{Tx, bodies, journal};
 
 /// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
@@ -189,10 +192,9 @@ pub async fn receive(
         .as_ref()
         .map(|key| engine.sink_name(source, &key.effect_type));
     let identity = identity_of(derivation.unresolved.as_ref());
-    let shared = engine.clone();
     // Serialised here, in parallel across requests, not in the writer that
     // every delivery waits on: the reception's journal rows and row columns.
-    let mut delivery_row = deliveries::received_row(&id.to_string(), &received, &derived);
+    let delivery_row = deliveries::received_row(&id.to_string(), &received, &derived);
     let journaled = [
         JournalEvent::DeliveryReceived(received),
         JournalEvent::KeyDerived(derived.clone()),
@@ -212,77 +214,23 @@ pub async fn receive(
             .flat_map(decide::business_keys)
             .collect(),
     };
+    let reception = Reception {
+        engine: engine.clone(),
+        id,
+        derived,
+        by_provider_id,
+        identity,
+        sink,
+        body,
+        raw,
+        journaled,
+        delivery_row,
+        prepared,
+        keys,
+    };
     let (decision, job, derived, decided, item_jobs, prepared) = engine
         .writer
-        .run_indexed(keys, move |txn, rows| {
-            Box::pin(async move {
-                // Journal and lease times are write times; the reception keeps its arrival time.
-                let at = Utc::now();
-                let mut appends = Appends::default();
-                rows.body(&body, raw, at);
-                let (transport, first) =
-                    decide::claim_transport(txn, rows, id, &derived, by_provider_id, at).await?;
-                for row in journaled {
-                    rows.journal_row(row, at);
-                }
-                let mut decided = Vec::with_capacity(prepared.len());
-                let mut item_jobs = Vec::with_capacity(prepared.len());
-                let mut prepared = prepared;
-                for item in &mut prepared {
-                    rows.body(&item.body, std::mem::take(&mut item.bytes), at);
-                    for row in std::mem::take(&mut item.journaled) {
-                        rows.journal_row(row, at);
-                    }
-                    let one = Event {
-                        id: item.id,
-                        derived: &item.derived,
-                        identity: item.identity,
-                        sink: item.sink,
-                        first: None,
-                    };
-                    let (made, job) = one
-                        .decide(
-                            txn,
-                            &shared,
-                            TransportMatch::FirstSeen,
-                            at,
-                            &mut appends,
-                            rows,
-                        )
-                        .await?;
-                    let mut row = item.row.clone();
-                    deliveries::decide_row(rows, &mut row, &item.id.to_string(), &made, at);
-                    rows.delivery(row);
-                    appends.push(Some(item.id), JournalEvent::DecisionMade(made.clone()));
-                    decided.push(items::Decided {
-                        delivery_id: item.id,
-                        derived: item.derived.clone(),
-                        decision: made,
-                    });
-                    item_jobs.push(job);
-                }
-                let (made, job) = match items::summed_up(&decided) {
-                    Some(made) => (made, None),
-                    None => {
-                        let one = Event {
-                            id,
-                            derived: &derived,
-                            identity,
-                            sink,
-                            first,
-                        };
-                        one.decide(txn, &shared, transport, at, &mut appends, rows)
-                            .await?
-                    }
-                };
-                // One row for the reception, its key and its decision.
-                deliveries::decide_row(rows, &mut delivery_row, &id.to_string(), &made, at);
-                rows.delivery(delivery_row);
-                appends.push(Some(id), JournalEvent::DecisionMade(made.clone()));
-                appends.defer(rows, at);
-                Ok((made, job, derived, decided, item_jobs, prepared))
-            })
-        })
+        .submit(reception)
         .await
         .map_err(Refusal::Storage)?;
 
@@ -308,6 +256,112 @@ pub async fn receive(
     })
 }
 
+/// Everything a delivery writes below the signature check, as one writer
+/// job: its body and journal rows, each item's, and their decisions.
+struct Reception {
+    engine: SharedEngine,
+    id: DeliveryId,
+    derived: KeyDerived,
+    by_provider_id: bool,
+    identity: Identity,
+    sink: Option<&'static str>,
+    body: BodyRef,
+    raw: Vec<u8>,
+    journaled: [journal::Row; 2],
+    delivery_row: delivery::ActiveModel,
+    prepared: Vec<items::Prepared>,
+    keys: IndexKeys,
+}
+
+/// A reception's decision and effect, its key, then each item's.
+type Received = (
+    DecisionMade,
+    Option<decide::EffectJob>,
+    KeyDerived,
+    Vec<items::Decided>,
+    Vec<Option<decide::EffectJob>>,
+    Vec<items::Prepared>,
+);
+
+impl WriteJob for Reception {
+    type Output = Received;
+
+    fn keys(&self) -> Option<IndexKeys> {
+        Some(self.keys.clone())
+    }
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Received, DbErr>> {
+        let Self {
+            engine: shared,
+            id,
+            derived,
+            by_provider_id,
+            identity,
+            sink,
+            body,
+            raw,
+            journaled,
+            delivery_row,
+            prepared,
+            keys: _,
+        } = self;
+        Box::pin(async move {
+            // Journal and lease times are write times; the reception keeps its arrival time.
+            let at = Utc::now();
+            tx.body(&body, raw, at);
+            let (transport, first) =
+                decide::claim_transport(tx, id, &derived, by_provider_id, at).await?;
+            for row in journaled {
+                tx.journal_row(row, at);
+            }
+            let mut decided = Vec::with_capacity(prepared.len());
+            let mut item_jobs = Vec::with_capacity(prepared.len());
+            let mut prepared = prepared;
+            for item in &mut prepared {
+                tx.body(&item.body, std::mem::take(&mut item.bytes), at);
+                for row in std::mem::take(&mut item.journaled) {
+                    tx.journal_row(row, at);
+                }
+                let one = Event {
+                    id: item.id,
+                    derived: &item.derived,
+                    identity: item.identity,
+                    sink: item.sink,
+                    first: None,
+                };
+                let (made, job) = one
+                    .decide(tx, &shared, TransportMatch::FirstSeen, at)
+                    .await?;
+                tx.decided_delivery(item.row.clone(), &item.id.to_string(), &made, at);
+                tx.append(Some(item.id), &JournalEvent::DecisionMade(made.clone()), at);
+                decided.push(items::Decided {
+                    delivery_id: item.id,
+                    derived: item.derived.clone(),
+                    decision: made,
+                });
+                item_jobs.push(job);
+            }
+            let (made, job) = match items::summed_up(&decided) {
+                Some(made) => (made, None),
+                None => {
+                    let one = Event {
+                        id,
+                        derived: &derived,
+                        identity,
+                        sink,
+                        first,
+                    };
+                    one.decide(tx, &shared, transport, at).await?
+                }
+            };
+            // One row for the reception, its key and its decision.
+            tx.decided_delivery(delivery_row, &id.to_string(), &made, at);
+            tx.append(Some(id), &JournalEvent::DecisionMade(made.clone()), at);
+            Ok((made, job, derived, decided, item_jobs, prepared))
+        })
+    }
+}
+
 /// One event to decide: a whole delivery, or one item of a batch.
 struct Event<'a> {
     id: DeliveryId,
@@ -321,21 +375,16 @@ impl Event<'_> {
     /// Decides the event against its key (reserving it on `process`), or
     /// quarantines it when it has none; returns its journaled decision and
     /// the effect to run after commit.
-    async fn decide<C: sea_orm::ConnectionTrait>(
+    async fn decide(
         &self,
-        txn: &C,
+        tx: &mut Tx<'_>,
         engine: &SharedEngine,
         transport: TransportMatch,
         at: DateTime<Utc>,
-        appends: &mut Appends,
-        rows: &mut crate::store::deferred::Deferred,
     ) -> Result<(DecisionMade, Option<decide::EffectJob>), DbErr> {
         let verdict = match (&self.derived.business, self.sink) {
             (Some(key), Some(sink)) => {
-                decide::decide_keyed(
-                    txn, engine, sink, self.id, key, transport, at, appends, rows,
-                )
-                .await?
+                decide::decide_keyed(tx, engine, sink, self.id, key, transport, at).await?
             }
             _ => Verdict {
                 decision: decide::decide_unkeyed(self.identity, transport),
@@ -588,10 +637,10 @@ async fn reject(
     let id = arrival.delivery_id;
     let recorded = engine
         .writer
-        .run(move |txn| Box::pin(async move { record(txn, Some(id), event, at).await.map(|_| ()) }))
+        .submit(WriteEvent::record(Some(id), event).at(at))
         .await;
     match recorded {
-        Ok(()) => refusal,
+        Ok(_) => refusal,
         Err(error) => {
             tracing::error!(delivery.id = %id, source = source.slug(), %error, "could not journal a rejection; counted instead");
             tally.count(&source.origin, at, counted);

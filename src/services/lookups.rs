@@ -16,8 +16,9 @@ use uuid::Uuid;
 
 use super::cases::{self, CaseError, Resolve};
 use super::effects::Journaled;
-use super::engine::{SharedEngine, record};
-use crate::domain::cases::{LookupVerdict, Refusal, Resolution, judge_lookup};
+use super::engine::{SharedEngine, WriteEvent};
+use crate::domain::cases::{CaseStatus, LookupVerdict, Refusal, Resolution, judge_lookup};
+use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{JournalEvent, KeySummary, LookupPerformed, ProviderOperation};
 use crate::providers::lookup;
@@ -106,13 +107,7 @@ pub async fn settle(
     });
     engine
         .writer
-        .run(move |txn| {
-            Box::pin(async move {
-                record(txn, Some(delivery), performed, Utc::now())
-                    .await
-                    .map(drop)
-            })
-        })
+        .submit(WriteEvent::record(Some(delivery), performed))
         .await?;
     let note = format!(
         "the provider lists {} matching operation(s) for this resource; {applied} applied",
@@ -165,7 +160,7 @@ async fn askable(
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
-    if case.status != "open" || !ASKABLE.contains(&case.reason.as_str()) {
+    if case.status != CaseStatus::Open.as_str() || !ASKABLE.contains(&case.reason.as_str()) {
         return Ok(None);
     }
     let delivery: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
@@ -207,7 +202,7 @@ pub async fn ask(engine: &SharedEngine, case_id: Uuid) -> Result<Option<&'static
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
-    if case.reason == super::status::REASON {
+    if case.reason == Reason::OutcomeUnknown.as_str() {
         return super::status::settle(engine, &case).await;
     }
     Ok(settle(engine, case_id).await?.as_ref().map(verdict_code))

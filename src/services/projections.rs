@@ -1,20 +1,17 @@
 //! `unicity projections rebuild`: clears every projection and replays the
 //! journal through the same `apply` the live path uses.
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 
 use crate::store::journal;
-use crate::store::projections::{self, TABLES};
+use crate::store::projections;
 
 const PAGE: u64 = 2000;
 
 /// Rebuilds all projections in one transaction; returns the events replayed.
 pub async fn rebuild(db: &DatabaseConnection) -> Result<u64, DbErr> {
     let txn = db.begin().await?;
-    for table in TABLES {
-        txn.execute_unprepared(&format!("DELETE FROM {table}"))
-            .await?;
-    }
+    projections::clear(&txn).await?;
     let mut replayed = 0;
     let mut after = i64::MIN;
     loop {

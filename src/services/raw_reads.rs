@@ -5,7 +5,7 @@
 use chrono::Utc;
 use sea_orm::DbErr;
 
-use super::engine::{Engine, record};
+use super::engine::{Engine, WriteEvent};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{JournalEvent, RawBodyRead};
 use crate::store::{bodies, journal};
@@ -63,7 +63,7 @@ pub async fn read(
     let at = Utc::now();
     engine
         .writer
-        .run(move |txn| Box::pin(async move { record(txn, Some(id), event, at).await.map(drop) }))
+        .submit(WriteEvent::record(Some(id), event).at(at))
         .await?;
     Ok(raw)
 }

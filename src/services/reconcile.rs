@@ -13,8 +13,9 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::effects::Journaled;
-use super::engine::{SharedEngine, claim, record};
+use super::engine::SharedEngine;
 use crate::config::{ReconciliationConfig, Source};
+use crate::domain::cases::CaseStatus;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::pattern;
 use crate::domain::journal::{DiscrepancyFound, DiscrepancyKind, JournalEvent, ReconciliationRan};
@@ -174,15 +175,19 @@ async fn journal(
 ) -> anyhow::Result<Run> {
     let written = engine
         .writer
-        .run(move |txn| {
+        .run(move |tx| {
             Box::pin(async move {
                 let at = Utc::now();
                 for (delivery, event) in found {
-                    if claim(txn, delivery, &JournalEvent::DiscrepancyFound(event), at).await? {
+                    if tx
+                        .claim(delivery, &JournalEvent::DiscrepancyFound(event), at)
+                        .await?
+                    {
                         ran.opened += 1;
                     }
                 }
-                record(txn, None, JournalEvent::ReconciliationRan(ran.clone()), at).await?;
+                tx.record(None, JournalEvent::ReconciliationRan(ran.clone()), at)
+                    .await?;
                 Ok(ran)
             })
         })
@@ -276,7 +281,7 @@ pub async fn figures(engine: &SharedEngine) -> Result<Figures, sea_orm::DbErr> {
             error: run.error,
         });
     }
-    let open = crate::store::cases::counts_by_reason(&engine.db, "open").await?;
+    let open = crate::store::cases::counts_by_reason(&engine.db, CaseStatus::Open.as_str()).await?;
     let count = |reason: DiscrepancyKind| {
         open.iter()
             .find(|(r, _)| r == reason.as_str())

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::engine::{Engine, SharedEngine, record};
+use super::engine::{Engine, SharedEngine};
 use super::rate_limits::RateLimits;
 use crate::config::EngineConfig;
 use crate::domain::journal::{JournalEvent, Origin, RejectionsAggregated};
@@ -188,11 +188,12 @@ pub async fn flush(engine: &Engine, all: bool) -> usize {
     let journaled = events.clone();
     let written = engine
         .writer
-        .run(move |txn| {
+        .run(move |tx| {
             Box::pin(async move {
                 let at = Utc::now();
                 for event in journaled {
-                    record(txn, None, JournalEvent::RejectionsAggregated(event), at).await?;
+                    tx.record(None, JournalEvent::RejectionsAggregated(event), at)
+                        .await?;
                 }
                 Ok(())
             })

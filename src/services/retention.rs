@@ -3,27 +3,18 @@
 //! effect is then sent to reconciliation (`evidence_purged`), never re-applied.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
-};
+use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 
 use super::engine::record;
 use crate::domain::journal::{EvidencePurged, JournalEvent};
-use crate::store::entities::effect;
+use crate::store::ledger;
 
 /// Purges the stored result of every effect settled before `before`.
 pub async fn purge_evidence(
     db: &DatabaseConnection,
     before: DateTime<Utc>,
 ) -> Result<usize, DbErr> {
-    let ids: Vec<String> = effect::Entity::find()
-        .select_only()
-        .column(effect::Column::EffectId)
-        .filter(effect::Column::SettledAt.lt(before))
-        .filter(effect::Column::EvidencePurgedAt.is_null())
-        .into_tuple()
-        .all(db)
-        .await?;
+    let ids = ledger::evidence_settled_before(db, before).await?;
     let now = Utc::now();
     let txn = db.begin().await?;
     let mut purged = 0;

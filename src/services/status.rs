@@ -28,8 +28,9 @@ use uuid::Uuid;
 use super::cases::CaseError;
 use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
-use super::engine::{Appends, SharedEngine, claim};
-use crate::domain::cases::Resolution;
+use super::engine::SharedEngine;
+use crate::domain::cases::{CaseStatus, Resolution};
+use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
     CaseResolved, EffectSettled, JournalEvent, SettlementOutcome, StatusLookupPerformed,
@@ -37,11 +38,7 @@ use crate::domain::journal::{
 use crate::domain::reservation::ReservationState;
 use crate::providers::sinks;
 use crate::providers::status::{self, StatusMeaning};
-use crate::store::deferred::Deferred;
 use crate::store::entities::case;
-
-/// The case reason a status look-up settles.
-pub const REASON: &str = "outcome_unknown";
 
 /// Asks the downstream about the effect of an open `outcome_unknown` case and
 /// settles it when the answer does. Returns the answer's verdict code:
@@ -51,7 +48,7 @@ pub async fn settle(
     engine: &SharedEngine,
     case: &case::Model,
 ) -> Result<Option<&'static str>, CaseError> {
-    if case.status != "open" || case.reason != REASON {
+    if case.status != CaseStatus::Open.as_str() || case.reason != Reason::OutcomeUnknown.as_str() {
         return Ok(None);
     }
     let (Some(key), Some(effect_id)) = (
@@ -63,7 +60,7 @@ pub async fn settle(
     ) else {
         return Ok(None);
     };
-    let Some(held) = crate::store::ledger::reservation(&engine.db, &key).await? else {
+    let Some(held) = crate::store::reservations::find(&engine.db, &key).await? else {
         return Ok(None);
     };
     if held.state != ReservationState::Unknown.as_str() || held.effect_id != effect_id.to_string() {
@@ -164,46 +161,37 @@ pub async fn settle(
     let sink_name = sink.name();
     let job = engine
         .writer
-        .run(move |txn| {
+        .run(move |tx| {
             Box::pin(async move {
                 let at = Utc::now();
-                let mut appends = Appends::default();
-                appends
-                    .record(
-                        txn,
-                        Some(first),
-                        JournalEvent::StatusLookupPerformed(performed),
-                        at,
-                    )
-                    .await?;
+                tx.record(
+                    Some(first),
+                    JournalEvent::StatusLookupPerformed(performed),
+                    at,
+                )
+                .await?;
                 let Some((settlement, resolution)) = plan else {
-                    appends.flush(txn, at).await?;
                     return Ok(None);
                 };
                 // The effect moved on since it was read (a late answer to
                 // the first attempt settled it): only the question is kept.
-                let still = crate::store::ledger::reservation(txn, &settlement.key).await?;
+                let still = tx.reservation(&settlement.key).await?;
                 if still.is_none_or(|r| {
-                    r.state != ReservationState::Unknown.as_str() || r.fencing_token != token
+                    ReservationState::parse(&r.state) != Some(ReservationState::Unknown)
+                        || r.fencing_token != token
                 }) {
-                    appends.flush(txn, at).await?;
                     return Ok(None);
                 }
-                appends.flush(txn, at).await?;
-                let resolved = claim(
-                    txn,
-                    Some(first),
-                    &JournalEvent::CaseResolved(resolution),
-                    at,
-                )
-                .await?;
+                let resolved = tx
+                    .claim(Some(first), &JournalEvent::CaseResolved(resolution), at)
+                    .await?;
                 let retry = settlement.outcome == SettlementOutcome::Failed;
                 let event = if retry {
                     JournalEvent::EffectFailed(settlement.clone())
                 } else {
                     JournalEvent::EffectApplied(settlement.clone())
                 };
-                if !claim(txn, Some(first), &event, at).await? {
+                if !tx.claim(Some(first), &event, at).await? {
                     return Err(DbErr::Custom("the effect's settlement moved on".to_owned()));
                 }
                 // A person who resolved the case meanwhile decided: nothing
@@ -211,28 +199,14 @@ pub async fn settle(
                 let (true, true, Some(summary)) = (retry, resolved, summary) else {
                     return Ok(None);
                 };
-                let mut appends = Appends::default();
-                let mut rows = Deferred::default();
                 let claimed = Claim {
                     key: settlement.key.clone(),
                     effect_id,
                     fencing_token: token + 1,
                 };
-                let job = reserve_effect(
-                    txn,
-                    &shared,
-                    sink_name,
-                    first,
-                    &summary,
-                    claimed,
-                    at,
-                    &mut appends,
-                    &mut rows,
-                )
-                .await?
-                .ok_or_else(|| DbErr::Custom("the effect's key was taken back".to_owned()))?;
-                appends.flush(txn, at).await?;
-                rows.flush(txn).await?;
+                let job = reserve_effect(tx, &shared, sink_name, first, &summary, claimed, at)
+                    .await?
+                    .ok_or_else(|| DbErr::Custom("the effect's key was taken back".to_owned()))?;
                 Ok(job)
             })
         })

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, bail};
 use chrono::Utc;
-use sea_orm::{ActiveValue::Set, DatabaseConnection, EntityTrait, TransactionTrait};
+use sea_orm::{DatabaseConnection, TransactionTrait};
 
 use super::engine::record;
 use crate::config::Source;
@@ -15,23 +15,13 @@ use crate::domain::identity::{
 use crate::domain::journal::{
     JournalEvent, KeyMigrated, StrategyMigrated, StrategyVersionRecorded,
 };
-use crate::store::entities::{effect, strategy_version};
+use crate::store::entities::effect;
 use crate::store::projections::migrations;
-use crate::store::{bodies, journal};
+use crate::store::{bodies, journal, strategy_versions};
 
 /// Refuses to start on a changed-but-not-bumped strategy; records new versions.
 pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> anyhow::Result<usize> {
-    let recorded: Vec<StrategyVersionRecord> = strategy_version::Entity::find()
-        .all(db)
-        .await?
-        .into_iter()
-        .map(|row| StrategyVersionRecord {
-            name: row.name,
-            version: u32::try_from(row.version).unwrap_or_default(),
-            fingerprint: row.fingerprint,
-            definition: row.definition,
-        })
-        .collect();
+    let recorded = strategy_versions::all(db).await?;
     let conflicts = check_versions(&recorded, catalog);
     if !conflicts.is_empty() {
         let lines: Vec<String> = conflicts.iter().map(ToString::to_string).collect();
@@ -51,18 +41,7 @@ pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> any
         if known {
             continue;
         }
-        let row = strategy_version::ActiveModel {
-            name: Set(version.name.clone()),
-            version: Set(i32::try_from(version.version).unwrap_or(i32::MAX)),
-            fingerprint: Set(version.fingerprint.clone()),
-            definition: Set(version.definition.clone()),
-            recorded_at: Set(now),
-        };
-        let inserted = strategy_version::Entity::insert(row)
-            .on_conflict_do_nothing()
-            .exec_without_returning(&txn)
-            .await?;
-        if matches!(inserted, sea_orm::TryInsertResult::Inserted(1)) {
+        if strategy_versions::insert(&txn, &version, now).await? {
             let event = JournalEvent::StrategyVersionRecorded(StrategyVersionRecorded {
                 name: version.name,
                 version: version.version,

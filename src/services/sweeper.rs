@@ -5,16 +5,16 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::decide::base_key;
 use super::effects::{redecide, redecide_deferred};
-use super::engine::{SharedEngine, claim, record};
+use super::engine::{SharedEngine, WriteEvent};
 use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
-use crate::domain::reservation::ReservationState;
-use crate::store::entities::{delivery, reservation};
+use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
+use crate::store::reservations;
 
 const BATCH: u64 = 200;
 
@@ -64,7 +64,7 @@ pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
 /// re-decided by the settlement itself, these were missed (a crash between
 /// settlement and re-decision, or a settlement in another process).
 async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, DbErr> {
-    let deferred = deliveries::oldest_deferred(BATCH).all(&engine.db).await?;
+    let deferred = deliveries::longest_deferred(&engine.db, BATCH).await?;
     if deferred.is_empty() {
         return Ok(deferred);
     }
@@ -73,15 +73,7 @@ async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, 
         .filter_map(|d| d.business_key.as_deref())
         .collect();
     let now = Utc::now();
-    let held: Vec<String> = reservation::Entity::find()
-        .select_only()
-        .column(reservation::Column::Key)
-        .filter(reservation::Column::Key.is_in(keys))
-        .filter(reservation::Column::State.eq(ReservationState::Reserved.as_str()))
-        .filter(reservation::Column::LeaseUntil.gt(now))
-        .into_tuple()
-        .all(&engine.db)
-        .await?;
+    let held = reservations::held(&engine.db, &keys, now).await?;
     Ok(deferred
         .into_iter()
         .filter(|d| {
@@ -94,12 +86,7 @@ async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, 
 
 async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
     let now = Utc::now();
-    let expired = reservation::Entity::find()
-        .filter(reservation::Column::State.eq(ReservationState::Reserved.as_str()))
-        .filter(reservation::Column::LeaseUntil.lt(now))
-        .limit(BATCH)
-        .all(&engine.db)
-        .await?;
+    let expired = reservations::lease_expired(&engine.db, now, BATCH).await?;
     let mut count = 0;
     for row in expired {
         let (Ok(effect_id), Ok(first)) = (row.effect_id.parse(), row.first_delivery_id.parse())
@@ -115,7 +102,7 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
         });
         let took = engine
             .writer
-            .run(move |txn| Box::pin(async move { claim(txn, Some(first), &event, now).await }))
+            .submit(WriteEvent::claim(Some(first), event).at(now))
             .await?;
         if took {
             count += 1;
@@ -129,15 +116,7 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
 /// Purges from the fast index the applied keys whose horizon ended before
 /// `now`; the effects ledger keeps them.
 pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<usize, DbErr> {
-    let keys: Vec<String> = reservation::Entity::find()
-        .select_only()
-        .column(reservation::Column::Key)
-        .filter(reservation::Column::State.eq(ReservationState::Applied.as_str()))
-        .filter(reservation::Column::ExpiresAt.lt(now))
-        .limit(BATCH)
-        .into_tuple()
-        .all(&engine.db)
-        .await?;
+    let keys = reservations::past_horizon(&engine.db, now, BATCH).await?;
     if keys.is_empty() {
         return Ok(0);
     }
@@ -145,7 +124,7 @@ pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<
     let event = JournalEvent::KeysPurged(KeysPurged { keys });
     engine
         .writer
-        .run(move |txn| Box::pin(async move { record(txn, None, event, now).await.map(|_| ()) }))
+        .submit(WriteEvent::record(None, event).at(now))
         .await?;
     tracing::info!(count, "keys past their horizon purged from the fast index");
     Ok(count)

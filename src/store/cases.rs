@@ -3,6 +3,7 @@
 use sea_orm::{ConnectionTrait, DbErr, EntityTrait};
 
 use super::entities::case;
+use crate::domain::cases::CaseStatus;
 
 /// The case `case_id`, if there is one.
 pub async fn find<C: ConnectionTrait>(
@@ -75,7 +76,10 @@ pub async fn queue<C: ConnectionTrait>(
 
     use super::entities::delivery;
 
-    let status = filter.status.as_deref().unwrap_or("open");
+    let status = filter
+        .status
+        .as_deref()
+        .unwrap_or(CaseStatus::Open.as_str());
     let mut query = case::Entity::find().filter(case::Column::Status.eq(status));
     if let Some(reason) = &filter.reason {
         query = query.filter(case::Column::Reason.eq(reason.as_str()));
@@ -175,7 +179,7 @@ pub async fn lookups_due<C: ConnectionTrait>(
         .select_only()
         .column(case::Column::CaseId)
         .filter(case::Column::NextLookupAt.lte(now))
-        .filter(case::Column::Status.eq("open"))
+        .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
         .order_by_asc(case::Column::NextLookupAt)
         .limit(limit)
         .into_tuple()

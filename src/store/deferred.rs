@@ -152,6 +152,11 @@ impl Deferred {
         self.journal.push(row);
     }
 
+    /// Journal rows built ahead with their times, appended in this order.
+    pub fn journal_rows(&mut self, rows: Vec<journal_store::Row>) {
+        self.journal.extend(rows);
+    }
+
     /// Journal events, appended in this order.
     pub fn journal(&mut self, events: Vec<(Option<DeliveryId>, JournalEvent)>, at: DateTime<Utc>) {
         self.journal.extend(

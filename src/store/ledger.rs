@@ -1,8 +1,36 @@
 //! Reading the effects ledger (the `effects` projection) beyond one key.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 
 use super::entities::effect;
+
+/// The ledger rows of `keys`.
+pub async fn of_keys<C: ConnectionTrait>(
+    conn: &C,
+    keys: &[String],
+) -> Result<Vec<effect::Model>, DbErr> {
+    effect::Entity::find()
+        .filter(effect::Column::Key.is_in(keys.iter().map(String::as_str)))
+        .all(conn)
+        .await
+}
+
+/// The ids of the effects settled before `before` whose stored result is
+/// still there.
+pub async fn evidence_settled_before<C: ConnectionTrait>(
+    conn: &C,
+    before: DateTime<Utc>,
+) -> Result<Vec<String>, DbErr> {
+    effect::Entity::find()
+        .select_only()
+        .column(effect::Column::EffectId)
+        .filter(effect::Column::SettledAt.lt(before))
+        .filter(effect::Column::EvidencePurgedAt.is_null())
+        .into_tuple()
+        .all(conn)
+        .await
+}
 
 /// The effects keyed by `strategy` (`name@version`) under its own keys — not
 /// those processed as distinct under a key derived from one (`key~…`), which
@@ -45,16 +73,6 @@ pub async fn effect<C: ConnectionTrait>(
     id: uuid::Uuid,
 ) -> Result<Option<effect::Model>, DbErr> {
     effect::Entity::find_by_id(id.to_string()).one(conn).await
-}
-
-/// The reservation of `key` in the fast index, if it is there.
-pub async fn reservation<C: ConnectionTrait>(
-    conn: &C,
-    key: &str,
-) -> Result<Option<super::entities::reservation::Model>, DbErr> {
-    super::entities::reservation::Entity::find_by_id(key.to_owned())
-        .one(conn)
-        .await
 }
 
 /// How many effects are still pending (reserved, not settled).

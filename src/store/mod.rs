@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod bodies;
+pub mod breakers;
 pub mod cases;
 pub mod dashboard;
 pub mod deferred;
@@ -11,11 +12,17 @@ pub mod form_tokens;
 pub mod journal;
 pub mod key_index;
 pub mod ledger;
+pub mod links;
 pub mod nodelay;
 pub mod projections;
 pub mod reconcile;
+pub mod reservations;
 pub mod search;
+pub mod strategy_versions;
+mod tx;
 pub mod writer;
+
+pub use tx::Tx;
 
 use std::time::Duration;
 

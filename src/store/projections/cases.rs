@@ -4,6 +4,8 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
+use crate::domain::cases::CaseStatus;
+use crate::domain::decision::Reason;
 use crate::domain::journal::CaseResolved;
 use crate::store::entities::case;
 
@@ -41,7 +43,7 @@ pub(super) fn row(new: NewCase<'_>, at: DateTime<Utc>) -> case::ActiveModel {
         business_key: Set(new.business_key.map(str::to_owned)),
         action: Set(new.action.to_owned()),
         reason: Set(new.reason.to_owned()),
-        status: Set("open".to_owned()),
+        status: Set(CaseStatus::Open.as_str().to_owned()),
         lookup_first: Set(new.lookup_first),
         details: Set(new.details),
         opened_at: Set(at),
@@ -61,11 +63,14 @@ pub(super) async fn resolve_outcome_unknown<C: ConnectionTrait>(
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     Ok(case::Entity::update_many()
-        .col_expr(case::Column::Status, Expr::value("resolved"))
+        .col_expr(
+            case::Column::Status,
+            Expr::value(CaseStatus::Resolved.as_str()),
+        )
         .col_expr(case::Column::ResolvedAt, Expr::value(at))
         .filter(case::Column::BusinessKey.eq(key))
-        .filter(case::Column::Reason.eq("outcome_unknown"))
-        .filter(case::Column::Status.eq("open"))
+        .filter(case::Column::Reason.eq(Reason::OutcomeUnknown.as_str()))
+        .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
         .exec(conn)
         .await?
         .rows_affected)
@@ -79,7 +84,10 @@ pub(super) async fn resolved<C: ConnectionTrait>(
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     Ok(case::Entity::update_many()
-        .col_expr(case::Column::Status, Expr::value("resolved"))
+        .col_expr(
+            case::Column::Status,
+            Expr::value(CaseStatus::Resolved.as_str()),
+        )
         .col_expr(case::Column::ResolvedAt, Expr::value(at))
         .col_expr(case::Column::Resolution, Expr::value(e.resolution.as_str()))
         .col_expr(
@@ -87,7 +95,7 @@ pub(super) async fn resolved<C: ConnectionTrait>(
             Expr::value(e.resolved_by.as_str()),
         )
         .filter(case::Column::CaseId.eq(e.case_id.to_string()))
-        .filter(case::Column::Status.eq("open"))
+        .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
         .exec(conn)
         .await?
         .rows_affected)

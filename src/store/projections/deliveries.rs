@@ -24,22 +24,55 @@ use crate::store::entities::{delivery, transport_link};
 /// over them (`deliveries_deferred*`) apply to any plan: a generic
 /// PostgreSQL plan does not use a partial index for a bound parameter.
 fn deferred() -> sea_orm::sea_query::SimpleExpr {
-    sea_orm::sea_query::Expr::cust("decision = 'defer'")
+    sea_orm::sea_query::Expr::cust(format!("decision = '{}'", Action::Defer.as_str()))
 }
 
-/// The deliveries deferred on `key`.
-pub fn deferred_on(key: &str) -> Select<delivery::Entity> {
+/// The deliveries deferred on `key` (a query, to read its plan in tests).
+fn deferred_on(key: &str) -> Select<delivery::Entity> {
     delivery::Entity::find()
         .filter(delivery::Column::BusinessKey.eq(key))
         .filter(deferred())
 }
 
-/// The `limit` deliveries deferred the longest.
-pub fn oldest_deferred(limit: u64) -> Select<delivery::Entity> {
+/// The `limit` deliveries deferred the longest (a query).
+fn oldest_deferred(limit: u64) -> Select<delivery::Entity> {
     delivery::Entity::find()
         .filter(deferred())
         .order_by_asc(delivery::Column::ReceivedAt)
         .limit(limit)
+}
+
+/// The deliveries deferred on `key`, to decide again.
+pub async fn waiting_on<C: ConnectionTrait>(
+    conn: &C,
+    key: &str,
+) -> Result<Vec<delivery::Model>, DbErr> {
+    deferred_on(key).all(conn).await
+}
+
+/// The `limit` deliveries deferred the longest.
+pub async fn longest_deferred<C: ConnectionTrait>(
+    conn: &C,
+    limit: u64,
+) -> Result<Vec<delivery::Model>, DbErr> {
+    oldest_deferred(limit).all(conn).await
+}
+
+/// Claims the re-decision of the deferred delivery `id`: true for the one
+/// re-decider that finds it still deferred (on PostgreSQL the row stays
+/// locked until its transaction ends; others then find it decided).
+pub async fn claim_redecision<C: ConnectionTrait>(conn: &C, id: &str) -> Result<bool, DbErr> {
+    let claimed = delivery::Entity::update_many()
+        .col_expr(
+            delivery::Column::Decision,
+            sea_orm::sea_query::Expr::value(Action::Defer.as_str()),
+        )
+        .filter(delivery::Column::DeliveryId.eq(id))
+        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    Ok(claimed == 1)
 }
 
 /// The columns a reception sets; key and decision columns empty.

@@ -11,7 +11,7 @@ use sea_orm::{
 };
 
 use super::cases::{self, NewCase};
-use crate::domain::decision::Action;
+use crate::domain::decision::{Action, Reason};
 use crate::domain::journal::{
     EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
 };
@@ -248,7 +248,7 @@ pub(crate) async fn settled<C: ConnectionTrait>(
                     delivery_id: &e.delivery_id.to_string(),
                     business_key: Some(&e.key),
                     action: Action::Reconcile.as_str(),
-                    reason: "outcome_unknown",
+                    reason: Reason::OutcomeUnknown.as_str(),
                     lookup_first: true,
                     due: true,
                     details: serde_json::json!({ "effect_id": e.effect_id, "error": e.error }),
@@ -298,7 +298,7 @@ pub(super) async fn expired<C: ConnectionTrait>(
                         delivery_id: &e.first_delivery_id.to_string(),
                         business_key: Some(&e.key),
                         action: Action::Reconcile.as_str(),
-                        reason: "outcome_unknown",
+                        reason: Reason::OutcomeUnknown.as_str(),
                         lookup_first: true,
                         due: true,
                         details: serde_json::json!({ "effect_id": e.effect_id, "fencing_token": e.fencing_token }),

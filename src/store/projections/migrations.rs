@@ -89,14 +89,3 @@ pub async fn migrated_effects<C: ConnectionTrait>(
         })
         .collect())
 }
-
-/// Ledger rows of `keys` (keys of retired versions).
-pub async fn effects_of<C: ConnectionTrait>(
-    conn: &C,
-    keys: &[String],
-) -> Result<Vec<effect::Model>, DbErr> {
-    effect::Entity::find()
-        .filter(effect::Column::Key.is_in(keys.iter().map(String::as_str)))
-        .all(conn)
-        .await
-}

@@ -37,6 +37,15 @@ pub const TABLES: [&str; 10] = [
     "reconciliation_runs",
 ];
 
+/// Empties every projection table, for a rebuild in the same transaction.
+pub async fn clear<C: ConnectionTrait>(conn: &C) -> Result<(), DbErr> {
+    for table in TABLES {
+        conn.execute_unprepared(&format!("DELETE FROM {table}"))
+            .await?;
+    }
+    Ok(())
+}
+
 /// Applies one event; returns the rows its main statement changed.
 pub async fn apply<C: ConnectionTrait>(
     conn: &C,

@@ -9,12 +9,13 @@
 //! shards of those keys, shared by every writer of every process), so what it
 //! reads stays true until it commits. On PostgreSQL several writers may run,
 //! each taking the jobs of its own shards (`[engine] postgres_writers`).
-//! Deliveries use that (`run_indexed`): the keys of consecutive deliveries are
-//! read in a few statements, each decision claims its keys in memory, and
-//! every row of the batch is written in a few multi-row statements before the
-//! commit. Other work (`run`) runs in a savepoint of its own after the rows so
-//! far are written. With `group_commit = false` each job runs in its own
-//! transaction and claims are made in the database.
+//! Jobs are values (`WriteJob`) that say which keys they decide on. Those of
+//! deliveries name theirs: the keys of consecutive deliveries are read in a
+//! few statements, each decision claims its keys in memory, and every row of
+//! the batch is written in a few multi-row statements before the commit. A
+//! job without keys runs in a savepoint of its own after the rows so far are
+//! written. With `group_commit = false` each job runs in its own transaction
+//! and claims are made in the database. Either way the job sees one `Tx`.
 //!
 //! A storage error anywhere in a batch fails the whole batch (every caller
 //! gets an error and the provider retries) and the writer's connection is
@@ -24,6 +25,7 @@
 
 mod connection;
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +41,7 @@ pub use self::connection::{Health, is_storage_error};
 use super::Pool;
 use super::deferred::Deferred;
 use super::key_index::{IndexKeys, KeyIndex};
+use super::tx::Tx;
 
 /// Most jobs committed together; bounds the latency a batch adds.
 const MAX_BATCH: usize = 256;
@@ -48,23 +51,97 @@ const QUEUE: usize = 4096;
 /// job arrives.
 const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// A job's work: runs in the write transaction, may leave rows in `Deferred`.
-pub trait TxnWork<T>:
-    for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
-{
+/// Work for the writer, as a value: the keys it decides on, then what it
+/// does in the write transaction.
+pub trait WriteJob: Send + 'static {
+    type Output: Send + 'static;
+
+    /// The keys of the rows the job decides on, when those are all it reads
+    /// and claims: under group commit it then claims against the batch's
+    /// index of those keys (loaded for many jobs in a few statements), its
+    /// claims and rows written with other jobs' before the commit. In
+    /// exchange it writes nothing itself (no `Tx::record` or `Tx::claim`)
+    /// and reads no table `Deferred` writes but through `Tx`: it runs
+    /// without a savepoint, its failure leaving nothing behind since it
+    /// wrote nothing.
+    ///
+    /// `None` (the default): the job may read and write anything; it runs
+    /// in a savepoint of its own and sees every row written before it.
+    fn keys(&self) -> Option<IndexKeys> {
+        None
+    }
+
+    /// The work. An error rolls back this job's writes only.
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>>;
 }
 
-impl<T, F> TxnWork<T> for F where
-    F: for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Deferred) -> BoxFuture<'t, Result<T, DbErr>>
+/// A one-off job written as a closure, without keys (see `Writer::run`).
+struct Adhoc<F, T>(F, PhantomData<fn() -> T>);
+
+impl<F, T> WriteJob for Adhoc<F, T>
+where
+    T: Send + 'static,
+    F: for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>> + Send + 'static,
 {
+    type Output = T;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<T, DbErr>> {
+        (self.0)(tx)
+    }
 }
 
 /// Reports the batch's commit to one job's caller.
 type Completion = Box<dyn FnOnce(Result<(), &DbErr>) + Send>;
-/// One caller's work, run inside the batch transaction.
-type Work = Box<
-    dyn for<'t> FnOnce(&'t DatabaseTransaction, &'t mut Batch) -> BoxFuture<'t, Completion> + Send,
->;
+
+/// A job waiting in a writer's queue, whatever its type, with its keys and
+/// where its answer goes.
+pub trait Queued: Send {
+    fn keys(&self) -> Option<&IndexKeys>;
+
+    /// Runs the job inside the batch transaction; the completion reports
+    /// the batch's commit to its caller.
+    fn run<'t>(
+        self: Box<Self>,
+        txn: &'t DatabaseTransaction,
+        batch: &'t mut Batch,
+    ) -> BoxFuture<'t, Completion>;
+}
+
+struct Pending<J: WriteJob> {
+    job: J,
+    keys: Option<IndexKeys>,
+    reply: oneshot::Sender<Result<J::Output, DbErr>>,
+}
+
+impl<J: WriteJob> Queued for Pending<J> {
+    fn keys(&self) -> Option<&IndexKeys> {
+        self.keys.as_ref()
+    }
+
+    fn run<'t>(
+        self: Box<Self>,
+        txn: &'t DatabaseTransaction,
+        batch: &'t mut Batch,
+    ) -> BoxFuture<'t, Completion> {
+        let Self { job, keys, reply } = *self;
+        Box::pin(async move {
+            let outcome = match &keys {
+                Some(keys) => against_index(txn, batch, keys, job).await,
+                None => in_savepoint(txn, batch, job).await,
+            };
+            Box::new(move |committed: Result<(), &DbErr>| {
+                let result = match (outcome, committed) {
+                    (Ok(value), Ok(())) => Ok(value),
+                    (Err(error), _) => Err(error),
+                    (Ok(_), Err(error)) => {
+                        Err(DbErr::Custom(format!("group commit failed: {error}")))
+                    }
+                };
+                let _ = reply.send(result);
+            }) as Completion
+        })
+    }
+}
 
 /// What the jobs of one batch have written but not yet sent, and know.
 #[derive(Default)]
@@ -84,11 +161,8 @@ impl Batch {
     }
 }
 
-/// A job, and the keys it decides on if it works against the batch's index.
-pub struct Job {
-    keys: Option<IndexKeys>,
-    work: Work,
-}
+/// A job in a writer's queue.
+type Job = Box<dyn Queued>;
 
 /// Where write transactions run.
 #[derive(Clone)]
@@ -176,65 +250,25 @@ impl Writer {
         }
     }
 
-    /// Runs `work` in a write transaction and returns its result once the
-    /// transaction committed. An error from `work` rolls back its writes only.
-    /// `work` sees every row written before it, deferred ones included.
-    pub async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
-    where
-        T: Send + 'static,
-        F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<T, DbErr>>
-            + Send
-            + 'static,
-    {
-        self.submit(None, move |txn, _| work(txn)).await
-    }
-
-    /// Like `run`, for work that decides on the rows of `keys` only: it may
-    /// leave rows in `Deferred`, and under group commit it gets an index of
-    /// those keys to claim against (loaded for many jobs in a few statements),
-    /// its claims and rows written with other jobs' before the commit.
+    /// Runs `job` in a write transaction and returns its result once the
+    /// transaction committed. An error from the job rolls back its writes
+    /// only.
     ///
-    /// In exchange `work` writes nothing itself and reads no table `Deferred`
-    /// writes, but through the index: with an index it runs without a
-    /// savepoint, its failure leaving nothing behind since it wrote nothing.
-    pub async fn run_indexed<T, F>(&self, keys: IndexKeys, work: F) -> Result<T, DbErr>
-    where
-        T: Send + 'static,
-        F: TxnWork<T> + Send + 'static,
-    {
-        self.submit(Some(keys), work).await
+    /// The future is boxed: an `async fn` generic over the job made callers'
+    /// futures fail `Send` (rustc cannot prove it for every lifetime of a
+    /// borrow they hold across the call).
+    pub fn submit<J: WriteJob>(&self, job: J) -> BoxFuture<'_, Result<J::Output, DbErr>> {
+        Box::pin(self.submit_now(job))
     }
 
-    async fn submit<T, F>(&self, keys: Option<IndexKeys>, work: F) -> Result<T, DbErr>
-    where
-        T: Send + 'static,
-        F: TxnWork<T> + Send + 'static,
-    {
+    async fn submit_now<J: WriteJob>(&self, job: J) -> Result<J::Output, DbErr> {
+        let keys = job.keys();
         match self {
-            Self::Direct(direct) => direct.run(work).await,
+            Self::Direct(direct) => direct.run(job).await,
             Self::Grouped { queues, .. } => {
                 let jobs = &queues[keys.as_ref().and_then(shard).unwrap_or(0) % queues.len()];
-                let (reply, answer) = oneshot::channel::<Result<T, DbErr>>();
-                let job_keys = keys.clone();
-                let work: Work = Box::new(move |txn, batch| {
-                    Box::pin(async move {
-                        let outcome = match &job_keys {
-                            Some(keys) => against_index(txn, batch, keys, work).await,
-                            None => in_savepoint(txn, batch, work).await,
-                        };
-                        Box::new(move |committed: Result<(), &DbErr>| {
-                            let result = match (outcome, committed) {
-                                (Ok(value), Ok(())) => Ok(value),
-                                (Err(error), _) => Err(error),
-                                (Ok(_), Err(error)) => {
-                                    Err(DbErr::Custom(format!("group commit failed: {error}")))
-                                }
-                            };
-                            let _ = reply.send(result);
-                        }) as Completion
-                    })
-                });
-                jobs.send(Job { keys, work })
+                let (reply, answer) = oneshot::channel();
+                jobs.send(Box::new(Pending { job, keys, reply }))
                     .await
                     .map_err(|_| DbErr::Custom("the writer stopped".to_owned()))?;
                 answer
@@ -243,17 +277,24 @@ impl Writer {
             }
         }
     }
+
+    /// Submits a one-off job written as a closure, without keys: for work
+    /// that is one or two `Tx` calls, not worth a type of its own.
+    pub async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
+    where
+        T: Send + 'static,
+        F: for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>> + Send + 'static,
+    {
+        self.submit(Adhoc(work, PhantomData)).await
+    }
 }
 
 impl Direct {
     /// One job in its own transaction. Any storage error, and any failed
     /// commit or rollback, replaces the pool the job used.
-    async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
-    where
-        F: TxnWork<T>,
-    {
+    async fn run<J: WriteJob>(&self, job: J) -> Result<J::Output, DbErr> {
         let (db, generation) = self.connection.lock().await.get().await?;
-        let outcome = Self::attempt(&db, work).await;
+        let outcome = Self::attempt(&db, job).await;
         match &outcome {
             Ok(_) => self.health.set(true),
             Err((error, broken)) => {
@@ -268,14 +309,14 @@ impl Direct {
     }
 
     /// The job's result, or its error and whether the connection must go.
-    async fn attempt<T, F>(db: &DatabaseConnection, work: F) -> Result<T, (DbErr, bool)>
-    where
-        F: TxnWork<T>,
-    {
+    async fn attempt<J: WriteJob>(
+        db: &DatabaseConnection,
+        job: J,
+    ) -> Result<J::Output, (DbErr, bool)> {
         let txn = db.begin().await.map_err(|error| (error, true))?;
-        let mut rows = Deferred::default();
-        let outcome = match work(&txn, &mut rows).await {
-            Ok(value) => rows.flush(&txn).await.map(|()| value),
+        let mut tx = Tx::new(&txn, Deferred::default());
+        let outcome = match job.run(&mut tx).await {
+            Ok(value) => tx.into_rows().flush(&txn).await.map(|()| value),
             Err(error) => Err(error),
         };
         match outcome {
@@ -296,17 +337,14 @@ impl Direct {
 /// claimed joins the batch's index and rows only if it succeeded. The job
 /// writes nothing, so its own refusal leaves the transaction as it was; a
 /// storage error it met may not have, and breaks the batch.
-async fn against_index<T, F>(
+async fn against_index<J: WriteJob>(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
     keys: &IndexKeys,
-    work: F,
-) -> Result<T, DbErr>
-where
-    F: TxnWork<T>,
-{
-    let mut rows = Deferred::with_index(batch.index.view(keys));
-    let value = match work(txn, &mut rows).await {
+    job: J,
+) -> Result<J::Output, DbErr> {
+    let mut tx = Tx::new(txn, Deferred::with_index(batch.index.view(keys)));
+    let value = match job.run(&mut tx).await {
         Ok(value) => value,
         Err(error) => {
             if is_storage_error(&error) {
@@ -315,6 +353,7 @@ where
             return Err(error);
         }
     };
+    let mut rows = tx.into_rows();
     if let Some(view) = rows.take_index() {
         batch.index.merge(view);
     }
@@ -322,32 +361,31 @@ where
     Ok(value)
 }
 
-/// Runs one job in a savepoint. Its deferred rows join the batch's only if
-/// it succeeded: a failed job leaves nothing behind, written or deferred.
-/// Rolling back to its savepoint proves the transaction survived the job's
-/// error; if that rollback fails, the batch is broken.
+/// Runs one job in a savepoint, its rows (claims made in the database,
+/// events journaled) all written before the savepoint ends: a failed job
+/// leaves nothing behind. Rolling back to its savepoint proves the
+/// transaction survived the job's error; if that rollback fails, the batch
+/// is broken.
 ///
 /// The savepoint of a job that succeeded is never released: the batch's
 /// commit releases them all, one statement per job fewer. A failed job rolls
 /// back to its own savepoint, the most recent of that name.
-async fn in_savepoint<T, F>(
+async fn in_savepoint<J: WriteJob>(
     txn: &DatabaseTransaction,
     batch: &mut Batch,
-    work: F,
-) -> Result<T, DbErr>
-where
-    F: TxnWork<T>,
-{
+    job: J,
+) -> Result<J::Output, DbErr> {
     if let Err(error) = txn.execute_unprepared("SAVEPOINT job").await {
         batch.break_on(&error);
         return Err(error);
     }
-    let mut rows = Deferred::default();
-    match work(txn, &mut rows).await {
-        Ok(value) => {
-            batch.rows.absorb(rows);
-            Ok(value)
-        }
+    let mut tx = Tx::new(txn, Deferred::default());
+    let outcome = match job.run(&mut tx).await {
+        Ok(value) => tx.into_rows().flush(txn).await.map(|()| value),
+        Err(error) => Err(error),
+    };
+    match outcome {
+        Ok(value) => Ok(value),
         Err(error) => {
             if let Err(rollback) = txn.execute_unprepared("ROLLBACK TO SAVEPOINT job").await {
                 batch.break_on(&rollback);
@@ -516,11 +554,10 @@ async fn run_jobs(
     jobs: &mut Vec<Job>,
 ) -> (Vec<Completion>, Result<(), DbErr>) {
     let mut completions = Vec::with_capacity(jobs.len());
-    if let Err(error) = own_writes(&txn, &lock_set(jobs.iter().map(|job| job.keys.as_ref()))).await
-    {
+    if let Err(error) = own_writes(&txn, &lock_set(jobs.iter().map(|job| job.keys()))).await {
         return (completions, Err(error));
     }
-    let keys: Vec<Option<IndexKeys>> = jobs.iter().map(|job| job.keys.clone()).collect();
+    let keys: Vec<Option<IndexKeys>> = jobs.iter().map(|job| job.keys().cloned()).collect();
     let mut state = Batch::default();
     for (i, job) in jobs.drain(..).enumerate() {
         let prepared = match &keys[i] {
@@ -542,7 +579,7 @@ async fn run_jobs(
             // as do those that ran (nothing commits).
             return (completions, Err(error));
         }
-        completions.push((job.work)(&txn, &mut state).await);
+        completions.push(job.run(&txn, &mut state).await);
         if let Some(broken) = &state.broken {
             let error = DbErr::Custom(format!("a job's storage error broke the batch: {broken}"));
             return (completions, Err(error));
@@ -574,13 +611,42 @@ mod tests {
         row.try_get("", "n")
     }
 
+    /// Defers a body of `byte`, then fails if told to: a delivery-like job
+    /// that claims nothing.
+    struct DeferBody {
+        byte: u8,
+        fails: bool,
+    }
+
+    impl WriteJob for DeferBody {
+        type Output = ();
+
+        fn keys(&self) -> Option<IndexKeys> {
+            Some(IndexKeys::default())
+        }
+
+        fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<(), DbErr>> {
+            Box::pin(async move {
+                let body = BodyRef {
+                    sha256: format!("{:02x}", self.byte).repeat(32),
+                    size: 1,
+                };
+                tx.body(&body, vec![self.byte], Utc::now());
+                if self.fails {
+                    return Err(DbErr::Custom("refused".to_owned()));
+                }
+                Ok(())
+            })
+        }
+    }
+
     /// Holds the writer busy so that the jobs sent meanwhile form one batch.
     async fn hold(writer: &Writer) -> oneshot::Sender<()> {
         let (release, released) = oneshot::channel::<()>();
         let (started, running) = oneshot::channel::<()>();
         let held = writer.clone();
         tokio::spawn(async move {
-            held.run(move |_| {
+            held.run(move |_: &mut Tx<'_>| {
                 Box::pin(async move {
                     let _ = started.send(());
                     let _ = released.await;
@@ -642,22 +708,16 @@ mod tests {
         let deferring = writer.clone();
         let deferred = tokio::spawn(async move {
             deferring
-                .run_indexed(crate::store::key_index::IndexKeys::default(), |_, rows| {
-                    Box::pin(async move {
-                        let body = BodyRef {
-                            sha256: "ab".repeat(32),
-                            size: 2,
-                        };
-                        rows.body(&body, b"{}".to_vec(), Utc::now());
-                        Ok(())
-                    })
+                .submit(DeferBody {
+                    byte: 0xab,
+                    fails: false,
                 })
                 .await
         });
         let reading = writer.clone();
         let read = tokio::spawn(async move {
             reading
-                .run(|txn| Box::pin(async move { stored_bodies(txn).await }))
+                .run(|tx| Box::pin(async move { stored_bodies(tx.connection()).await }))
                 .await
         });
         // Both wait in the queue while the holding job runs, so they share the
@@ -681,24 +741,7 @@ mod tests {
         for (i, fails) in [(1u8, false), (2, true), (3, false)] {
             let writer = writer.clone();
             jobs.push(tokio::spawn(async move {
-                writer
-                    .run_indexed(
-                        crate::store::key_index::IndexKeys::default(),
-                        move |_, rows| {
-                            Box::pin(async move {
-                                let body = BodyRef {
-                                    sha256: format!("{i:02x}").repeat(32),
-                                    size: 1,
-                                };
-                                rows.body(&body, vec![i], Utc::now());
-                                if fails {
-                                    return Err(DbErr::Custom("refused".to_owned()));
-                                }
-                                Ok(())
-                            })
-                        },
-                    )
-                    .await
+                writer.submit(DeferBody { byte: i, fails }).await
             }));
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;

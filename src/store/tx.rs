@@ -1,0 +1,231 @@
+//! One write transaction as a job sees it: named operations on what a
+//! decision reads (a transport link, a key's reservations and ledger rows)
+//! and claims (a link, a reservation, a re-decision), the rows it defers, and
+//! the events it journals.
+//!
+//! Whether claims are made against a group-commit batch's key index or in the
+//! database (direct mode, or a job that may read anything) is decided here,
+//! by the rows the writer hands the job (`Deferred::with_index` or not), never
+//! by the caller. A job given an index writes nothing itself: it claims in
+//! memory, defers its rows and `append`s its events; `record` and `claim`,
+//! which apply a projection at once, are for jobs without one.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{DatabaseTransaction, DbErr};
+
+use super::deferred::Deferred;
+use super::entities::{delivery, effect, migrated_key, reservation, transport_link};
+use super::key_index::IndexKeys;
+use super::projections::{self, deliveries, migrations};
+use super::{journal, ledger, links, reservations};
+use crate::domain::delivery::{BodyRef, DeliveryId};
+use crate::domain::journal::{DecisionMade, EffectSettled, JournalEvent, KeyDerived, KeyReserved};
+
+/// A job's handle on the write transaction it runs in.
+pub struct Tx<'t> {
+    txn: &'t DatabaseTransaction,
+    rows: Deferred,
+    /// Events journaled through this handle, appended after the rows
+    /// journaled ahead (`journal_row`), in the order they were recorded.
+    events: Vec<journal::Row>,
+}
+
+impl<'t> Tx<'t> {
+    /// A job's handle: claims go through `rows`' index if it has one.
+    pub(crate) fn new(txn: &'t DatabaseTransaction, rows: Deferred) -> Self {
+        Self {
+            txn,
+            rows,
+            events: Vec::new(),
+        }
+    }
+
+    /// What the job left to write: its deferred rows, its events last.
+    pub(crate) fn into_rows(mut self) -> Deferred {
+        self.rows.journal_rows(self.events);
+        self.rows
+    }
+
+    /// The transaction itself, for tests that read what a batch holds.
+    #[cfg(test)]
+    pub(crate) fn connection(&self) -> &DatabaseTransaction {
+        self.txn
+    }
+
+    /// The link of `derived`'s transport key, or `None` after claiming it
+    /// for `delivery_id` (its first reception).
+    pub async fn claim_transport_link(
+        &mut self,
+        delivery_id: &str,
+        derived: &KeyDerived,
+        at: DateTime<Utc>,
+    ) -> Result<Option<transport_link::Model>, DbErr> {
+        let key = &derived.transport_key;
+        let Some(index) = self.rows.index() else {
+            if deliveries::insert_transport_link(self.txn, delivery_id, derived, at).await? == 1 {
+                return Ok(None);
+            }
+            return links::find(self.txn, key).await;
+        };
+        if index.link(key).is_none() {
+            let keys = IndexKeys {
+                transport: Some(key.clone()),
+                business: Vec::new(),
+            };
+            index.load(self.txn, [&keys]).await?;
+        }
+        let known = index.link(key).flatten().cloned();
+        if known.is_none() {
+            self.rows
+                .link(deliveries::transport_link(delivery_id, derived, at));
+        }
+        Ok(known)
+    }
+
+    /// The reservations of `keys` (a key and older versions' keys). Without
+    /// an index, on PostgreSQL, they stay locked until the commit.
+    pub async fn reservations(
+        &mut self,
+        keys: &[String],
+    ) -> Result<Vec<reservation::Model>, DbErr> {
+        let Some(index) = self.indexed(keys).await? else {
+            return reservations::for_decision(self.txn, keys).await;
+        };
+        Ok(keys
+            .iter()
+            .filter_map(|k| index.reservation(k).flatten().cloned())
+            .collect())
+    }
+
+    /// The effects ledger's rows of `keys`.
+    pub async fn ledger(&mut self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
+        let Some(index) = self.indexed(keys).await? else {
+            return ledger::of_keys(self.txn, keys).await;
+        };
+        Ok(keys
+            .iter()
+            .filter_map(|k| index.ledger(k).flatten().cloned())
+            .collect())
+    }
+
+    /// The index, once it knows the rows of the business keys `keys`.
+    async fn indexed(
+        &mut self,
+        keys: &[String],
+    ) -> Result<Option<&mut super::key_index::KeyIndex>, DbErr> {
+        let Some(index) = self.rows.index() else {
+            return Ok(None);
+        };
+        let keys = IndexKeys {
+            transport: None,
+            business: keys.to_vec(),
+        };
+        if !index.covers(&keys) {
+            index.load(self.txn, [&keys]).await?;
+        }
+        Ok(Some(index))
+    }
+
+    /// The ledger rows of keys no index holds (retired versions' keys).
+    pub async fn retired_ledger(&self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
+        ledger::of_keys(self.txn, keys).await
+    }
+
+    /// The effects migrated keys among `keys` stand for (see `migrations`).
+    pub async fn migrated_effects(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<(migrated_key::Model, effect::Model)>, DbErr> {
+        migrations::migrated_effects(self.txn, keys).await
+    }
+
+    /// The reservation of `key` as the database holds it now (a job without
+    /// an index).
+    pub async fn reservation(&self, key: &str) -> Result<Option<reservation::Model>, DbErr> {
+        reservations::find(self.txn, key).await
+    }
+
+    /// Claims `reserved`'s key (see `projections::reserve`); false when it
+    /// is taken. The caller appends the events.
+    pub async fn reserve(
+        &mut self,
+        reserved: &KeyReserved,
+        applied: Option<&EffectSettled>,
+        at: DateTime<Utc>,
+    ) -> Result<bool, DbErr> {
+        Ok(projections::reserve(self.txn, &mut self.rows, reserved, applied, at).await? == 1)
+    }
+
+    /// Claims the re-decision of a deferred delivery; false when another
+    /// re-decider has it or it is decided.
+    pub async fn claim_redecision(&self, delivery_id: &str) -> Result<bool, DbErr> {
+        deliveries::claim_redecision(self.txn, delivery_id).await
+    }
+
+    /// Applies `event` to the projections and journals it.
+    pub async fn record(
+        &mut self,
+        delivery_id: Option<DeliveryId>,
+        event: JournalEvent,
+        at: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        projections::apply(self.txn, delivery_id, &event, at).await?;
+        self.append(delivery_id, &event, at);
+        Ok(())
+    }
+
+    /// Applies an atomic claim (a settlement, an expiry, a resolution…);
+    /// journals it and returns true only if exactly one row took it.
+    pub async fn claim(
+        &mut self,
+        delivery_id: Option<DeliveryId>,
+        event: &JournalEvent,
+        at: DateTime<Utc>,
+    ) -> Result<bool, DbErr> {
+        if projections::apply(self.txn, delivery_id, event, at).await? != 1 {
+            return Ok(false);
+        }
+        self.append(delivery_id, event, at);
+        Ok(true)
+    }
+
+    /// Journals an event whose projection the caller wrote (a folded row
+    /// equal to what `apply` would write).
+    pub fn append(
+        &mut self,
+        delivery_id: Option<DeliveryId>,
+        event: &JournalEvent,
+        at: DateTime<Utc>,
+    ) {
+        self.events.push(journal::row(delivery_id, event, at));
+    }
+
+    /// A journal row serialised ahead, recorded at `at`, before the events
+    /// appended through this handle.
+    pub fn journal_row(&mut self, row: journal::Row, at: DateTime<Utc>) {
+        self.rows.journal_row(row, at);
+    }
+
+    /// Stores a raw body under its hash (see `Deferred::body`).
+    pub fn body(&mut self, body: &BodyRef, raw: Vec<u8>, at: DateTime<Utc>) {
+        self.rows.body(body, raw, at);
+    }
+
+    /// A new delivery's row, completed with its decision (and the case or
+    /// link the decision implies).
+    pub fn decided_delivery(
+        &mut self,
+        mut row: delivery::ActiveModel,
+        delivery_id: &str,
+        made: &DecisionMade,
+        at: DateTime<Utc>,
+    ) {
+        deliveries::decide_row(&mut self.rows, &mut row, delivery_id, made, at);
+        self.rows.delivery(row);
+    }
+
+    /// Links a delivery to the effect it asked for.
+    pub fn effect_link(&mut self, effect_id: &str, delivery_id: &str, at: DateTime<Utc>) {
+        self.rows.effect_link(effect_id, delivery_id, at);
+    }
+}
