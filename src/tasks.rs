@@ -1,8 +1,11 @@
 //! Background tasks under supervision: a task that panics or returns is
 //! logged and started again after a pause, never silently gone. The sweeper
-//! (leases, horizons, stale deferrals), the collision breakers and SQLite's
-//! checkpointer all run this way; a dead sweeper would leave expired leases
-//! unreconciled and keys past their horizon forever.
+//! (leases, horizons, stale deferrals), the collision breakers, the flusher
+//! of aggregated refusals, periodic reconciliation and SQLite's checkpointer
+//! all run this way; a dead sweeper would leave expired leases unreconciled
+//! and keys past their horizon forever. The group-commit writers run on
+//! threads of their own and contain a panicking job themselves (its batch
+//! fails, the writer goes on: `store::writer`).
 
 use std::future::Future;
 use std::time::Duration;

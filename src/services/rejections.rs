@@ -210,15 +210,20 @@ pub async fn flush(engine: &Engine, all: bool) -> usize {
 }
 
 /// Flushes closed windows as they close, and forgets idle rate-limit state.
+/// Supervised: a dead flusher would leave refusals counted and never
+/// journaled.
 pub fn spawn(engine: SharedEngine) {
-    tokio::spawn(async move {
-        let mut ticks = 0u32;
-        loop {
-            tokio::time::sleep(FLUSH_TICK).await;
-            flush(&engine, false).await;
-            ticks = ticks.wrapping_add(1);
-            if ticks.is_multiple_of(FORGET_EVERY) {
-                engine.rejections.limits.forget_idle();
+    crate::tasks::supervise("rejections", move || {
+        let engine = engine.clone();
+        async move {
+            let mut ticks = 0u32;
+            loop {
+                tokio::time::sleep(FLUSH_TICK).await;
+                flush(&engine, false).await;
+                ticks = ticks.wrapping_add(1);
+                if ticks.is_multiple_of(FORGET_EVERY) {
+                    engine.rejections.limits.forget_idle();
+                }
             }
         }
     });

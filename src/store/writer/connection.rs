@@ -100,6 +100,12 @@ impl Connection {
             tracing::warn!("a broken writer connection did not close in time; abandoned");
         }
     }
+
+    /// Presumes the current pool broken, whatever its generation (after a
+    /// batch that did not end normally).
+    pub async fn discard_current(&mut self) {
+        self.discard(self.generation).await;
+    }
 }
 
 /// Commits a small write on `db`, to learn whether the writer can commit

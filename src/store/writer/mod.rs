@@ -26,9 +26,11 @@
 mod connection;
 
 use std::marker::PhantomData;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
@@ -498,16 +500,43 @@ async fn write_loop(
             return;
         }
         let jobs_in_batch = batch.len();
-        match write_batch(&mut connection, &mut batch).await {
-            Ok(()) => health.set(true),
-            Err(error) => {
+        let written = AssertUnwindSafe(write_batch(&mut connection, &mut batch))
+            .catch_unwind()
+            .await;
+        match written {
+            Ok(Ok(())) => health.set(true),
+            Ok(Err(error)) => {
                 // Jobs not yet run are dropped: their callers get an error too.
                 batch.clear();
                 tracing::error!(%error, jobs = jobs_in_batch, writer = name, "group commit failed");
                 health.set(false);
             }
+            Err(panic) => {
+                // A job's bug: the batch never committed and every caller,
+                // its completion dropped, gets an error (the provider
+                // retries). The writer carries on, on a fresh connection
+                // since the transaction's state is unknown.
+                batch.clear();
+                connection.discard_current().await;
+                tracing::error!(
+                    panic = panic_message(panic.as_ref()),
+                    jobs = jobs_in_batch,
+                    writer = name,
+                    "a write job panicked; its batch failed"
+                );
+                health.set(false);
+            }
         }
     }
+}
+
+/// The text a panic carried, if it was a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 /// Begins a batch's transaction. A batch that has sent nothing yet may try
@@ -611,11 +640,12 @@ mod tests {
         row.try_get("", "n")
     }
 
-    /// Defers a body of `byte`, then fails if told to: a delivery-like job
-    /// that claims nothing.
+    /// Defers a body of `byte`, then fails or panics if told to: a
+    /// delivery-like job that claims nothing.
     struct DeferBody {
         byte: u8,
         fails: bool,
+        panics: bool,
     }
 
     impl WriteJob for DeferBody {
@@ -632,6 +662,7 @@ mod tests {
                     size: 1,
                 };
                 tx.body(&body, vec![self.byte], Utc::now());
+                assert!(!self.panics, "a bug in a job");
                 if self.fails {
                     return Err(DbErr::Custom("refused".to_owned()));
                 }
@@ -711,6 +742,7 @@ mod tests {
                 .submit(DeferBody {
                     byte: 0xab,
                     fails: false,
+                    panics: false,
                 })
                 .await
         });
@@ -741,7 +773,13 @@ mod tests {
         for (i, fails) in [(1u8, false), (2, true), (3, false)] {
             let writer = writer.clone();
             jobs.push(tokio::spawn(async move {
-                writer.submit(DeferBody { byte: i, fails }).await
+                writer
+                    .submit(DeferBody {
+                        byte: i,
+                        fails,
+                        panics: false,
+                    })
+                    .await
             }));
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -753,5 +791,56 @@ mod tests {
             .collect();
         assert_eq!(outcomes, [true, false, true]);
         assert_eq!(stored_bodies(&db).await.unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_job_that_panics_fails_its_batch_and_the_writer_goes_on() {
+        let (dir, db) = crate::store::test_database().await;
+        let writer = Writer::start_on_threads(&crate::store::test_url(&dir), 1)
+            .await
+            .unwrap();
+
+        let release = hold(&writer).await;
+        let before = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                writer
+                    .submit(DeferBody {
+                        byte: 1,
+                        fails: false,
+                        panics: false,
+                    })
+                    .await
+            })
+        };
+        let panics = {
+            let writer = writer.clone();
+            tokio::spawn(async move {
+                writer
+                    .submit(DeferBody {
+                        byte: 0xee,
+                        fails: false,
+                        panics: true,
+                    })
+                    .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let _ = release.send(());
+        // Nothing of that batch is acknowledged, nor committed.
+        assert!(before.await.unwrap().is_err());
+        assert!(panics.await.unwrap().is_err());
+        assert_eq!(stored_bodies(&db).await.unwrap(), 0);
+        // The writer is still there: the next job commits.
+        writer
+            .submit(DeferBody {
+                byte: 2,
+                fails: false,
+                panics: false,
+            })
+            .await
+            .expect("the writer survived the panic");
+        assert_eq!(stored_bodies(&db).await.unwrap(), 1);
+        assert!(writer.is_healthy());
     }
 }
