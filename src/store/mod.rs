@@ -234,18 +234,30 @@ pub(crate) async fn sqlite_plan<Q: sea_orm::QueryTrait>(
     db: &DatabaseConnection,
     query: &Q,
 ) -> Vec<String> {
+    use sea_orm::TransactionTrait;
     let built = query.build(DbBackend::Sqlite);
     let explain = sea_orm::Statement::from_sql_and_values(
         DbBackend::Sqlite,
         format!("EXPLAIN QUERY PLAN {}", built.sql),
         built.values.map(|v| v.0).unwrap_or_default(),
     );
-    db.query_all_raw(explain)
+    // EXPLAIN plans against the schema its connection last read: on a
+    // pooled connection opened before the migrations, that is the schema of
+    // before them (an index since dropped). A read on the same connection
+    // first brings it up to date.
+    let txn = db.begin().await.expect("a read transaction");
+    txn.execute_unprepared("SELECT COUNT(*) FROM sqlite_master")
+        .await
+        .expect("the schema reads");
+    let plan = txn
+        .query_all_raw(explain)
         .await
         .expect("a plan")
         .iter()
         .map(|row| row.try_get::<String>("", "detail").expect("a step"))
-        .collect()
+        .collect();
+    txn.commit().await.expect("the read ends");
+    plan
 }
 
 /// The URL of `test_database`'s database in `dir`.
