@@ -16,6 +16,9 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, Value};
 
 use crate::prng::{hash3, mix};
 
+/// The baseline's table, apart from Unicity's.
+pub const TABLE: &str = "bench_baseline";
+
 /// What the baseline measured.
 #[derive(Debug, Default)]
 pub struct BaselineOutcome {

@@ -35,6 +35,7 @@ use unicity::simulate::prng;
 mod queue;
 mod report;
 mod server;
+mod work;
 mod workload;
 
 use std::io::Write as _;
@@ -47,6 +48,7 @@ use clap::Parser;
 
 use database::{Backend, Fresh};
 use report::{IoPerOp, Phase, Report};
+use work::Side;
 use workload::Plan;
 
 /// glibc malloc fragments under many small, short-lived allocations across
@@ -131,6 +133,7 @@ const PRELOAD_URL_ENV: &str = "UNICITY_BENCH_PRELOAD_URL";
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .thread_name(work::CLIENT_THREAD)
         .enable_all()
         .build()
     {
@@ -233,14 +236,6 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         "process"
     };
 
-    let sqlite = cli.backend == Backend::Sqlite;
-    let io = || {
-        if sqlite {
-            report::IoCounters::now()
-        } else {
-            None
-        }
-    };
     // The baseline runs in two halves around the Unicity phase, so that a
     // drift of the disk's speed during the run weighs on both sides alike.
     let half = cli.requests / 2;
@@ -248,20 +243,37 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         "unicity-bench: baseline (1/2): {half} single-row insert commits of {body_bytes_mean} B, {} writers",
         cli.clients
     );
-    let io_before = io();
-    let first = baseline::run(&fresh.url, 0..half, cli.clients, body_bytes_mean, cli.seed)
-        .await
-        .context("baseline failed")?;
-    let io_first = io();
+    let counting = unicity::store::connect(&fresh.url).await?;
+    let meter = work::Meter {
+        db: &counting,
+        backend: cli.backend,
+    };
+    let (mut baseline_work, mut unicity_work) = (work::Phase::default(), work::Phase::default());
+    let baseline_half = |rows: std::ops::Range<usize>| async move {
+        let outcome = baseline::run(&fresh.url, rows, cli.clients, body_bytes_mean, cli.seed)
+            .await
+            .context("baseline failed")?;
+        let inserted = outcome.inserted;
+        Ok((outcome, inserted))
+    };
+    let (first, io_first) = meter
+        .measure(Side::Baseline, &mut baseline_work, baseline_half(0..half))
+        .await?;
 
     note!(
         "unicity-bench: sending {} deliveries from {} clients",
         cli.requests,
         cli.clients
     );
-    let sent = load::run(&base_url, plan.clone(), cli.clients, None).await?;
-    let io_sent = io();
-    let unicity_io = IoPerOp::between(io_first, io_sent, sent.ok);
+    let load = async {
+        let sent = load::run(&base_url, plan.clone(), cli.clients, None).await?;
+        let ok = sent.ok;
+        Ok((sent, ok))
+    };
+    let (sent, io_sent) = meter
+        .measure(Side::Unicity, &mut unicity_work, load)
+        .await?;
+    let unicity_io = IoPerOp::between(io_sent.0, io_sent.1, sent.ok);
     let failures = sent.failures();
     let unicity = Phase::measure(sent.latencies_ns.clone(), sent.elapsed, unicity_io);
 
@@ -269,21 +281,19 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         "unicity-bench: baseline (2/2): {} single-row insert commits",
         cli.requests - half
     );
-    let second = baseline::run(
-        &fresh.url,
-        half..cli.requests,
-        cli.clients,
-        body_bytes_mean,
-        cli.seed,
-    )
-    .await
-    .context("baseline failed")?;
-    let io_after = io();
+    let (second, io_second) = meter
+        .measure(
+            Side::Baseline,
+            &mut baseline_work,
+            baseline_half(half..cli.requests),
+        )
+        .await?;
+    let _ = counting.close().await;
     let baseline_halves = [first.per_s(), second.per_s()];
     let inserted = first.inserted + second.inserted;
     let baseline_io = match (
-        IoPerOp::between(io_before, io_first, 1),
-        IoPerOp::between(io_sent, io_after, 1),
+        IoPerOp::between(io_first.0, io_first.1, 1),
+        IoPerOp::between(io_second.0, io_second.1, 1),
     ) {
         (Some(a), Some(b)) => Some(IoPerOp {
             disk_kib: (a.disk_kib + b.disk_kib) / inserted.max(1) as f64,
@@ -337,6 +347,10 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         transport_errors: sent.transport_errors,
         journaled,
         exactly_once,
+        work: report::Work {
+            unicity: unicity_work.per_op(true),
+            baseline: baseline_work.per_op(false),
+        },
     };
     if !cli.json_only {
         emit(&report.table())?;

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::checks::ExactlyOnce;
 use crate::database::Backend;
+use crate::work::PerOp;
 use crate::workload::Mix;
 
 /// Issue 5's targets, reported next to the figures (they do not fail the run).
@@ -192,6 +193,92 @@ pub struct Report {
     pub journaled: i64,
     pub exactly_once: ExactlyOnce,
     pub targets: Targets,
+    /// What each delivery and each baseline insert cost.
+    pub work: Work,
+}
+
+/// Cost per delivery next to cost per baseline insert.
+#[derive(Debug, Serialize)]
+pub struct Work {
+    pub unicity: PerOp,
+    pub baseline: PerOp,
+}
+
+impl Work {
+    /// The comparison, one line per figure, then the rows and index entries
+    /// of each table and index Unicity wrote.
+    fn table(&self, out: &mut String) {
+        let (u, b) = (&self.unicity, &self.baseline);
+        let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
+        let bytes = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.0}"));
+        let _ = writeln!(
+            out,
+            "{:<44} {:>12} {:>12}",
+            "per delivery | per baseline insert", "unicity", "baseline"
+        );
+        let lines: [(&str, String, String); 9] = [
+            (
+                "cpu ms, this process (without clients)",
+                ms(Some(u.cpu_ms)),
+                ms(Some(b.cpu_ms)),
+            ),
+            (
+                "cpu ms, the HTTP clients",
+                ms(u.clients_cpu_ms),
+                "-".to_owned(),
+            ),
+            (
+                "cpu ms, database server",
+                ms(u.database_cpu_ms),
+                ms(b.database_cpu_ms),
+            ),
+            (
+                "rows written",
+                format!("{:.2}", u.rows),
+                format!("{:.2}", b.rows),
+            ),
+            (
+                "index entries",
+                format!("{:.2}", u.index_entries),
+                format!("{:.2}", b.index_entries),
+            ),
+            (
+                "journal rows",
+                format!("{:.2}", u.journal_rows),
+                "-".to_owned(),
+            ),
+            (
+                "journal bytes",
+                format!("{:.0}", u.journal_bytes),
+                "-".to_owned(),
+            ),
+            (
+                "WAL bytes (PostgreSQL)",
+                bytes(u.wal_bytes),
+                bytes(b.wal_bytes),
+            ),
+            (
+                "database growth bytes",
+                format!("{:.0}", u.database_growth_bytes),
+                format!("{:.0}", b.database_growth_bytes),
+            ),
+        ];
+        for (name, unicity, baseline) in lines {
+            let _ = writeln!(out, "  {name:<42} {unicity:>12} {baseline:>12}");
+        }
+        let listed = |m: &BTreeMap<String, f64>| -> String {
+            m.iter()
+                .map(|(k, v)| format!("{k} {v:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(out, "  rows by table: {}", listed(&u.rows_by_table));
+        let _ = writeln!(
+            out,
+            "  index entries by index: {}",
+            listed(&u.index_entries_by_index)
+        );
+    }
 }
 
 impl Report {
@@ -339,6 +426,7 @@ impl Report {
             },
             self.planned_effects
         );
+        self.work.table(&mut out);
         out
     }
 }
