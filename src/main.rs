@@ -271,7 +271,10 @@ async fn main() -> anyhow::Result<()> {
             let db = store::connect(&cli.database_url).await?;
             store::migrate(&db).await?;
             let replayed = projections::rebuild(&db).await?;
-            println!("projections rebuilt from {replayed} journal events");
+            println!(
+                "projections rebuilt from {} journal rows ({} events)",
+                replayed.rows, replayed.events
+            );
         }
         Some(Command::Strategies {
             command: StrategiesCommand::Migrate { strategy },

@@ -22,7 +22,7 @@ use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
 use crate::domain::identity::{BusinessIdentity, Derivation, ItemDerivation, Unresolved};
 use crate::domain::journal::{
     DecisionMade, DeliveryReceived, DeliveryRejected, DerivationProof, JournalEvent, KeyDerived,
-    KeySummary, Layer, OlderKey,
+    KeySummary, Layer, OlderKey, Reserved,
 };
 use crate::domain::rejection::{HeaderExcess, header_bytes, summarize};
 use crate::providers::signature::{self, SignatureError};
@@ -30,7 +30,7 @@ use crate::store::entities::delivery;
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
 use crate::store::writer::WriteJob;
-use crate::store::{Tx, bodies, journal};
+use crate::store::{Mark, Tx, bodies, journal};
 
 /// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
@@ -195,11 +195,7 @@ pub async fn receive(
     // Serialised here, in parallel across requests, not in the writer that
     // every delivery waits on: the reception's journal rows and row columns.
     let delivery_row = deliveries::received_row(&id.to_string(), &received, &derived);
-    let journaled = [
-        JournalEvent::DeliveryReceived(received),
-        JournalEvent::KeyDerived(derived.clone()),
-    ]
-    .map(|event| journal::row(Some(id), &event, at));
+    let journaled = journal::ReceptionText::new(&received, &derived);
     let raw = raw.to_vec();
     let keys = IndexKeys {
         transport: Some(derived.transport_key.clone()),
@@ -267,7 +263,7 @@ struct Reception {
     sink: Option<&'static str>,
     body: BodyRef,
     raw: Vec<u8>,
-    journaled: [journal::Row; 2],
+    journaled: journal::ReceptionText,
     delivery_row: delivery::ActiveModel,
     prepared: Vec<items::Prepared>,
     keys: IndexKeys,
@@ -311,17 +307,15 @@ impl WriteJob for Reception {
             tx.body(&body, raw, at);
             let (transport, first) =
                 decide::claim_transport(tx, id, &derived, by_provider_id, at).await?;
-            for row in journaled {
-                tx.journal_row(row, at);
-            }
+            // The batch's own row goes here, before its items', once its
+            // decision (which sums theirs up) is known.
+            let start = tx.mark();
             let mut decided = Vec::with_capacity(prepared.len());
             let mut item_jobs = Vec::with_capacity(prepared.len());
             let mut prepared = prepared;
             for item in &mut prepared {
                 tx.body(&item.body, std::mem::take(&mut item.bytes), at);
-                for row in std::mem::take(&mut item.journaled) {
-                    tx.journal_row(row, at);
-                }
+                let mark = tx.mark();
                 let one = Event {
                     id: item.id,
                     derived: &item.derived,
@@ -333,7 +327,16 @@ impl WriteJob for Reception {
                     .decide(tx, &shared, TransportMatch::FirstSeen, at)
                     .await?;
                 tx.decided_delivery(item.row.clone(), &item.id.to_string(), &made, at);
-                tx.append(Some(item.id), &JournalEvent::DecisionMade(made.clone()), at);
+                let rows = journal_decided(
+                    tx,
+                    mark,
+                    item.id,
+                    std::mem::take(&mut item.journaled),
+                    &item.derived,
+                    &made,
+                    at,
+                );
+                tx.append_rows_at(mark, rows);
                 decided.push(items::Decided {
                     delivery_id: item.id,
                     derived: item.derived.clone(),
@@ -356,10 +359,49 @@ impl WriteJob for Reception {
             };
             // One row for the reception, its key and its decision.
             tx.decided_delivery(delivery_row, &id.to_string(), &made, at);
-            tx.append(Some(id), &JournalEvent::DecisionMade(made.clone()), at);
+            let rows = journal_decided(tx, start, id, journaled, &derived, &made, at);
+            tx.append_rows_at(start, rows);
             Ok((made, job, derived, decided, item_jobs, prepared))
         })
     }
+}
+
+/// A reception's journal rows: one `DeliveryDecided` folding its reception,
+/// key, decision and what that decision appended since `mark` (taken back
+/// from `tx`), or, when those do not fold, each event in a row of its own.
+fn journal_decided(
+    tx: &mut Tx<'_>,
+    mark: Mark,
+    id: DeliveryId,
+    reception: journal::ReceptionText,
+    derived: &KeyDerived,
+    made: &DecisionMade,
+    at: DateTime<Utc>,
+) -> Vec<journal::Row> {
+    let appended = tx.take_since(mark);
+    let ours = appended.iter().all(|(of, _)| *of == Some(id));
+    let events: Vec<JournalEvent> = appended.iter().map(|(_, e)| e.clone()).collect();
+    if ours && let Ok(reserved) = Reserved::fold(&events, derived, id) {
+        return vec![journal::decided_row(
+            id,
+            reception,
+            reserved.as_ref(),
+            made,
+            at,
+        )];
+    }
+    let mut rows: Vec<journal::Row> = reception.rows(id, at).into();
+    rows.extend(
+        appended
+            .iter()
+            .map(|(of, event)| journal::row(*of, event, at)),
+    );
+    rows.push(journal::row(
+        Some(id),
+        &JournalEvent::DecisionMade(made.clone()),
+        at,
+    ));
+    rows
 }
 
 /// One event to decide: a whole delivery, or one item of a batch.

@@ -12,7 +12,7 @@ use crate::config::Source;
 use crate::domain::decision::{Action, Identity};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::identity::{Derivation, ItemDerivation};
-use crate::domain::journal::{DecisionMade, DeliveryReceived, ItemOf, JournalEvent, KeyDerived};
+use crate::domain::journal::{DecisionMade, DeliveryReceived, ItemOf, KeyDerived};
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
 use crate::store::{bodies, journal};
@@ -28,7 +28,7 @@ pub struct Prepared {
     pub identity: Identity,
     pub sink: Option<&'static str>,
     pub row: delivery::ActiveModel,
-    pub journaled: Vec<journal::Row>,
+    pub journaled: journal::ReceptionText,
 }
 
 /// What one item became.
@@ -93,12 +93,7 @@ fn prepare_one(
         .map(|key| engine.sink_name(source, &key.effect_type));
     let identity = super::ingest::identity_of(item.unresolved.as_ref());
     let row = deliveries::received_row(&id.to_string(), &received, &derived);
-    let journaled = [
-        JournalEvent::DeliveryReceived(received),
-        JournalEvent::KeyDerived(derived.clone()),
-    ]
-    .map(|e| journal::row(Some(id), &e, parent.received_at))
-    .into();
+    let journaled = journal::ReceptionText::new(&received, &derived);
     Prepared {
         id,
         body,

@@ -8,11 +8,19 @@ use crate::store::projections;
 
 const PAGE: u64 = 2000;
 
-/// Rebuilds all projections in one transaction; returns the events replayed.
-pub async fn rebuild(db: &DatabaseConnection) -> Result<u64, DbErr> {
+/// What a rebuild replayed: journal rows, and the events they hold (a
+/// `DeliveryDecided` row holds a delivery's reception, key and decision).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replayed {
+    pub rows: u64,
+    pub events: u64,
+}
+
+/// Rebuilds all projections in one transaction.
+pub async fn rebuild(db: &DatabaseConnection) -> Result<Replayed, DbErr> {
     let txn = db.begin().await?;
     projections::clear(&txn).await?;
-    let mut replayed = 0;
+    let mut replayed = Replayed::default();
     let mut after = i64::MIN;
     loop {
         let events = journal::page_after(&txn, after, PAGE)
@@ -22,9 +30,12 @@ pub async fn rebuild(db: &DatabaseConnection) -> Result<u64, DbErr> {
             break;
         }
         for stored in events {
+            if stored.position != after {
+                replayed.rows += 1;
+            }
             after = stored.position;
             projections::apply(&txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
-            replayed += 1;
+            replayed.events += 1;
         }
     }
     txn.commit().await?;

@@ -10,7 +10,9 @@ use sea_orm::{
 
 use super::entities::journal;
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{JournalEvent, StoredEventError};
+use crate::domain::journal::{
+    DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, Reserved, StoredEventError,
+};
 use crate::domain::strict_json::{self, Limits};
 
 /// An event read back from the journal with its position and time.
@@ -75,6 +77,67 @@ pub fn row(delivery_id: Option<DeliveryId>, event: &JournalEvent, at: DateTime<U
     }
 }
 
+/// A reception's `DeliveryReceived` and `KeyDerived`, serialised ahead
+/// (outside the writer that every delivery waits on), to be journaled folded
+/// with its decision (`decided_row`) or, when that does not fold, as rows of
+/// their own (`rows`).
+#[derive(Debug, Clone, Default)]
+pub struct ReceptionText {
+    received: String,
+    key: String,
+}
+
+impl ReceptionText {
+    /// The payloads as `JournalEvent::data_text` serialises them.
+    pub fn new(received: &DeliveryReceived, key: &KeyDerived) -> Self {
+        let null = |_| "null".to_owned();
+        Self {
+            received: serde_json::to_string(received).unwrap_or_else(null),
+            key: serde_json::to_string(key).unwrap_or_else(null),
+        }
+    }
+
+    /// Its two events as rows of their own.
+    pub fn rows(self, delivery_id: DeliveryId, at: DateTime<Utc>) -> [Row; 2] {
+        let row = |event_type, event_version, data| Row {
+            delivery_id: Some(delivery_id.to_string()),
+            event_type,
+            event_version,
+            data,
+            recorded_at: at,
+        };
+        [
+            row("DeliveryReceived", 1, self.received),
+            row("KeyDerived", 2, self.key),
+        ]
+    }
+}
+
+/// The one `DeliveryDecided` row of a reception, its decision and what that
+/// decision reserved: the same JSON as serialising the `DeliveryDecided`,
+/// spliced from the parts serialised ahead.
+pub fn decided_row(
+    delivery_id: DeliveryId,
+    reception: ReceptionText,
+    reserved: Option<&Reserved>,
+    decision: &DecisionMade,
+    at: DateTime<Utc>,
+) -> Row {
+    let reserved = reserved
+        .and_then(|r| serde_json::to_string(r).ok())
+        .map(|r| format!(r#","reserved":{r}"#))
+        .unwrap_or_default();
+    let decision = serde_json::to_string(decision).unwrap_or_else(|_| "null".to_owned());
+    let ReceptionText { received, key } = reception;
+    Row {
+        delivery_id: Some(delivery_id.to_string()),
+        event_type: "DeliveryDecided",
+        event_version: 1,
+        data: format!(r#"{{"received":{received},"key":{key}{reserved},"decision":{decision}}}"#),
+        recorded_at: at,
+    }
+}
+
 /// Inserts `rows` in order, in as few statements as `deferred::statements`
 /// allows. The payload is bound as text, cast to `jsonb` on PostgreSQL.
 pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
@@ -130,10 +193,11 @@ pub async fn for_delivery<C: ConnectionTrait>(
         .into_model::<RawRow>()
         .all(conn)
         .await?;
-    rows.into_iter().map(decode).collect()
+    decode_all(rows)
 }
 
-/// Up to `limit` events after position `after`, in journal order.
+/// The events of the rows after position `after`, up to `limit` rows, in
+/// journal order (a row folding several events gives them all). after position `after`, in journal order.
 pub async fn page_after<C: ConnectionTrait>(
     conn: &C,
     after: i64,
@@ -146,7 +210,15 @@ pub async fn page_after<C: ConnectionTrait>(
         .into_model::<RawRow>()
         .all(conn)
         .await?;
-    rows.into_iter().map(decode).collect()
+    decode_all(rows)
+}
+
+fn decode_all(rows: Vec<RawRow>) -> Result<Vec<StoredEvent>, ReadError> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.extend(decode(row)?);
+    }
+    Ok(out)
 }
 
 /// A journal row with its payload as text. Reading the payload through the
@@ -180,7 +252,9 @@ fn select<C: ConnectionTrait>(conn: &C) -> sea_orm::Select<journal::Entity> {
         .column_as(data, "data")
 }
 
-fn decode(row: RawRow) -> Result<StoredEvent, ReadError> {
+/// The events of one row: one, or the parts of a folded row, each with the
+/// row's position and time.
+fn decode(row: RawRow) -> Result<Vec<StoredEvent>, ReadError> {
     let corrupt = |source| ReadError::Corrupt {
         position: row.position,
         source,
@@ -191,12 +265,83 @@ fn decode(row: RawRow) -> Result<StoredEvent, ReadError> {
             reason: refused.to_string(),
         })
     })?;
-    let event =
-        JournalEvent::from_stored(&row.event_type, row.event_version, data).map_err(corrupt)?;
-    Ok(StoredEvent {
-        position: row.position,
-        delivery_id: row.delivery_id.and_then(|id| id.parse().ok()),
-        recorded_at: row.recorded_at,
-        event,
-    })
+    let delivery_id: Option<DeliveryId> = row.delivery_id.and_then(|id| id.parse().ok());
+    let parts = JournalEvent::from_stored(&row.event_type, row.event_version, data)
+        .and_then(|event| event.into_parts(delivery_id))
+        .map_err(corrupt)?;
+    Ok(parts
+        .into_iter()
+        .map(|event| StoredEvent {
+            position: row.position,
+            delivery_id,
+            recorded_at: row.recorded_at,
+            event,
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::journal::DeliveryDecided;
+
+    fn sample() -> DeliveryDecided {
+        let stored = include_str!("../domain/journal/frozen/DeliveryDecided.v1.json");
+        serde_json::from_str(stored).expect("the frozen sample reads")
+    }
+
+    #[tokio::test]
+    async fn a_folded_row_spliced_from_its_parts_is_read_back_as_those_parts() {
+        let decided = sample();
+        let id = DeliveryId::from_uuid(uuid::Uuid::now_v7());
+        let text = ReceptionText::new(&decided.received, &decided.key);
+        let row = decided_row(
+            id,
+            text,
+            decided.reserved.as_ref(),
+            &decided.decision,
+            Utc::now(),
+        );
+        // The splice is the JSON that serialising the whole would give.
+        let spliced: serde_json::Value = serde_json::from_str(&row.data).expect("valid JSON");
+        assert_eq!(spliced, serde_json::to_value(&decided).unwrap());
+
+        let (_dir, db) = crate::store::test_database().await;
+        insert(&db, vec![row]).await.unwrap();
+        let read: Vec<JournalEvent> = for_delivery(&db, id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|stored| stored.event)
+            .collect();
+        let names: Vec<&str> = read.iter().map(JournalEvent::event_type).collect();
+        assert_eq!(
+            names,
+            [
+                "DeliveryReceived",
+                "KeyDerived",
+                "KeyReserved",
+                "EffectApplied",
+                "DecisionMade"
+            ]
+        );
+        assert_eq!(read, decided.parts(id).unwrap());
+    }
+
+    #[test]
+    fn a_reception_that_does_not_fold_is_journaled_as_its_two_events() {
+        let decided = sample();
+        let id = DeliveryId::from_uuid(uuid::Uuid::now_v7());
+        let rows = ReceptionText::new(&decided.received, &decided.key).rows(id, Utc::now());
+        let received = JournalEvent::DeliveryReceived(decided.received);
+        let key = JournalEvent::KeyDerived(decided.key);
+        for (row, event) in rows.iter().zip([received, key]) {
+            assert_eq!(
+                (row.event_type, row.event_version),
+                (event.event_type(), event.version())
+            );
+            let data: serde_json::Value = serde_json::from_str(&row.data).unwrap();
+            assert_eq!(data, event.data());
+        }
+    }
 }

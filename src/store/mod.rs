@@ -22,7 +22,7 @@ pub mod strategy_versions;
 mod tx;
 pub mod writer;
 
-pub use tx::Tx;
+pub use tx::{Mark, Tx};
 
 use std::time::Duration;
 

@@ -26,9 +26,21 @@ pub struct Tx<'t> {
     txn: &'t DatabaseTransaction,
     rows: Deferred,
     /// Events journaled through this handle, appended after the rows
-    /// journaled ahead (`journal_row`), in the order they were recorded.
-    events: Vec<journal::Row>,
+    /// journaled ahead (`journal_row`), in the order they were recorded;
+    /// serialised only at the end, so that a reception can still fold its
+    /// own (`take_since`).
+    events: Vec<Entry>,
 }
+
+/// One entry of a job's journal: an event, or a row made by the job.
+enum Entry {
+    Event(Option<DeliveryId>, Box<JournalEvent>, DateTime<Utc>),
+    Row(journal::Row),
+}
+
+/// Where a job's journal stood (`Tx::mark`).
+#[derive(Debug, Clone, Copy)]
+pub struct Mark(usize);
 
 impl<'t> Tx<'t> {
     /// A job's handle: claims go through `rows`' index if it has one.
@@ -42,7 +54,15 @@ impl<'t> Tx<'t> {
 
     /// What the job left to write: its deferred rows, its events last.
     pub(crate) fn into_rows(mut self) -> Deferred {
-        self.rows.journal_rows(self.events);
+        let rows = self
+            .events
+            .into_iter()
+            .map(|entry| match entry {
+                Entry::Event(delivery_id, event, at) => journal::row(delivery_id, &event, at),
+                Entry::Row(row) => row,
+            })
+            .collect();
+        self.rows.journal_rows(rows);
         self.rows
     }
 
@@ -197,7 +217,35 @@ impl<'t> Tx<'t> {
         event: &JournalEvent,
         at: DateTime<Utc>,
     ) {
-        self.events.push(journal::row(delivery_id, event, at));
+        self.events
+            .push(Entry::Event(delivery_id, Box::new(event.clone()), at));
+    }
+
+    /// Where the job's journal stands now.
+    pub fn mark(&self) -> Mark {
+        Mark(self.events.len())
+    }
+
+    /// The events appended through this handle since `mark`, taken back
+    /// (for the caller to journal them folded, or again as they were). Rows
+    /// appended since stay where they are.
+    pub fn take_since(&mut self, mark: Mark) -> Vec<(Option<DeliveryId>, JournalEvent)> {
+        let tail = self.events.split_off(mark.0.min(self.events.len()));
+        let mut taken = Vec::with_capacity(tail.len());
+        for entry in tail {
+            match entry {
+                Entry::Event(delivery_id, event, _) => taken.push((delivery_id, *event)),
+                row @ Entry::Row(_) => self.events.push(row),
+            }
+        }
+        taken
+    }
+
+    /// Journals rows the job made where its journal stood at `mark`, before
+    /// what was appended since.
+    pub fn append_rows_at(&mut self, mark: Mark, rows: Vec<journal::Row>) {
+        let at = mark.0.min(self.events.len());
+        self.events.splice(at..at, rows.into_iter().map(Entry::Row));
     }
 
     /// A journal row serialised ahead, recorded at `at`, before the events

@@ -38,8 +38,14 @@ async fn a_signed_delivery_is_journaled_before_it_is_acknowledged_for_every_sche
         assert_eq!(types[..2], ["DeliveryReceived", "KeyDerived"], "{slug}");
         assert!(types.contains(&"DecisionMade"), "{slug}: {types:?}");
     }
+    // Each reception, its key and its decision are one journal row.
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryReceived'")
+        app.count("SELECT COUNT(*) FROM journal WHERE delivery_id IS NOT NULL")
+            .await,
+        5
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryDecided'")
             .await,
         5
     );

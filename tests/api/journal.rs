@@ -26,7 +26,7 @@ async fn the_database_refuses_to_update_or_delete_journal_rows() {
         assert!(truncate.is_err(), "TRUNCATE must be refused");
     }
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryReceived'")
+        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryDecided'")
             .await,
         1
     );
@@ -38,15 +38,15 @@ async fn journal_positions_grow_with_each_append() {
     for _ in 0..3 {
         assert_eq!(app.post_signed("open", br#"{"n":1}"#).await.status, 202);
     }
-    let received = "FROM journal WHERE event_type = 'DeliveryReceived'";
+    let received = "FROM journal WHERE event_type = 'DeliveryDecided'";
     assert_eq!(
         app.count(&format!("SELECT COUNT(DISTINCT position) {received}"))
             .await,
         3
     );
-    // Each delivery appends its reception, its key and its decision.
+    // Each delivery appends one row: its reception, key and decision folded.
     let per_delivery = "SELECT COUNT(*) FROM journal WHERE delivery_id IS NOT NULL";
-    assert_eq!(app.count(per_delivery).await, 9);
+    assert_eq!(app.count(per_delivery).await, 3);
     let first = app.count(&format!("SELECT MIN(position) {received}")).await;
     let last = app.count(&format!("SELECT MAX(position) {received}")).await;
     assert!(last > first, "positions grow: {first} then {last}");

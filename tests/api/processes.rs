@@ -17,6 +17,7 @@ use futures_util::stream::FuturesUnordered;
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
 use serde_json::Value;
 use unicity::config::{KEY_SECRET_ENV, Source};
+use unicity::domain::journal::JournalEvent;
 use unicity::providers::signature;
 use unicity::store::projections::TABLES;
 
@@ -641,9 +642,9 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     let printed = deployment.rebuild().await;
     assert!(
         printed.contains(&format!(
-            "projections rebuilt from {journal} journal events"
+            "projections rebuilt from {journal} journal rows ("
         )),
-        "the rebuild says how many events it replayed ({journal}): {printed:?}"
+        "the rebuild says how many rows it replayed ({journal}): {printed:?}"
     );
     let rebuilt = probe.snapshot().await;
     for table in TABLES {
@@ -1126,23 +1127,30 @@ impl Probe {
         }
     }
 
-    /// The `DecisionMade` payloads of every delivery, in journal order.
+    /// The `DecisionMade` payloads of every delivery, in journal order, as
+    /// the journal's reader gives them (a row may fold a delivery's events).
     async fn decisions(&self) -> HashMap<String, Vec<Value>> {
-        let rows = self
-            .rows(
-                "SELECT delivery_id, CAST(data AS TEXT) FROM journal \
-                 WHERE event_type = 'DecisionMade' ORDER BY position",
-            )
-            .await;
         let mut decisions: HashMap<String, Vec<Value>> = HashMap::new();
-        for row in rows {
-            let data = serde_json::from_str(text(&row[1])).expect("json payload");
-            decisions
-                .entry(text(&row[0]).to_owned())
-                .or_default()
-                .push(data);
+        let mut after = i64::MIN;
+        loop {
+            let page = unicity::store::journal::page_after(&self.db, after, 500)
+                .await
+                .expect("the journal reads");
+            let Some(last) = page.last() else {
+                return decisions;
+            };
+            after = last.position;
+            for stored in page {
+                if let (Some(id), JournalEvent::DecisionMade(_)) =
+                    (stored.delivery_id, &stored.event)
+                {
+                    decisions
+                        .entry(id.to_string())
+                        .or_default()
+                        .push(stored.event.data());
+                }
+            }
         }
-        decisions
     }
 
     /// The column names of `table`, in declaration order.

@@ -49,17 +49,18 @@ pub async fn check_exactly_once(db: &DatabaseConnection) -> anyhow::Result<Exact
     Ok(ExactlyOnce::Held { effects, keys })
 }
 
-/// Fails when the journal holds fewer `DeliveryReceived` events than deliveries
-/// acknowledged (preloaded history included): a 2xx without a journal entry.
+/// Fails when the journal holds fewer receptions than deliveries acknowledged
+/// (preloaded history included): a 2xx without a journal entry. A reception
+/// is a `DeliveryReceived` row, or a `DeliveryDecided` row that folds one.
 pub async fn check_journaled(db: &DatabaseConnection, expected: u64) -> anyhow::Result<i64> {
     let journaled = count(
         db,
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryReceived'",
+        "SELECT COUNT(*) FROM journal WHERE event_type IN ('DeliveryReceived', 'DeliveryDecided')",
     )
     .await?;
     if journaled < expected as i64 {
         bail!(
-            "DELIVERIES LOST: {expected} acknowledged (history included) but only {journaled} DeliveryReceived in the journal"
+            "DELIVERIES LOST: {expected} acknowledged (history included) but only {journaled} receptions in the journal"
         );
     }
     Ok(journaled)

@@ -4,6 +4,7 @@
 
 mod access;
 mod case;
+mod decided;
 mod decision;
 mod delivery;
 mod derivation;
@@ -16,6 +17,7 @@ mod strategy;
 
 pub use access::RawBodyRead;
 pub use case::{CaseCommented, CaseResolved, LookupPerformed, ProviderOperation};
+pub use decided::{Applied, DeliveryDecided, Reserved, Unfoldable};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
 pub use derivation::{
@@ -120,6 +122,24 @@ macro_rules! journal_events {
 }
 
 impl JournalEvent {
+    /// The events a stored row stands for: the event itself, or the parts of
+    /// a `DeliveryDecided` (which needs the row's delivery id). Every reader
+    /// of the journal sees parts, never the folded row.
+    pub fn into_parts(
+        self,
+        delivery_id: Option<crate::domain::delivery::DeliveryId>,
+    ) -> Result<Vec<Self>, StoredEventError> {
+        let Self::DeliveryDecided(decided) = self else {
+            return Ok(vec![self]);
+        };
+        let unreadable = |reason: &str| StoredEventError::Unreadable {
+            event_type: "DeliveryDecided".to_owned(),
+            reason: reason.to_owned(),
+        };
+        let id = delivery_id.ok_or_else(|| unreadable("a row without a delivery id"))?;
+        decided.parts(id).map_err(unreadable)
+    }
+
     /// Reads what older code stored in today's terms, where the payload
     /// shape did not change but its meaning did:
     /// * a batch delivery journaled before 2026-12-01 carried a synthetic
@@ -150,6 +170,7 @@ journal_events! {
     RejectionsAggregated(RejectionsAggregated) = "RejectionsAggregated", version 1;
     KeyDerived(KeyDerived) = "KeyDerived", version 2;
     DecisionMade(DecisionMade) = "DecisionMade", version 1;
+    DeliveryDecided(Box<DeliveryDecided>) = "DeliveryDecided", version 1;
     KeyReserved(KeyReserved) = "KeyReserved", version 1;
     EffectApplied(EffectSettled) = "EffectApplied", version 1;
     EffectFailed(EffectSettled) = "EffectFailed", version 1;

@@ -63,6 +63,10 @@ pub async fn apply<C: ConnectionTrait>(
         }
         JournalEvent::KeyDerived(e) => deliveries::key_derived(conn, &id, e, at).await,
         JournalEvent::DecisionMade(e) => deliveries::decision_made(conn, &id, e, at).await,
+        // Readers get its parts (`JournalEvent::into_parts`), never this.
+        JournalEvent::DeliveryDecided(_) => Err(DbErr::Custom(
+            "a folded DeliveryDecided row is applied through its parts".to_owned(),
+        )),
         JournalEvent::KeyReserved(e) => effects::reserved(conn, e, at).await,
         JournalEvent::EffectApplied(e)
         | JournalEvent::EffectFailed(e)
