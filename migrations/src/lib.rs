@@ -18,6 +18,7 @@ mod m20261202_000030_reconciliation_runs;
 mod m20261202_000031_case_form_tokens;
 mod m20261203_000032_effects_by_id_range;
 mod m20261203_000033_running_leases;
+mod m20261203_000034_journal_rows_inline;
 mod sql;
 
 pub struct Migrator;
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000031_case_form_tokens::Migration),
             Box::new(m20261203_000032_effects_by_id_range::Migration),
             Box::new(m20261203_000033_running_leases::Migration),
+            Box::new(m20261203_000034_journal_rows_inline::Migration),
         ]
     }
 }

@@ -51,3 +51,30 @@ async fn journal_positions_grow_with_each_append() {
     let last = app.count(&format!("SELECT MAX(position) {received}")).await;
     assert!(last > first, "positions grow: {first} then {last}");
 }
+
+#[tokio::test]
+async fn postgres_keeps_a_delivery_row_of_a_few_kilobytes_uncompressed() {
+    let app = spawn_app().await;
+    if !app.is_postgres() {
+        return;
+    }
+    // A body whose key material makes the delivery's journal row ~4 KB.
+    let body = serde_json::json!({ "type": "x", "note": "n".repeat(3000) });
+    let reply = app
+        .post_signed("std", &serde_json::to_vec(&body).unwrap())
+        .await;
+    assert_eq!(reply.status, 202);
+    let row = "FROM journal WHERE event_type = 'DeliveryDecided'";
+    let bytes = app
+        .count(&format!("SELECT octet_length(data::text)::bigint {row}"))
+        .await;
+    assert!((2100..8000).contains(&bytes), "a row of {bytes} bytes");
+    // Over 2 KB, PostgreSQL would compress it unless told to keep it inline.
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) {row} AND pg_column_compression(data) IS NULL"
+        ))
+        .await,
+        1
+    );
+}
