@@ -272,6 +272,14 @@ impl Work {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let _ = writeln!(out, "  cpu ms by thread: {}", {
+            let threads: Vec<String> = u
+                .cpu_ms_by_thread
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.3}"))
+                .collect();
+            threads.join(", ")
+        });
         let _ = writeln!(out, "  rows by table: {}", listed(&u.rows_by_table));
         let _ = writeln!(
             out,

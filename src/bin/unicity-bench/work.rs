@@ -23,8 +23,10 @@ pub const CLIENT_THREAD: &str = "bench-client";
 const TICKS_PER_S: f64 = 100.0;
 
 /// CPU seconds consumed so far.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Cpu {
+    /// The same, by kind of thread (its name without a trailing number).
+    by_thread: BTreeMap<String, f64>,
     /// Threads of this process other than the clients' (the server, its
     /// writers, its database driver's threads).
     server_s: f64,
@@ -37,11 +39,14 @@ pub struct Cpu {
 impl Cpu {
     pub fn now(backend: crate::database::Backend) -> Self {
         let (mut server_s, mut clients_s) = (0.0, 0.0);
+        let mut by_thread = BTreeMap::new();
         if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
             for task in tasks.flatten() {
                 let Some((comm, used)) = stat(&task.path().join("stat")) else {
                     continue;
                 };
+                let kind = comm.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-');
+                *by_thread.entry(kind.to_owned()).or_insert(0.0) += used.own;
                 if comm.starts_with(CLIENT_THREAD) {
                     clients_s += used.own;
                 } else {
@@ -51,6 +56,7 @@ impl Cpu {
         }
         let database_s = (backend == crate::database::Backend::Postgres).then(postgres_cpu_s);
         Self {
+            by_thread,
             server_s,
             clients_s,
             database_s,
@@ -299,6 +305,10 @@ pub struct PerOp {
     pub clients_cpu_ms: Option<f64>,
     /// The PostgreSQL server's CPU.
     pub database_cpu_ms: Option<f64>,
+    /// This process's CPU by kind of thread (`actix-rt|system`: the HTTP
+    /// workers; `unicity-writer`: the group-commit writers; `sqlx-sqlite-wor`:
+    /// SQLite's connection threads, where statements run).
+    pub cpu_ms_by_thread: BTreeMap<String, f64>,
     pub rows: f64,
     pub rows_by_table: BTreeMap<String, f64>,
     pub index_entries: f64,
@@ -331,6 +341,15 @@ impl Phase {
         let cpu = |f: fn(&Cpu) -> f64| -> f64 {
             self.cpu.iter().map(|(a, b)| f(b) - f(a)).sum::<f64>() * 1000.0 / n
         };
+        let mut cpu_ms_by_thread: BTreeMap<String, f64> = BTreeMap::new();
+        for (a, b) in &self.cpu {
+            for (kind, after) in &b.by_thread {
+                let before = a.by_thread.get(kind).copied().unwrap_or(0.0);
+                *cpu_ms_by_thread.entry(kind.clone()).or_insert(0.0) +=
+                    (after - before) * 1000.0 / n;
+            }
+        }
+        cpu_ms_by_thread.retain(|_, ms| *ms >= 0.001);
         let server = cpu(|c| c.server_s);
         let clients = cpu(|c| c.clients_s);
         let database = self
@@ -368,6 +387,7 @@ impl Phase {
             },
             clients_cpu_ms: with_clients.then_some(clients),
             database_cpu_ms: database,
+            cpu_ms_by_thread,
             rows: rows_by_table.values().sum(),
             rows_by_table,
             index_entries: index_entries_by_index.values().sum(),
