@@ -18,6 +18,7 @@ mod hostile;
 mod identity;
 mod ingest;
 mod journal;
+mod key_locks;
 mod lookups;
 mod masking;
 mod pages;

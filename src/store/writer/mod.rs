@@ -5,10 +5,11 @@
 //! delivery.
 //!
 //! The batch owns the keys it decides on while it runs (SQLite: the whole
-//! database, in an `IMMEDIATE` transaction; PostgreSQL: advisory locks on the
-//! shards of those keys, shared by every writer of every process), so what it
+//! database, in an `IMMEDIATE` transaction; PostgreSQL: an advisory lock on
+//! each of those keys, shared by every writer of every process), so what it
 //! reads stays true until it commits. On PostgreSQL several writers may run,
-//! each taking the jobs of its own shards (`[engine] postgres_writers`).
+//! each taking the jobs of its own routing shards (`[engine]
+//! postgres_writers`), side by side unless their batches share a key.
 //! Jobs are values (`WriteJob`) that say which keys they decide on. Those of
 //! deliveries name theirs: the keys of consecutive deliveries are read in a
 //! few statements, each decision claims its keys in memory, and every row of
@@ -397,12 +398,17 @@ async fn in_savepoint<J: WriteJob>(
     }
 }
 
-/// Advisory-lock shards on PostgreSQL. Every process must use the same
-/// number: it is part of the locking protocol, not a tuning knob.
-const LOCK_SHARDS: u32 = 64;
-/// First key of the transaction-scoped advisory locks batches hold, one per
-/// shard (PostgreSQL's two-integer form: class, shard).
-const WRITER_LOCK_CLASS: i32 = 0x756e_6963; // "unic"
+/// Writers' queues on PostgreSQL: a job goes to the writer of its key's
+/// shard, so that the deliveries of one key meet in one batch. Routing only:
+/// what a batch owns is its keys themselves (`lock_set`).
+const ROUTING_SHARDS: u32 = 64;
+/// First key of the transaction-scoped advisory locks a batch holds on each
+/// of its keys (PostgreSQL's two-integer form: class, key hash). Part of the
+/// locking protocol every process on a database must share.
+const KEY_LOCK_CLASS: i32 = 0x756e_696b; // "unik"
+/// The lock every keyed batch holds shared and work that may touch any key
+/// holds exclusively.
+const ANY_KEY_LOCK: (i32, i32) = (0x756e_6961, 0); // "unia"
 
 /// 32-bit FNV-1a: stable across processes, builds and platforms, unlike
 /// std's hashers, which may change between Rust releases.
@@ -412,9 +418,9 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     })
 }
 
-/// The lock shard of a key.
+/// The routing shard of a key.
 fn shard_of(key: &str) -> u32 {
-    fnv1a(key.as_bytes()) % LOCK_SHARDS
+    fnv1a(key.as_bytes()) % ROUTING_SHARDS
 }
 
 /// The shard a job is routed by: its business key's, else its transport
@@ -426,41 +432,65 @@ fn shard(keys: &IndexKeys) -> Option<usize> {
         .map(|key| shard_of(key) as usize)
 }
 
-/// The shards a batch must own: those of every business key its jobs read
-/// (their transport keys' if they have none); all of them if a job may read
-/// anything. Transport links are not covered: they are only ever inserted,
-/// and a link another writer inserted meanwhile makes this batch's claim of it
-/// fail at insert (`claim_all`), never act on the stale read.
-fn lock_set<'k>(jobs: impl IntoIterator<Item = Option<&'k IndexKeys>>) -> Vec<u32> {
-    let mut shards = Vec::new();
+/// What a batch must own until it commits.
+#[derive(Debug, PartialEq, Eq)]
+enum LockSet {
+    /// The lock of every business key its jobs read (their transport keys'
+    /// if they have none), by hash, ascending, and `ANY_KEY_LOCK` shared.
+    Keys(Vec<i32>),
+    /// Everything: a job may read any key (`ANY_KEY_LOCK` exclusive).
+    Any,
+}
+
+/// The locks a batch of these jobs takes. Two batches wait on each other
+/// only when they share a key (or two keys share a 32-bit hash). Transport
+/// links are not covered: they are only ever inserted, and a link another
+/// writer inserted meanwhile makes this batch's claim of it fail at insert
+/// (`claim_all`), never act on the stale read.
+fn lock_set<'k>(jobs: impl IntoIterator<Item = Option<&'k IndexKeys>>) -> LockSet {
+    let mut hashes = Vec::new();
     for keys in jobs {
         let Some(keys) = keys else {
-            return (0..LOCK_SHARDS).collect();
+            return LockSet::Any;
         };
-        if keys.business.is_empty() {
-            shards.extend(keys.transport.iter().map(|k| shard_of(k)));
-        }
-        shards.extend(keys.business.iter().map(|k| shard_of(k)));
+        let named = if keys.business.is_empty() {
+            keys.transport.as_slice()
+        } else {
+            keys.business.as_slice()
+        };
+        hashes.extend(named.iter().map(|k| fnv1a(k.as_bytes()).cast_signed()));
     }
-    shards.sort_unstable();
-    shards.dedup();
-    shards
+    hashes.sort_unstable();
+    hashes.dedup();
+    LockSet::Keys(hashes)
 }
 
 /// Makes the batch the only writer of its keys until it commits. SQLite's
 /// `IMMEDIATE` transaction already owns the whole database; on PostgreSQL the
-/// batch takes its shards' advisory locks, in ascending order (so that two
-/// batches never wait on each other for them), in one statement.
-async fn own_writes(txn: &DatabaseTransaction, shards: &[u32]) -> Result<(), DbErr> {
-    if txn.get_database_backend() != DbBackend::Postgres || shards.is_empty() {
+/// batch takes `locks` in one statement, in ascending order of key hash (so
+/// that two batches never wait on each other in a cycle), after the shared
+/// hold on `ANY_KEY_LOCK` that keeps work touching any key out meanwhile.
+async fn own_writes(txn: &DatabaseTransaction, locks: &LockSet) -> Result<(), DbErr> {
+    if txn.get_database_backend() != DbBackend::Postgres {
         return Ok(());
     }
-    let locks: Vec<String> = shards
-        .iter()
-        .map(|s| format!("pg_advisory_xact_lock({WRITER_LOCK_CLASS}, {s})"))
-        .collect();
-    txn.execute_unprepared(&format!("SELECT {}", locks.join(", ")))
-        .await?;
+    let (any_class, any_key) = ANY_KEY_LOCK;
+    let statement = match locks {
+        LockSet::Any => format!("SELECT pg_advisory_xact_lock({any_class}, {any_key})"),
+        LockSet::Keys(hashes) if hashes.is_empty() => return Ok(()),
+        LockSet::Keys(hashes) => {
+            let mut calls = vec![format!(
+                "pg_advisory_xact_lock_shared({any_class}, {any_key})"
+            )];
+            calls.extend(
+                hashes
+                    .iter()
+                    .map(|h| format!("pg_advisory_xact_lock({KEY_LOCK_CLASS}, {h})")),
+            );
+            format!("SELECT {}", calls.join(", "))
+        }
+    };
+    txn.execute_unprepared(&statement).await?;
     Ok(())
 }
 
@@ -696,11 +726,11 @@ mod tests {
         assert_eq!(fnv1a(b""), 0x811c_9dc5);
         assert_eq!(fnv1a(b"a"), 0xe40c_292c);
         assert_eq!(fnv1a(b"foobar"), 0xbf9c_f968);
-        assert_eq!(shard_of("a"), 0xe40c_292c % LOCK_SHARDS);
+        assert_eq!(shard_of("a"), 0xe40c_292c % ROUTING_SHARDS);
     }
 
     #[test]
-    fn a_batch_locks_its_business_keys_shards_or_every_shard_for_keyless_work() {
+    fn a_batch_locks_its_own_keys_or_everything_for_keyless_work() {
         let keyed = IndexKeys {
             transport: Some("t".to_owned()),
             business: vec![
@@ -712,20 +742,24 @@ mod tests {
             transport: Some("only-transport".to_owned()),
             business: Vec::new(),
         };
+        let hash = |k: &str| fnv1a(k.as_bytes()).cast_signed();
         let mut expected = vec![
-            shard_of("stripe-refund@2:k"),
-            shard_of("stripe-refund@1:k"),
-            shard_of("only-transport"),
+            hash("stripe-refund@2:k"),
+            hash("stripe-refund@1:k"),
+            hash("only-transport"),
         ];
         expected.sort_unstable();
-        expected.dedup();
-        assert_eq!(lock_set([Some(&keyed), Some(&unkeyed)]), expected);
+        assert_eq!(
+            lock_set([Some(&keyed), Some(&keyed), Some(&unkeyed)]),
+            LockSet::Keys(expected)
+        );
+        // A transport key is locked only for a job without a business key.
+        assert!(!matches!(lock_set([Some(&keyed)]), LockSet::Keys(h) if h.contains(&hash("t"))));
         // Routed by the newest business key, else the transport key.
         assert_eq!(shard(&keyed), Some(shard_of("stripe-refund@2:k") as usize));
         assert_eq!(shard(&unkeyed), Some(shard_of("only-transport") as usize));
-        // Work that may read any key owns every shard.
-        let all: Vec<u32> = (0..LOCK_SHARDS).collect();
-        assert_eq!(lock_set([Some(&keyed), None]), all);
+        // Work that may read any key owns everything.
+        assert_eq!(lock_set([Some(&keyed), None]), LockSet::Any);
     }
 
     #[tokio::test]
