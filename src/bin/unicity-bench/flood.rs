@@ -105,7 +105,8 @@ pub async fn run(args: FloodArgs<'_>) -> anyhow::Result<FloodReport> {
     );
     let before = size().await?;
     let plan = Arc::new(Plan::new(args.seed, args.requests, 2 * args.clients));
-    let alone = load::run(args.base_url, plan, args.clients, None).await?;
+    let base_urls = [args.base_url.to_owned()];
+    let alone = load::run(&base_urls, plan, args.clients, None).await?;
     let after_alone = size().await?;
 
     note!(
@@ -122,7 +123,7 @@ pub async fn run(args: FloodArgs<'_>) -> anyhow::Result<FloodReport> {
     ));
     let valid = tokio::spawn({
         let (base_url, stop) = (args.base_url.to_owned(), stop.clone());
-        async move { load::run(&base_url, plan, args.clients, Some(stop)).await }
+        async move { load::run(&[base_url], plan, args.clients, Some(stop)).await }
     });
     let forged = send_forged(&args).await?;
     stop.store(true, Ordering::Relaxed);

@@ -65,10 +65,10 @@ impl LoadOutcome {
     }
 }
 
-/// Sends every step of `plan` to the server at `base_url` (or until `stop`
-/// is set, when given).
+/// Sends every step of `plan` to the servers at `base_urls`, client `i` to
+/// server `i` modulo their number (or until `stop` is set, when given).
 pub async fn run(
-    base_url: &str,
+    base_urls: &[String],
     plan: Arc<Plan>,
     clients: usize,
     stop: Option<Arc<AtomicBool>>,
@@ -82,7 +82,7 @@ pub async fn run(
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let mut tasks = Vec::with_capacity(clients);
-    for _ in 0..clients {
+    for n in 0..clients {
         let (http, plan, sources, next, stop) = (
             http.clone(),
             plan.clone(),
@@ -90,7 +90,7 @@ pub async fn run(
             next.clone(),
             stop.clone(),
         );
-        let base_url = base_url.to_owned();
+        let base_url = base_urls[n % base_urls.len().max(1)].clone();
         tasks.push(tokio::spawn(async move {
             client(&http, &base_url, &plan, &sources, &next, stop.as_deref()).await
         }));

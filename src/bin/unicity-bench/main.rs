@@ -118,6 +118,14 @@ struct Cli {
     /// (see `queue.rs`).
     #[arg(long, default_value_t = 0, value_name = "N")]
     queue_cases: usize,
+    /// Unicity server processes on the database (PostgreSQL): this one and
+    /// `N - 1` more, the clients spread across them.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    processes: usize,
+    /// Internal: run one more Unicity server on the database named by
+    /// `SERVER_URL_ENV`, print its port, and stop when stdin closes.
+    #[arg(long, hide = true)]
+    server_child: bool,
     /// Internal: preload `--history` deliveries into the database named by
     /// `PRELOAD_URL_ENV` and print the outcome as JSON. The benchmark runs
     /// its preload this way, in a child process, so that the bulk loader's
@@ -143,7 +151,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = if cli.preload_child {
+    let outcome = if cli.server_child {
+        server::child(cli.postgres_writers)
+    } else if cli.preload_child {
         runtime.block_on(preload_child(cli))
     } else {
         runtime.block_on(bench(cli))
@@ -188,6 +198,12 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
     note!("unicity-bench: database {}", fresh.describe());
     let base_url = server::start(&fresh.url, cli.postgres_writers)?;
     note!("unicity-bench: Unicity listening on {base_url}");
+    if cli.processes > 1 && cli.backend != Backend::Postgres {
+        bail!("--processes is for --backend postgres: SQLite has one writer per database");
+    }
+    let others = server::Others::start(&fresh.url, cli.processes - 1, cli.postgres_writers)?;
+    let mut base_urls = vec![base_url.clone()];
+    base_urls.extend(others.base_urls.iter().cloned());
     if cli.flood > 0 {
         return run_flood(cli, fresh, &base_url).await;
     }
@@ -247,6 +263,7 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
     let meter = work::Meter {
         db: &counting,
         backend: cli.backend,
+        others: others.pids(),
     };
     let (mut baseline_work, mut unicity_work) = (work::Phase::default(), work::Phase::default());
     let baseline_half = |rows: std::ops::Range<usize>| async move {
@@ -266,7 +283,7 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         cli.clients
     );
     let load = async {
-        let sent = load::run(&base_url, plan.clone(), cli.clients, None).await?;
+        let sent = load::run(&base_urls, plan.clone(), cli.clients, None).await?;
         let ok = sent.ok;
         Ok((sent, ok))
     };
@@ -325,6 +342,7 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         database: fresh.describe(),
         requests: cli.requests,
         clients: cli.clients,
+        processes: cli.processes,
         history: cli.history,
         seed: cli.seed,
         body_bytes_mean,

@@ -167,6 +167,8 @@ pub struct Report {
     pub database: String,
     pub requests: usize,
     pub clients: usize,
+    /// Unicity server processes on the database.
+    pub processes: usize,
     pub history: usize,
     pub seed: u64,
     pub body_bytes_mean: usize,
@@ -317,10 +319,11 @@ impl Report {
         };
         let _ = writeln!(
             out,
-            "unicity-bench {} | {backend} | {} requests, {} clients, history {}, seed {:#x}, mean body {} B",
+            "unicity-bench {} | {backend} | {} requests, {} clients, {} process(es), history {}, seed {:#x}, mean body {} B",
             self.version,
             self.requests,
             self.clients,
+            self.processes,
             self.history,
             self.seed,
             self.body_bytes_mean

@@ -101,3 +101,85 @@ pub fn start(database_url: &str, postgres_writers: Option<usize>) -> anyhow::Res
         .map_err(|e| anyhow!("Unicity did not start: {e}"))?;
     Ok(format!("http://127.0.0.1:{port}"))
 }
+
+/// How the parent passes the database URL to a server child (not on the
+/// command line, where a password would show in `ps`).
+const SERVER_URL_ENV: &str = "UNICITY_BENCH_SERVER_URL";
+
+/// The other Unicity processes of a run, stopped when this is dropped.
+pub struct Others {
+    children: Vec<std::process::Child>,
+    pub base_urls: Vec<String>,
+}
+
+impl Others {
+    /// Starts `count` more servers on `database_url`, each a child process
+    /// (this program, `--server-child`), and waits until each listens.
+    pub fn start(
+        database_url: &str,
+        count: usize,
+        postgres_writers: Option<usize>,
+    ) -> anyhow::Result<Self> {
+        use std::io::BufRead as _;
+        use std::process::{Command, Stdio};
+        let exe = std::env::current_exe().context("cannot find the benchmark's own executable")?;
+        let mut others = Self {
+            children: Vec::with_capacity(count),
+            base_urls: Vec::with_capacity(count),
+        };
+        for _ in 0..count {
+            let mut command = Command::new(&exe);
+            command.arg("--server-child");
+            if let Some(writers) = postgres_writers {
+                command.args(["--postgres-writers", &writers.to_string()]);
+            }
+            let mut child = command
+                .env(SERVER_URL_ENV, database_url)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .context("cannot start a server process")?;
+            let stdout = child.stdout.take().context("no stdout")?;
+            others.children.push(child);
+            let mut line = String::new();
+            std::io::BufReader::new(stdout)
+                .read_line(&mut line)
+                .context("the server process said nothing")?;
+            let port: u16 = line
+                .trim()
+                .parse()
+                .map_err(|_| anyhow!("the server process did not start: {line:?}"))?;
+            others.base_urls.push(format!("http://127.0.0.1:{port}"));
+        }
+        Ok(others)
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(std::process::Child::id).collect()
+    }
+}
+
+impl Drop for Others {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            // Closing its stdin asks it to stop; killing makes sure.
+            drop(child.stdin.take());
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The child side of `Others::start`: serves until its stdin closes.
+pub fn child(postgres_writers: Option<usize>) -> anyhow::Result<()> {
+    let url = std::env::var(SERVER_URL_ENV)
+        .with_context(|| format!("{SERVER_URL_ENV} is not set (internal option)"))?;
+    let base_url = start(&url, postgres_writers)?;
+    let port = base_url.rsplit(':').next().unwrap_or_default();
+    println!("{port}");
+    std::io::Write::flush(&mut std::io::stdout()).context("cannot write to stdout")?;
+    // Blocks until the parent closes the pipe (or exits).
+    let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+    Ok(())
+}

@@ -37,7 +37,9 @@ pub struct Cpu {
 }
 
 impl Cpu {
-    pub fn now(backend: crate::database::Backend) -> Self {
+    /// `others`: the pids of the other Unicity processes the run started
+    /// (`--processes`), counted with this process's server threads.
+    pub fn now(backend: crate::database::Backend, others: &[u32]) -> Self {
         let (mut server_s, mut clients_s) = (0.0, 0.0);
         let mut by_thread = BTreeMap::new();
         if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
@@ -52,6 +54,12 @@ impl Cpu {
                 } else {
                     server_s += used.own;
                 }
+            }
+        }
+        for pid in others {
+            if let Some((_, used)) = stat(std::path::Path::new(&format!("/proc/{pid}/stat"))) {
+                server_s += used.own;
+                *by_thread.entry("other processes".to_owned()).or_insert(0.0) += used.own;
             }
         }
         let database_s = (backend == crate::database::Backend::Postgres).then(postgres_cpu_s);
@@ -258,6 +266,8 @@ async fn schema(
 pub struct Meter<'a> {
     pub db: &'a DatabaseConnection,
     pub backend: crate::database::Backend,
+    /// Other Unicity processes of the run (`--processes`).
+    pub others: Vec<u32>,
 }
 
 impl Meter<'_> {
@@ -274,11 +284,11 @@ impl Meter<'_> {
         let sqlite = self.backend == crate::database::Backend::Sqlite;
         let io_now = || sqlite.then(crate::report::IoCounters::now).flatten();
         let tables = Tables::read(self.db, side).await?;
-        let cpu = Cpu::now(self.backend);
+        let cpu = Cpu::now(self.backend, &self.others);
         let io = io_now();
         let (out, operations) = phase.await?;
         let io = (io, io_now());
-        let cpu = (cpu, Cpu::now(self.backend));
+        let cpu = (cpu, Cpu::now(self.backend, &self.others));
         into.part(
             operations,
             cpu,
