@@ -210,13 +210,14 @@ pub struct EngineConfig {
     pub lookup_breaker_failures: u32,
     pub lookup_breaker_secs: u64,
     /// Commit concurrent deliveries together (one fsync for a burst, each still
-    /// durable before its answer; on PostgreSQL batches lock the shards of the
-    /// keys they decide on, shared by all processes). Default: on. Off: one
-    /// transaction per delivery.
+    /// durable before its answer; on PostgreSQL batches lock each key they
+    /// decide on, in every process alike). Default: on. Off: one transaction
+    /// per delivery.
     pub group_commit: Option<bool>,
     /// Group-commit writers on PostgreSQL, each committing the deliveries of
-    /// its own key shards, so that one batch's round trips and fsync overlap
-    /// another's. SQLite has one writer at a time whatever this says.
+    /// its own routing shards of keys, so that one batch's round trips and
+    /// fsync overlap another's. SQLite has one writer at a time whatever this
+    /// says.
     pub postgres_writers: usize,
     /// Share of a strategy's recent deliveries that may collide before its
     /// breaker trips (0.005 = 0.5 %).
