@@ -259,9 +259,8 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         "unicity-bench: baseline (1/2): {half} single-row insert commits of {body_bytes_mean} B, {} writers",
         cli.clients
     );
-    let counting = unicity::store::connect(&fresh.url).await?;
     let meter = work::Meter {
-        db: &counting,
+        url: &fresh.url,
         backend: cli.backend,
         others: others.pids(),
     };
@@ -305,7 +304,6 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
             baseline_half(half..cli.requests),
         )
         .await?;
-    let _ = counting.close().await;
     let baseline_halves = [first.per_s(), second.per_s()];
     let inserted = first.inserted + second.inserted;
     let baseline_io = match (

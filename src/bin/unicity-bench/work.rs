@@ -262,9 +262,33 @@ async fn schema(
     Ok(tables)
 }
 
+/// Opens the database for one reading: a single connection with a small
+/// page cache, closed after, so that counting adds nothing to the peak RSS
+/// the run reports, nor keeps pages of its own between phases.
+async fn counting(url: &str) -> anyhow::Result<DatabaseConnection> {
+    let mut options = sea_orm::ConnectOptions::new(url.to_owned());
+    options
+        .max_connections(1)
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(|o| o.pragma("cache_size", "-1024"));
+    sea_orm::Database::connect(options)
+        .await
+        .context("cannot open the database to count")
+}
+
+impl Tables {
+    /// `read` on a connection of its own.
+    pub async fn read_at(url: &str, only: Side) -> anyhow::Result<Self> {
+        let db = counting(url).await?;
+        let read = Self::read(&db, only).await;
+        let _ = db.close().await;
+        read
+    }
+}
+
 /// Where a measured phase runs and what it counts.
 pub struct Meter<'a> {
-    pub db: &'a DatabaseConnection,
+    pub url: &'a str,
     pub backend: crate::database::Backend,
     /// Other Unicity processes of the run (`--processes`).
     pub others: Vec<u32>,
@@ -283,7 +307,7 @@ impl Meter<'_> {
         // PostgreSQL writes in its own processes: this one's I/O says nothing.
         let sqlite = self.backend == crate::database::Backend::Sqlite;
         let io_now = || sqlite.then(crate::report::IoCounters::now).flatten();
-        let tables = Tables::read(self.db, side).await?;
+        let tables = Tables::read_at(self.url, side).await?;
         let cpu = Cpu::now(self.backend, &self.others);
         let io = io_now();
         let (out, operations) = phase.await?;
@@ -292,7 +316,7 @@ impl Meter<'_> {
         into.part(
             operations,
             cpu,
-            (tables, Tables::read(self.db, side).await?),
+            (tables, Tables::read_at(self.url, side).await?),
         );
         Ok((out, io))
     }
