@@ -31,9 +31,6 @@ const ASKABLE: [&str; 3] = [
     "evidence_purged",
 ];
 
-/// Statuses of operations that did not happen.
-const NOT_DONE: [&str; 4] = ["failed", "canceled", "cancelled", "reversed"];
-
 /// Asks the provider about `case_id` and resolves it when the answer settles
 /// it. `None`: nothing to ask (not an askable open case, no look-up
 /// configured, no body).
@@ -248,7 +245,9 @@ fn matches(op: &ProviderOperation, key: &KeySummary) -> bool {
             .get(name)
             .is_none_or(|mine| value.as_ref() == Some(mine))
     };
-    !op.status.as_deref().is_some_and(|s| NOT_DONE.contains(&s))
+    !op.status
+        .as_deref()
+        .is_some_and(|s| crate::domain::reconcile::NOT_DONE.contains(&s))
         && agrees("amount", &op.amount)
         && agrees("currency", &op.currency)
 }
