@@ -48,19 +48,3 @@ impl Principal {
         }
     }
 }
-
-/// Handlers behind the access guard read the caller it found.
-impl actix_web::FromRequest for Principal {
-    type Error = actix_web::Error;
-    type Future = std::future::Ready<Result<Self, Self::Error>>;
-
-    fn from_request(req: &actix_web::HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        use actix_web::HttpMessage;
-        std::future::ready(
-            req.extensions()
-                .get::<Principal>()
-                .cloned()
-                .ok_or_else(|| actix_web::error::ErrorUnauthorized("unauthenticated")),
-        )
-    }
-}

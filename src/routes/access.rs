@@ -1,11 +1,21 @@
 //! The access guard: for every request, the row of `routes::TABLE` its
-//! method and matched route give, then who is asking (bearer token, else
-//! session) and whether their role allows the row's action. The caller is
-//! left in the request for handlers (`Principal` extractor). A matched route
-//! without a row is refused to everyone.
+//! method and route give, then who is asking (bearer token, else session)
+//! and whether their role allows the row's action. The caller is left in the
+//! request for handlers (`Principal` extractor). A matched route without a
+//! row is refused to everyone.
+//!
+//! The route is found on the path the router routes, never on the raw
+//! request path: actix decodes `%65` to `e` before routing, so a guard that
+//! matched the raw `/api/d%65liveries` found no route and let through a
+//! request the router then gave to the deliveries handler. Handlers check
+//! again: the `Principal` extractor answers only with a caller whose role
+//! allows the row of the route that was actually matched, so a request that
+//! reached a protected handler without passing the guard gets a 401.
 //!
 //! Refusals: under `/api/`, JSON `401 unauthenticated` / `403 forbidden`;
 //! elsewhere, `303` to `/login` when nobody is signed in, else the HTML 403.
+//! Every `/api/` answer is `Cache-Control: no-store`: it holds deliveries,
+//! cases and raw bodies that no shared or browser cache may keep.
 
 use actix_session::SessionExt;
 use actix_web::body::{BoxBody, MessageBody};
@@ -32,15 +42,15 @@ pub async fn guard(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let Some(pattern) = req.match_pattern() else {
-        // No route matched: the default 404.
-        return Ok(next.call(req).await?.map_into_boxed_body());
+    let Some(pattern) = routed_pattern(&req) else {
+        // No route matches the path the router routes: the default 404.
+        return pass(req, next).await;
     };
     let Some(route) = row(req.method(), &pattern) else {
         return Ok(refuse(req, Refusal::NoRoute));
     };
     let Access::Requires(action) = route.access else {
-        return Ok(next.call(req).await?.map_into_boxed_body());
+        return pass(req, next).await;
     };
     let caller = match caller(&req).await {
         Ok(caller) => caller,
@@ -54,9 +64,41 @@ pub async fn guard(
         Some(caller) if !caller.may(action) => Ok(refuse(req, Refusal::Forbidden)),
         Some(caller) => {
             req.extensions_mut().insert(caller);
-            Ok(next.call(req).await?.map_into_boxed_body())
+            pass(req, next).await
         }
     }
+}
+
+/// The pattern of the route the router will give `req` to: matched on the
+/// path as the router sees it (percent-decoded but for `%`, `/` and `+`),
+/// not on the raw request path.
+fn routed_pattern(req: &ServiceRequest) -> Option<String> {
+    req.resource_map().match_pattern(req.match_info().as_str())
+}
+
+/// Lets `req` through, marking what `/api/` answers as never to be cached.
+async fn pass(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let api = is_api(&req);
+    let mut response = next.call(req).await?.map_into_boxed_body();
+    if api {
+        no_store(response.headers_mut());
+    }
+    Ok(response)
+}
+
+/// Whether `req` is for the JSON API, by the routed path.
+fn is_api(req: &ServiceRequest) -> bool {
+    req.match_info().as_str().starts_with("/api/")
+}
+
+fn no_store(headers: &mut header::HeaderMap) {
+    headers.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
 }
 
 /// The bearer token's caller when the request has one (and nobody if it is
@@ -84,7 +126,7 @@ async fn caller(req: &ServiceRequest) -> Result<Option<Principal>, access::Acces
 }
 
 fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {
-    let api = req.path().starts_with("/api/");
+    let api = is_api(&req);
     let response = match (api, refusal) {
         (_, Refusal::NoRoute) if api => ApiError::new(
             actix_web::http::StatusCode::NOT_FOUND,
@@ -111,5 +153,47 @@ fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {
         (false, Refusal::Forbidden) => UiError::forbidden().error_response(),
         (false, Refusal::Storage) => UiError::internal("access check unavailable").error_response(),
     };
-    req.into_response(response)
+    let mut response = req.into_response(response);
+    if api {
+        no_store(response.headers_mut());
+    }
+    response
+}
+
+/// Handlers behind the guard read the caller it found, checked again
+/// against the row of the route the router matched: a protected handler
+/// that takes a `Principal` cannot run for a caller the table refuses, even
+/// if the guard was passed by.
+impl actix_web::FromRequest for Principal {
+    type Error = actix_web::Error;
+    type Future = std::future::Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &actix_web::HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        std::future::ready(authorized(req))
+    }
+}
+
+fn authorized(req: &actix_web::HttpRequest) -> Result<Principal, actix_web::Error> {
+    let api = req.match_info().as_str().starts_with("/api/");
+    let action = req
+        .match_pattern()
+        .and_then(|pattern| row(req.method(), &pattern))
+        .and_then(|route| match route.access {
+            Access::Requires(action) => Some(action),
+            Access::Public | Access::Signed => None,
+        });
+    let caller = req.extensions().get::<Principal>().cloned();
+    match (caller, action) {
+        (Some(caller), Some(action)) if caller.may(action) => Ok(caller),
+        (Some(_), Some(_)) if api => Err(ApiError::forbidden().into()),
+        (Some(_), Some(_)) => Err(UiError::forbidden().into()),
+        // Nobody found by the guard, or a handler asking for a caller on a
+        // route the table does not protect: nobody is vouched for.
+        _ if api => Err(ApiError::unauthenticated().into()),
+        _ => Err(actix_web::error::InternalError::from_response(
+            "unauthenticated",
+            super::ui::see_other("/login"),
+        )
+        .into()),
+    }
 }

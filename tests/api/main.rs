@@ -22,6 +22,7 @@ mod key_locks;
 mod lookups;
 mod masking;
 mod pages;
+mod paths;
 mod processes;
 mod provider;
 mod reads;

@@ -56,6 +56,7 @@ struct ReasonCount {
 pub async fn list(
     state: web::Data<AppState>,
     query: web::Query<QueueQuery>,
+    _caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let query = query.into_inner();
     let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
@@ -94,6 +95,7 @@ pub async fn list(
 pub async fn show(
     state: web::Data<AppState>,
     id: web::Path<String>,
+    _caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
     let view = case_view::show(&state.engine, &state.sources, id)
@@ -189,6 +191,7 @@ struct LookupBody {
 pub async fn lookup(
     state: web::Data<AppState>,
     id: web::Path<String>,
+    _caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
     let verdict = lookups::ask(&state.engine, id).await.map_err(case_error)?;

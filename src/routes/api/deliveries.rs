@@ -21,6 +21,7 @@ use crate::state::AppState;
 pub async fn list(
     state: web::Data<AppState>,
     params: web::Query<Params>,
+    _caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     match search::search(&state.engine, &params).await {
         Ok(page) => Ok(HttpResponse::Ok().json(page)),
@@ -40,6 +41,7 @@ pub async fn list(
 pub async fn show(
     state: web::Data<AppState>,
     id: web::Path<String>,
+    _caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
     match deliveries::show(&state.engine, &state.sources, id).await {

@@ -122,6 +122,7 @@ pub struct LookupForm {}
 pub async fn lookup(
     state: web::Data<AppState>,
     id: web::Path<String>,
+    _operator: Principal,
     _form: CsrfForm<LookupForm>,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;

@@ -6,6 +6,7 @@ use actix_web::{HttpResponse, get, web};
 use chrono::Utc;
 
 use super::case::parse_id;
+use crate::auth::Principal;
 use crate::routes::error::UiError;
 use crate::services::case_view::{self, CaseView};
 use crate::state::AppState;
@@ -23,6 +24,7 @@ struct Fixture {
 pub async fn fixture(
     state: web::Data<AppState>,
     id: web::Path<String>,
+    _operator: Principal,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
     let view = case_view::show(&state.engine, &state.sources, id).await?;

@@ -3,8 +3,9 @@
 use actix_web::{HttpResponse, get};
 
 use super::see_other;
+use crate::auth::Principal;
 
 #[get("/")]
-pub async fn show() -> HttpResponse {
+pub async fn show(_operator: Principal) -> HttpResponse {
     see_other("/cases")
 }
