@@ -19,6 +19,7 @@ mod m20261202_000031_case_form_tokens;
 mod m20261203_000032_effects_by_id_range;
 mod m20261203_000033_running_leases;
 mod m20261203_000034_journal_rows_inline;
+mod m20261204_000040_effect_references;
 mod sql;
 
 pub struct Migrator;
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000032_effects_by_id_range::Migration),
             Box::new(m20261203_000033_running_leases::Migration),
             Box::new(m20261203_000034_journal_rows_inline::Migration),
+            Box::new(m20261204_000040_effect_references::Migration),
         ]
     }
 }

@@ -106,6 +106,8 @@ pub enum Refusal {
     OutcomeUnknown,
     #[error("there is no existing effect to confirm this delivery as a duplicate of")]
     NothingToConfirm,
+    #[error("this provider operation already justified another effect")]
+    OperationConsumed,
 }
 
 impl Refusal {
@@ -117,6 +119,7 @@ impl Refusal {
             Self::NothingToApply => "nothing_to_apply",
             Self::OutcomeUnknown => "outcome_unknown",
             Self::NothingToConfirm => "nothing_to_confirm",
+            Self::OperationConsumed => "operation_consumed",
         }
     }
 }
@@ -231,76 +234,5 @@ mod tests {
         let key = "norefid-refund-fingerprint@1:ab";
         assert_ne!(distinct_key(key, case), key);
         assert!(distinct_key(key, case).starts_with(key));
-    }
-}
-
-/// What the provider's authoritative answer settles, for a case that asks
-/// whether a delivery is a second legitimate operation or a retry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LookupVerdict {
-    /// The provider lists more matching operations than were applied: this
-    /// delivery is one more, applied with the provider's reference.
-    ProcessAsDistinct { reference: String },
-    /// As many as were applied: this delivery is a retry.
-    ConfirmDuplicate,
-    /// Anything else (fewer than applied, nothing listed, the API failed):
-    /// a person decides, with the look-up on the case.
-    ForAPerson { why: &'static str },
-}
-
-/// The look-up policy: `matching` are the provider's operation ids that match
-/// the delivery (same resource, amount and currency), in the provider's
-/// order; `applied` the effects Unicity applied for the same key. The
-/// operation taken as this delivery's reference is the first one not
-/// accounted for by those already applied.
-pub fn judge_lookup(matching: &[String], applied: usize) -> LookupVerdict {
-    use std::cmp::Ordering;
-    match matching.len().cmp(&applied) {
-        Ordering::Greater => LookupVerdict::ProcessAsDistinct {
-            reference: matching[applied].clone(),
-        },
-        Ordering::Equal if applied > 0 => LookupVerdict::ConfirmDuplicate,
-        Ordering::Equal => LookupVerdict::ForAPerson {
-            why: "the provider lists no such operation",
-        },
-        Ordering::Less => LookupVerdict::ForAPerson {
-            why: "the provider lists fewer operations than were applied",
-        },
-    }
-}
-
-#[cfg(test)]
-mod lookup_tests {
-    use super::*;
-
-    fn ids(n: usize) -> Vec<String> {
-        (1..=n).map(|i| format!("re_{i}")).collect()
-    }
-
-    #[test]
-    fn given_more_operations_than_applied_then_process_with_the_next_reference() {
-        assert_eq!(
-            judge_lookup(&ids(2), 1),
-            LookupVerdict::ProcessAsDistinct {
-                reference: "re_2".into()
-            }
-        );
-    }
-
-    #[test]
-    fn given_as_many_as_applied_then_a_duplicate() {
-        assert_eq!(judge_lookup(&ids(1), 1), LookupVerdict::ConfirmDuplicate);
-    }
-
-    #[test]
-    fn given_fewer_or_none_then_a_person_decides() {
-        assert!(matches!(
-            judge_lookup(&ids(1), 2),
-            LookupVerdict::ForAPerson { .. }
-        ));
-        assert!(matches!(
-            judge_lookup(&[], 0),
-            LookupVerdict::ForAPerson { .. }
-        ));
     }
 }

@@ -9,6 +9,7 @@ pub mod delivery;
 pub mod diff;
 pub mod identity;
 pub mod journal;
+pub mod lookup;
 pub mod masking;
 pub mod reconcile;
 pub mod rejection;

@@ -5,8 +5,9 @@
 //! The matching rule, in order:
 //! 1. an operation whose status says it did not happen (`failed`,
 //!    `canceled`, `cancelled`, `reversed`) is not expected;
-//! 2. an operation whose id is an effect's authoritative reference (recorded
-//!    when a look-up or a sink gave it) is that effect's;
+//! 2. an operation whose id is the provider reference an effect was applied
+//!    for (recorded when a look-up or a person resolved its case citing it)
+//!    is that effect's;
 //! 3. the operations and effects left are paired on resource + amount +
 //!    currency (all three known on both sides; currencies compared without
 //!    case), earliest operation with earliest effect;
@@ -60,7 +61,8 @@ pub struct Effect {
     pub effect_id: Uuid,
     /// Settled applied (only those can be unexpected).
     pub applied: bool,
-    pub authoritative_ref: Option<String>,
+    /// The provider's operation the effect was applied for, if one was cited.
+    pub provider_ref: Option<String>,
     pub resource: Option<String>,
     pub amount: Option<Value>,
     pub currency: Option<Value>,
@@ -94,9 +96,8 @@ pub fn compare(operations: &[Operation], effects: &[Effect], window: Window) -> 
     let mut matched = Vec::new();
     let mut unpaired = Vec::new();
     for &i in &done {
-        let by_ref = (0..effects.len()).find(|&e| {
-            !taken[e] && effects[e].authoritative_ref.as_deref() == Some(&operations[i].id)
-        });
+        let by_ref = (0..effects.len())
+            .find(|&e| !taken[e] && effects[e].provider_ref.as_deref() == Some(&operations[i].id));
         match by_ref {
             Some(e) => {
                 taken[e] = true;
@@ -206,7 +207,7 @@ mod tests {
         Effect {
             effect_id: Uuid::from_u128(n),
             applied: true,
-            authoritative_ref: None,
+            provider_ref: None,
             resource: Some(payment.into()),
             amount: Some(json!(amount)),
             currency: Some(json!("EUR")),
@@ -247,7 +248,7 @@ mod tests {
     fn given_an_authoritative_reference_then_it_wins_over_fields() {
         let ops = [op("re_1", "pay_1", 700, 1), op("re_2", "pay_1", 700, 2)];
         let mut second = effect(2, "pay_1", 700, 1);
-        second.authoritative_ref = Some("re_2".into());
+        second.provider_ref = Some("re_2".into());
         let found = compare(&ops, &[effect(1, "pay_1", 700, 5), second], window());
         assert_eq!(found.matched, vec![(0, 0), (1, 1)]);
     }

@@ -94,7 +94,10 @@ pub struct EffectState {
     pub effect_id: String,
     pub key: String,
     pub status: String,
-    pub authoritative_ref: Option<String>,
+    /// The downstream's id of the applied effect.
+    pub downstream_ref: Option<String>,
+    /// The provider's operation the effect was applied for.
+    pub provider_ref: Option<String>,
 }
 
 /// One step of a case's life.
@@ -118,6 +121,8 @@ pub enum CaseEvent {
         operations: Vec<ProviderOperation>,
         error: Option<String>,
         verdict: String,
+        /// Why the answer left the case for a person.
+        why: Option<String>,
     },
     Resolved {
         at: DateTime<Utc>,
@@ -327,7 +332,8 @@ async fn effect(engine: &SharedEngine, id: Option<Uuid>) -> Result<Option<Effect
             effect_id: e.effect_id,
             key: e.key,
             status: e.status,
-            authoritative_ref: e.authoritative_ref,
+            downstream_ref: e.downstream_ref,
+            provider_ref: e.provider_ref,
         }))
 }
 
@@ -370,6 +376,7 @@ fn history(
                     operations: l.operations,
                     error: l.error,
                     verdict: l.verdict,
+                    why: l.why,
                 }),
             "CaseResolved" => serde_json::from_value::<CaseResolved>(data)
                 .ok()

@@ -8,28 +8,37 @@
 //! case's own key, or a link to the existing effect). Two operators at once,
 //! or one form submitted twice, get one resolution and at most one effect.
 
+use std::collections::BTreeSet;
+
 use chrono::Utc;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
+use super::decide::EffectJob;
 use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
-use super::engine::{SharedEngine, WriteEvent};
+use super::engine::{Engine, SharedEngine, WriteEvent};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::confidence::Criticality;
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{CaseCommented, CaseResolved, JournalEvent};
+use crate::domain::journal::{
+    CaseCommented, CaseResolved, JournalEvent, KeySummary, LookupPerformed,
+};
+use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::providers::sinks;
+use crate::store::Tx;
 use crate::store::entities::case;
 
-/// A resolution asked for.
+/// A resolution asked for by a person (or a token).
 pub struct Resolve {
     pub case_id: Uuid,
     pub resolution: Resolution,
-    /// Who resolves it (an operator, a token, a look-up).
+    /// Who resolves it (an operator, a token).
     pub by: String,
     pub note: String,
+    /// The provider's operation the person cites: processed as distinct,
+    /// the effect consumes it.
     pub authoritative_ref: Option<String>,
 }
 
@@ -40,6 +49,8 @@ pub struct Resolved {
     pub resolution: Resolution,
     pub effect_id: Option<Uuid>,
     pub key: Option<String>,
+    /// The provider operation the resolution cited (and its effect consumed).
+    pub reference: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,102 +63,334 @@ pub enum CaseError {
     Db(#[from] DbErr),
 }
 
-/// Resolves a case and, when processed as distinct, starts its effect once
-/// the resolution committed.
+/// Who settles a case, and on what.
+pub(super) enum Settler {
+    /// A person's choice, citing a provider operation or not.
+    Person {
+        resolution: Resolution,
+        reference: Option<String>,
+    },
+    /// The provider's answer: the operations that match the delivery (or
+    /// why none can be compared), judged against the effects under the key
+    /// inside the transaction that acts on the verdict; the look-up is
+    /// journaled in it too.
+    LookUp {
+        performed: LookupPerformed,
+        matching: Result<Vec<String>, String>,
+    },
+}
+
+/// What a settlement came to.
+pub(super) enum Settled {
+    Resolved(Resolved),
+    /// The look-up's answer settles nothing: the case stays for a person.
+    ForAPerson(LookupVerdict),
+}
+
+/// How many times a settlement is tried when another process consumed the
+/// provider operation it cited between its read and its commit.
+const CONTENDED: usize = 3;
+
+/// Resolves a case as a person asked and, when processed as distinct,
+/// starts its effect once the resolution committed.
 pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved, CaseError> {
-    let case = crate::store::cases::find(&engine.db, request.case_id)
+    let settler = Settler::Person {
+        resolution: request.resolution,
+        reference: request.authoritative_ref,
+    };
+    match settle(engine, request.case_id, settler, request.by, request.note).await? {
+        Settled::Resolved(resolved) => Ok(resolved),
+        Settled::ForAPerson(_) => Err(Refusal::AlreadyResolved.into()),
+    }
+}
+
+/// Settles `case_id` by `settler`: one job reads what the verdict needs,
+/// claims the open case and takes the effect's key, or does nothing.
+pub(super) async fn settle(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    settler: Settler,
+    by: String,
+    note: String,
+) -> Result<Settled, CaseError> {
+    let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
     let delivery_id: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
     let journaled = Journaled::read(&engine.db, delivery_id).await?;
-    let existing = existing_effect(&case);
     let facts = CaseFacts {
         open: case.status == CaseStatus::Open.as_str(),
         can_apply: journaled.key.is_some() && journaled.body.is_some(),
-        has_existing_effect: existing.is_some(),
+        has_existing_effect: existing_effect(&case).is_some(),
         outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str(),
     };
-    cases::check(facts, request.resolution, &request.note)?;
-
+    if let Settler::Person { resolution, .. } = &settler {
+        cases::check(facts, *resolution, &note)?;
+    }
     let source = journaled.source.clone().unwrap_or_default();
-    let key = journaled.key.clone();
-    let (effect_id, applied_key) = match (request.resolution, &key) {
-        (Resolution::ProcessAsDistinct, Some(key)) => (
-            Some(Uuid::now_v7()),
-            Some(cases::distinct_key(&key.key, request.case_id)),
-        ),
-        (Resolution::ConfirmDuplicate, _) => (existing, None),
-        _ => (None, None),
+    let context = Context {
+        case_id,
+        delivery_id,
+        existing: existing_effect(&case),
+        facts,
+        key: journaled.key.clone(),
+        sink: journaled.key.as_ref().map(|key| {
+            sinks::select(&engine.sinks, &source, &key.effect_type)
+                .name()
+                .to_owned()
+        }),
+        by,
+        note,
     };
-    let event = CaseResolved {
-        case_id: request.case_id,
-        resolution: request.resolution,
-        resolved_by: request.by,
-        note: request.note,
-        authoritative_ref: request.authoritative_ref,
-        effect_id,
-        key: applied_key.clone(),
+    let mut settler = Some(settler);
+    let mut tries = 0;
+    let outcome = loop {
+        tries += 1;
+        let attempt = settler.take().ok_or(Refusal::AlreadyResolved)?;
+        let retry = attempt.clone_for_retry();
+        let shared = engine.clone();
+        let context = context.clone();
+        let outcome = engine
+            .writer
+            .run(move |tx| Box::pin(async move { context.settle(tx, &shared, attempt).await }))
+            .await;
+        match outcome {
+            Err(error) if consumed_meanwhile(&error) && tries < CONTENDED => {
+                settler = Some(retry);
+            }
+            Err(error) if consumed_meanwhile(&error) => {
+                return Err(Refusal::OperationConsumed.into());
+            }
+            Err(DbErr::Custom(why)) if why == CONSUMED => {
+                return Err(Refusal::OperationConsumed.into());
+            }
+            other => break other?,
+        }
     };
-    let shared = engine.clone();
-    let sink_source = source.clone();
-    let claim_key = applied_key.clone();
-    let outcome = engine
-        .writer
-        .run(move |tx| {
-            Box::pin(async move {
-                let at = Utc::now();
-                let resolution = event.resolution;
-                // The claim: only an open case resolves, once.
-                if !tx
-                    .claim(Some(delivery_id), &JournalEvent::CaseResolved(event), at)
-                    .await?
-                {
-                    return Ok(None);
-                }
-                let mut job = None;
-                match (resolution, key, claim_key, effect_id) {
-                    (
-                        Resolution::ProcessAsDistinct,
-                        Some(key),
-                        Some(claim_key),
-                        Some(effect_id),
-                    ) => {
-                        let sink =
-                            sinks::select(&shared.sinks, &sink_source, &key.effect_type).name();
-                        let claim = Claim {
-                            key: claim_key,
-                            effect_id,
-                            fencing_token: 1,
-                        };
-                        let reserved =
-                            reserve_effect(tx, &shared, sink, delivery_id, &key, claim, at).await?;
-                        // The case's own key taken while the case was open:
-                        // nothing commits.
-                        job = reserved.ok_or_else(|| {
-                            DbErr::Custom("the case's effect key is already taken".to_owned())
-                        })?;
-                    }
-                    (Resolution::ConfirmDuplicate, _, _, Some(effect_id)) => {
-                        tx.effect_link(&effect_id.to_string(), &delivery_id.to_string(), at);
-                    }
-                    _ => {}
-                }
-                Ok(Some(job))
-            })
-        })
-        .await?;
-    let Some(job) = outcome else {
-        return Err(Refusal::AlreadyResolved.into());
+    let (settled, job) = match outcome {
+        Outcome::Refused(refusal) => return Err(refusal.into()),
+        Outcome::ForAPerson(verdict) => return Ok(Settled::ForAPerson(verdict)),
+        Outcome::Resolved(resolved, job) => (resolved, job),
     };
     if let Some(job) = job {
         let body = journaled.body(&engine.db).await?;
         effects::spawn(engine.clone(), job, source, body);
     }
-    Ok(Resolved {
-        case_id: request.case_id,
-        resolution: request.resolution,
-        effect_id,
-        key: applied_key,
+    Ok(Settled::Resolved(settled))
+}
+
+impl Settler {
+    fn clone_for_retry(&self) -> Self {
+        match self {
+            Self::Person {
+                resolution,
+                reference,
+            } => Self::Person {
+                resolution: *resolution,
+                reference: reference.clone(),
+            },
+            Self::LookUp {
+                performed,
+                matching,
+            } => Self::LookUp {
+                performed: performed.clone(),
+                matching: matching.clone(),
+            },
+        }
+    }
+}
+
+/// The error a settlement job ends with when the operation it cites is
+/// consumed: its writes roll back.
+const CONSUMED: &str = "the provider operation cited is already consumed";
+
+/// Whether a settlement lost a race for the provider operation it cited:
+/// another process's effect took it between this one's read and its commit.
+fn consumed_meanwhile(error: &DbErr) -> bool {
+    matches!(
+        error.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(ref what)) if what.contains("provider_ref")
+    )
+}
+
+enum Outcome {
+    Refused(Refusal),
+    ForAPerson(LookupVerdict),
+    Resolved(Resolved, Option<EffectJob>),
+}
+
+/// What a settlement job knows before it starts.
+#[derive(Clone)]
+struct Context {
+    case_id: Uuid,
+    delivery_id: DeliveryId,
+    existing: Option<Uuid>,
+    facts: CaseFacts,
+    key: Option<KeySummary>,
+    sink: Option<String>,
+    by: String,
+    note: String,
+}
+
+impl Context {
+    /// Inside the write transaction: the verdict (a look-up's is judged
+    /// here, against what this transaction sees), then the claim on the
+    /// open case and the effect's key, all or nothing.
+    async fn settle(
+        self,
+        tx: &mut Tx<'_>,
+        engine: &Engine,
+        settler: Settler,
+    ) -> Result<Outcome, DbErr> {
+        let at = Utc::now();
+        let (resolution, reference) = match settler {
+            Settler::Person {
+                resolution,
+                reference,
+            } => (resolution, reference),
+            Settler::LookUp {
+                mut performed,
+                matching,
+            } => {
+                let verdict = match (&self.key, matching) {
+                    (_, Err(why)) => LookupVerdict::person(why),
+                    (None, Ok(_)) => LookupVerdict::person("the delivery has no business key"),
+                    (Some(key), Ok(matching)) => {
+                        judge(&matching, &accounted(tx, key, &matching).await?)
+                    }
+                };
+                let verdict = match &verdict {
+                    LookupVerdict::ProcessAsDistinct { .. } => {
+                        cases::check(self.facts, Resolution::ProcessAsDistinct, &self.note)
+                            .map_or_else(|r| LookupVerdict::person(r.to_string()), |()| verdict)
+                    }
+                    LookupVerdict::ConfirmDuplicate => {
+                        cases::check(self.facts, Resolution::ConfirmDuplicate, &self.note)
+                            .map_or_else(|r| LookupVerdict::person(r.to_string()), |()| verdict)
+                    }
+                    LookupVerdict::ForAPerson { .. } => verdict,
+                };
+                performed.verdict = verdict.code().to_owned();
+                if let LookupVerdict::ForAPerson { why } = &verdict {
+                    performed.why = Some(why.clone());
+                }
+                tx.record(
+                    Some(self.delivery_id),
+                    JournalEvent::LookupPerformed(performed),
+                    at,
+                )
+                .await?;
+                match verdict {
+                    LookupVerdict::ProcessAsDistinct { reference } => {
+                        (Resolution::ProcessAsDistinct, Some(reference))
+                    }
+                    LookupVerdict::ConfirmDuplicate => (Resolution::ConfirmDuplicate, None),
+                    person @ LookupVerdict::ForAPerson { .. } => {
+                        return Ok(Outcome::ForAPerson(person));
+                    }
+                }
+            }
+        };
+        let distinct = match (resolution, &self.key) {
+            (Resolution::ProcessAsDistinct, Some(key)) => Some(key),
+            _ => None,
+        };
+        let reference = reference.filter(|r| !r.trim().is_empty());
+        let effect_id = match resolution {
+            Resolution::ProcessAsDistinct if distinct.is_some() => Some(Uuid::now_v7()),
+            Resolution::ConfirmDuplicate => self.existing,
+            _ => None,
+        };
+        let applied_key = distinct.map(|key| cases::distinct_key(&key.key, self.case_id));
+        let event = CaseResolved {
+            case_id: self.case_id,
+            resolution,
+            resolved_by: self.by.clone(),
+            note: self.note.clone(),
+            authoritative_ref: reference.clone(),
+            effect_id,
+            key: applied_key.clone(),
+        };
+        // The claim: only an open case resolves, once.
+        if !tx
+            .claim(
+                Some(self.delivery_id),
+                &JournalEvent::CaseResolved(event),
+                at,
+            )
+            .await?
+        {
+            return Ok(Outcome::Refused(Refusal::AlreadyResolved));
+        }
+        // The operation cited: consumed by the effect it justifies, once.
+        // Already consumed, the resolution's claim is rolled back with it.
+        if let (Some(key), Some(cited)) = (distinct, &reference) {
+            let taken = tx
+                .citing(&key.effect_type, std::slice::from_ref(cited))
+                .await?;
+            if !taken.is_empty() {
+                return Err(DbErr::Custom(CONSUMED.to_owned()));
+            }
+        }
+        let resolved = Resolved {
+            case_id: self.case_id,
+            resolution,
+            effect_id,
+            key: applied_key.clone(),
+            reference: reference.clone(),
+        };
+        let mut job = None;
+        match (distinct, applied_key, effect_id) {
+            (Some(key), Some(claim_key), Some(effect_id)) => {
+                let claim = Claim {
+                    key: claim_key,
+                    effect_id,
+                    fencing_token: 1,
+                    provider_ref: reference,
+                };
+                let sink = self.sink.as_deref().unwrap_or_default();
+                let reserved =
+                    reserve_effect(tx, engine, sink, self.delivery_id, key, claim, at).await?;
+                // The case's own key taken while the case was open:
+                // nothing commits.
+                job = reserved.ok_or_else(|| {
+                    DbErr::Custom("the case's effect key is already taken".to_owned())
+                })?;
+            }
+            (None, None, Some(effect_id)) if resolution == Resolution::ConfirmDuplicate => {
+                tx.effect_link(&effect_id.to_string(), &self.delivery_id.to_string(), at);
+            }
+            _ => {}
+        }
+        Ok(Outcome::Resolved(resolved, job))
+    }
+}
+
+/// What the transaction sees under `key`: every effect that may have moved
+/// money, the operations they cite, and which of `matching` effects under
+/// other keys cite.
+async fn accounted(
+    tx: &mut Tx<'_>,
+    key: &KeySummary,
+    matching: &[String],
+) -> Result<Accounted, DbErr> {
+    let bases: Vec<String> = super::decide::business_keys(key)
+        .iter()
+        .map(|k| super::decide::base_key(k).to_owned())
+        .collect();
+    let live = tx.live_effects(&bases).await?;
+    let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();
+    let cited_elsewhere = tx
+        .citing(&key.effect_type, matching)
+        .await?
+        .into_iter()
+        .filter(|e| !mine.contains(e.effect_id.as_str()))
+        .filter_map(|e| e.provider_ref)
+        .collect();
+    Ok(Accounted {
+        effects: live.len(),
+        cited: live.iter().filter_map(|e| e.provider_ref.clone()).collect(),
+        cited_elsewhere,
     })
 }
 

@@ -176,6 +176,7 @@ pub async fn decide_keyed(
             key: claim_key,
             effect_id,
             fencing_token: token,
+            provider_ref: None,
         };
         let Some(job) = reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await? else {
             continue;
@@ -194,11 +195,13 @@ pub async fn decide_keyed(
     ))
 }
 
-/// What a reservation claims: the key, the effect and its fencing token.
+/// What a reservation claims: the key, the effect and its fencing token,
+/// and the provider's operation the effect consumes, if it cites one.
 pub struct Claim {
     pub key: String,
     pub effect_id: Uuid,
     pub fencing_token: i64,
+    pub provider_ref: Option<String>,
 }
 
 /// Reserves `claim` for the effect `key` describes (journaled `KeyReserved`).
@@ -218,6 +221,7 @@ pub async fn reserve_effect(
         key: claim_key,
         effect_id,
         fencing_token: token,
+        provider_ref,
     } = claim;
     let reserved = KeyReserved {
         key: claim_key.clone(),
@@ -232,6 +236,7 @@ pub async fn reserve_effect(
         discriminants: key.discriminants.clone(),
         sink: sink.to_owned(),
         delivery_id,
+        provider_ref,
     };
     let applied = (sink == SinkKind::Record.name()).then(|| EffectSettled {
         key: claim_key.clone(),

@@ -2,25 +2,30 @@
 //! is a second legitimate operation or a retry (a weak or medium match on
 //! money, a late replay whose evidence was purged) is settled by the
 //! provider's own API when a look-up is configured for its provider and
-//! effect type. The policy (`domain::cases::judge_lookup`): the provider
-//! lists N operations matching the delivery, Unicity applied M for its key;
-//! N > M → processed as distinct with the provider's reference, N == M →
-//! confirmed duplicate, anything else (or an API failure) stays for a person.
-//! Every look-up is journaled (`LookupPerformed`); an automatic resolution is
-//! attributed to `look-up`, never to a person. Nothing runs inside a write
-//! transaction while the provider is asked.
+//! effect type. The policy (`domain::lookup`): the provider lists N
+//! operations matching the delivery — its resource, and every discriminant
+//! compared with the operation field the configuration names for it — and
+//! M effects exist under its key in any state but failed; N > M → processed
+//! as distinct, consuming the first operation not yet accounted for, N == M
+//! → confirmed duplicate, anything else (an API failure, a discriminant the
+//! look-up cannot compare) stays for a person, with the reason.
+//!
+//! The provider is asked outside any transaction; the count of effects and
+//! of consumed operations is read in the transaction that resolves, with
+//! the look-up journaled (`LookupPerformed`) in it (`cases::settle`). An
+//! automatic resolution is attributed to `look-up`, never to a person.
 
 use chrono::Utc;
-use serde_json::Value;
 use uuid::Uuid;
 
-use super::cases::{self, CaseError, Resolve};
+use super::cases::{self, CaseError, Settled, Settler};
 use super::effects::Journaled;
-use super::engine::{SharedEngine, WriteEvent};
-use crate::domain::cases::{CaseStatus, LookupVerdict, Refusal, Resolution, judge_lookup};
+use super::engine::SharedEngine;
+use crate::domain::cases::{CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{JournalEvent, KeySummary, LookupPerformed, ProviderOperation};
+use crate::domain::journal::{KeySummary, LookupPerformed};
+use crate::domain::lookup::{self as lookup_policy, LookupVerdict};
 use crate::providers::lookup;
 use crate::store::entities::case;
 
@@ -38,7 +43,7 @@ pub async fn settle(
     engine: &SharedEngine,
     case_id: Uuid,
 ) -> Result<Option<LookupVerdict>, CaseError> {
-    let Some((case, delivery, journaled)) = askable(engine, case_id).await? else {
+    let Some((case, _, journaled)) = askable(engine, case_id).await? else {
         return Ok(None);
     };
     let Some(key) = journaled.key.clone() else {
@@ -71,70 +76,68 @@ pub async fn settle(
             answer
         }
     };
-    let applied =
-        crate::store::ledger::applied_effects(&engine.db, super::decide::base_key(&key.key))
-            .await?;
     let (operations, error) = match answer.operations {
         Ok(operations) => (operations, None),
         Err(error) => (Vec::new(), Some(error)),
     };
-    let matching: Vec<String> = operations
-        .iter()
-        .filter(|op| matches(op, &key))
-        .map(|op| op.id.clone())
-        .collect();
-    let verdict = match &error {
-        Some(_) => LookupVerdict::ForAPerson {
-            why: "the provider's API did not answer",
-        },
-        None => judge_lookup(&matching, applied as usize),
+    let resource = configured.resource_of(&event);
+    let matching = match &error {
+        Some(error) => Err(format!("the provider's API gave no usable answer: {error}")),
+        None => lookup_policy::matching(
+            &operations,
+            &configured.compare,
+            lookup_policy::Delivery {
+                resource: resource.as_deref(),
+                discriminants: &key.discriminants,
+                missing: &key.missing_discriminants,
+            },
+        ),
     };
     let retry_at = error
         .is_some()
         .then(|| Utc::now() + retry_after(engine.config.lookup_retry_secs, case.lookups));
-    let performed = JournalEvent::LookupPerformed(LookupPerformed {
+    let note = match &matching {
+        Ok(ids) => format!(
+            "the provider lists {} matching operation(s) for this resource",
+            ids.len()
+        ),
+        Err(why) => why.clone(),
+    };
+    let performed = LookupPerformed {
         case_id,
         url: answer.url,
         status: answer.status,
         latency_ms: answer.latency_ms,
         operations,
         error,
-        verdict: verdict_code(&verdict).to_owned(),
+        // Judged in the transaction that resolves.
+        verdict: String::new(),
+        why: None,
         retry_at,
-    });
-    engine
-        .writer
-        .submit(WriteEvent::record(Some(delivery), performed))
-        .await?;
-    let note = format!(
-        "the provider lists {} matching operation(s) for this resource; {applied} applied",
-        matching.len()
-    );
-    let resolution = match &verdict {
-        LookupVerdict::ProcessAsDistinct { reference } => {
-            Some((Resolution::ProcessAsDistinct, Some(reference.clone())))
-        }
-        LookupVerdict::ConfirmDuplicate => Some((Resolution::ConfirmDuplicate, None)),
-        LookupVerdict::ForAPerson { .. } => None,
     };
-    if let Some((resolution, authoritative_ref)) = resolution {
-        let resolved = cases::resolve(
-            engine,
-            Resolve {
-                case_id,
-                resolution,
-                by: "look-up".to_owned(),
-                note,
-                authoritative_ref,
+    let settled = cases::settle(
+        engine,
+        case_id,
+        Settler::LookUp {
+            performed,
+            matching,
+        },
+        "look-up".to_owned(),
+        note,
+    )
+    .await;
+    match settled {
+        Ok(Settled::Resolved(resolved)) => Ok(Some(match resolved.resolution {
+            Resolution::ProcessAsDistinct => LookupVerdict::ProcessAsDistinct {
+                reference: resolved.reference.unwrap_or_default(),
             },
-        )
-        .await;
-        match resolved {
-            Ok(_) | Err(CaseError::Refused(Refusal::AlreadyResolved)) => {}
-            Err(error) => return Err(error),
-        }
+            _ => LookupVerdict::ConfirmDuplicate,
+        })),
+        Ok(Settled::ForAPerson(verdict)) => Ok(Some(verdict)),
+        // Resolved by someone else meanwhile: the question is moot.
+        Err(CaseError::Refused(Refusal::AlreadyResolved)) => Ok(None),
+        Err(error) => Err(error),
     }
-    Ok(Some(verdict))
 }
 
 /// Whether the provider can be asked about `case_id` now: an open case of a
@@ -195,14 +198,64 @@ pub fn spawn(engine: &SharedEngine, case_ids: impl IntoIterator<Item = Uuid>) {
 /// effect whose outcome is unknown (`services::status`), else the
 /// provider's list of operations. Returns the verdict's code, `None` when
 /// there was nothing to ask.
-pub async fn ask(engine: &SharedEngine, case_id: Uuid) -> Result<Option<&'static str>, CaseError> {
+pub async fn ask(engine: &SharedEngine, case_id: Uuid) -> Result<Option<Asked>, CaseError> {
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
     if case.reason == Reason::OutcomeUnknown.as_str() {
-        return super::status::settle(engine, &case).await;
+        return Ok(super::status::settle(engine, &case)
+            .await?
+            .map(|verdict| Asked {
+                verdict,
+                asked: true,
+                why: None,
+            }));
     }
-    Ok(settle(engine, case_id).await?.as_ref().map(verdict_code))
+    let breaker_open = provider_breaker_open(engine, &case).await?;
+    Ok(settle(engine, case_id).await?.map(|verdict| Asked {
+        verdict: verdict.code(),
+        asked: !breaker_open,
+        why: match verdict {
+            LookupVerdict::ForAPerson { why } => Some(why),
+            _ => None,
+        },
+    }))
+}
+
+/// What asking about a case came to.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Asked {
+    /// `process_as_distinct`, `confirm_duplicate` or `for_a_person`; for an
+    /// effect whose outcome is unknown, `effect_confirmed`, `effect_retried`
+    /// or `for_a_person`.
+    pub verdict: &'static str,
+    /// Whether the question reached anyone: false while the provider's
+    /// circuit breaker is open.
+    pub asked: bool,
+    /// Why the answer leaves the case for a person.
+    pub why: Option<String>,
+}
+
+/// Whether the breaker of the provider `case` would be asked is open now.
+async fn provider_breaker_open(
+    engine: &SharedEngine,
+    case: &case::Model,
+) -> Result<bool, CaseError> {
+    let Ok(delivery) = case.delivery_id.parse::<DeliveryId>() else {
+        return Ok(false);
+    };
+    let journaled = Journaled::read(&engine.db, delivery).await?;
+    let Some(provider) = journaled
+        .key
+        .as_ref()
+        .and_then(|key| provider_of(engine, key))
+    else {
+        return Ok(false);
+    };
+    Ok(engine
+        .lookup_breakers
+        .check(&provider, std::time::Instant::now())
+        .is_some())
 }
 
 /// Open cases whose look-up is due (a failed one to try again, an unknown
@@ -230,26 +283,7 @@ pub(super) fn retry_after(base_secs: u64, failures: i64) -> chrono::Duration {
 }
 
 pub fn verdict_code(verdict: &LookupVerdict) -> &'static str {
-    match verdict {
-        LookupVerdict::ProcessAsDistinct { .. } => "process_as_distinct",
-        LookupVerdict::ConfirmDuplicate => "confirm_duplicate",
-        LookupVerdict::ForAPerson { .. } => "for_a_person",
-    }
-}
-
-/// An operation matches the delivery when it happened and agrees with the
-/// delivery's amount and currency (where the key discriminates on them).
-fn matches(op: &ProviderOperation, key: &KeySummary) -> bool {
-    let agrees = |name: &str, value: &Option<Value>| {
-        key.discriminants
-            .get(name)
-            .is_none_or(|mine| value.as_ref() == Some(mine))
-    };
-    !op.status
-        .as_deref()
-        .is_some_and(|s| crate::domain::reconcile::NOT_DONE.contains(&s))
-        && agrees("amount", &op.amount)
-        && agrees("currency", &op.currency)
+    verdict.code()
 }
 
 /// The provider of the strategy that keyed `key`.

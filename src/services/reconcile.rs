@@ -159,7 +159,7 @@ async fn ledger_effect(
     Ok(Effect {
         effect_id: row.effect_id.parse().unwrap_or_default(),
         applied: row.status == ReservationState::Applied.as_str(),
-        authoritative_ref: row.authoritative_ref.clone(),
+        provider_ref: row.provider_ref.clone(),
         resource,
         amount,
         currency,

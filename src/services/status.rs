@@ -203,6 +203,7 @@ pub async fn settle(
                     key: settlement.key.clone(),
                     effect_id,
                     fencing_token: token + 1,
+                    provider_ref: None,
                 };
                 let job = reserve_effect(tx, &shared, sink_name, first, &summary, claimed, at)
                     .await?

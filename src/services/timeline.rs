@@ -41,7 +41,10 @@ pub struct EffectView {
     pub status: String,
     pub sink: String,
     pub first_delivery_id: String,
-    pub authoritative_ref: Option<String>,
+    /// The downstream's id of the applied effect.
+    pub downstream_ref: Option<String>,
+    /// The provider's operation the effect was applied for.
+    pub provider_ref: Option<String>,
     pub created_at: DateTime<Utc>,
     pub settled_at: Option<DateTime<Utc>>,
 }
@@ -187,7 +190,8 @@ pub async fn effects<C: ConnectionTrait>(
             status: e.status,
             sink: e.sink,
             first_delivery_id: e.first_delivery_id,
-            authoritative_ref: e.authoritative_ref,
+            downstream_ref: e.downstream_ref,
+            provider_ref: e.provider_ref,
             created_at: e.created_at,
             settled_at: e.settled_at,
         })

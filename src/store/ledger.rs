@@ -67,6 +67,47 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
         .await
 }
 
+/// Every effect under the business keys `keys` in a state that may have
+/// moved money — reserved, pending, unknown or applied, not failed: each
+/// key's own and those applied as distinct under keys derived from it
+/// (`key~…`).
+pub async fn live_effects<C: ConnectionTrait>(
+    conn: &C,
+    keys: &[String],
+) -> Result<Vec<effect::Model>, DbErr> {
+    use crate::domain::reservation::ReservationState;
+    use sea_orm::Condition;
+
+    let mut under = Condition::any();
+    for key in keys {
+        under = under
+            .add(effect::Column::Key.eq(key.as_str()))
+            .add(effect::Column::Key.starts_with(format!("{key}~")));
+    }
+    effect::Entity::find()
+        .filter(under)
+        .filter(effect::Column::Status.ne(ReservationState::Failed.as_str()))
+        .all(conn)
+        .await
+}
+
+/// The effects of `effect_type` that cite one of the provider operations
+/// `refs` (each cited by one effect at most: a unique index).
+pub async fn citing<C: ConnectionTrait>(
+    conn: &C,
+    effect_type: &str,
+    refs: &[String],
+) -> Result<Vec<effect::Model>, DbErr> {
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    effect::Entity::find()
+        .filter(effect::Column::EffectType.eq(effect_type))
+        .filter(effect::Column::ProviderRef.is_in(refs.iter().map(String::as_str)))
+        .all(conn)
+        .await
+}
+
 /// The effect `id`, if the ledger holds it.
 pub async fn effect<C: ConnectionTrait>(
     conn: &C,

@@ -151,6 +151,23 @@ impl<'t> Tx<'t> {
         ledger::of_keys(self.txn, keys).await
     }
 
+    /// Every effect under the business keys `keys` that may have moved
+    /// money (see `ledger::live_effects`), as this transaction sees them: a
+    /// job without an index sees every row written before it.
+    pub async fn live_effects(&self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
+        ledger::live_effects(self.txn, keys).await
+    }
+
+    /// The effects of `effect_type` citing one of the provider operations
+    /// `refs`.
+    pub async fn citing(
+        &self,
+        effect_type: &str,
+        refs: &[String],
+    ) -> Result<Vec<effect::Model>, DbErr> {
+        ledger::citing(self.txn, effect_type, refs).await
+    }
+
     /// The effects migrated keys among `keys` stand for (see `migrations`).
     pub async fn migrated_effects(
         &self,

@@ -138,6 +138,14 @@ async fn processing_a_weak_match_as_distinct_applies_one_more_refund_under_the_c
         .expect("CaseResolved in the delivery's history")
         .clone();
     assert_eq!(resolved_event["data"]["authoritative_ref"], "re_provider_2");
+    // The ledger names the operation the effect was applied for, and the
+    // downstream's own id apart.
+    s.app
+        .wait_for_count(
+            "SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2' AND downstream_ref IS NOT NULL",
+            1,
+        )
+        .await;
 
     // The same form submitted again changes nothing.
     let again = cases::resolve(
@@ -462,4 +470,50 @@ async fn over_http_support_reads_the_queue_but_only_finance_resolves_a_money_cas
     let resolved_by = s.case_column(case_id, "resolved_by").await;
     assert!(resolved_by.starts_with("token:"), "{resolved_by}");
     assert!(resolved_by.contains("finance"), "{resolved_by}");
+}
+
+#[tokio::test]
+async fn a_provider_operation_cited_once_cannot_justify_a_second_effect() {
+    // Given a weak-match case processed as distinct citing re_provider_2
+    let s = Setup::new().await;
+    let (_, first_case, _) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    cases::resolve(
+        &engine,
+        request(first_case, Resolution::ProcessAsDistinct, "a second refund"),
+    )
+    .await
+    .expect("resolved");
+    s.downstream.wait_calls(2).await;
+    // When a third look-alike's case is processed as distinct citing the
+    // same operation
+    let third = s
+        .app
+        .post_signed("hmac", &refund("pay_case", 700, None))
+        .await;
+    assert_eq!(
+        third.json["reason"], "weak_match_critical",
+        "{}",
+        third.json
+    );
+    let case_id: uuid::Uuid = third.json["case_id"].as_str().unwrap().parse().unwrap();
+    let refused = cases::resolve(
+        &engine,
+        request(case_id, Resolution::ProcessAsDistinct, "yet another"),
+    )
+    .await;
+    // Then it is refused, the case stays open and nothing more is applied
+    assert!(
+        matches!(refused, Err(CaseError::Refused(Refusal::OperationConsumed))),
+        "{refused:?}"
+    );
+    assert_eq!(s.case_column(case_id, "status").await, "open");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2);
+    assert_eq!(
+        s.app
+            .count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2'")
+            .await,
+        1
+    );
 }

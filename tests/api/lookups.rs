@@ -13,39 +13,50 @@ use serde_json::{Value, json};
 use crate::downstream::{Behaviour, Downstream};
 use crate::helpers::{TestApp, refund, spawn_app_with};
 
-/// A test server standing for the provider's API: it answers every refund
-/// listing with `status` and `body` (after `outage` answers of 503), and
-/// counts the questions.
-struct ProviderApi {
-    url: String,
-    asked: Arc<AtomicUsize>,
+/// A test server standing for the provider's API: it lists the refunds of
+/// the payment asked for (`/payments/{payment}/refunds`), or every refund
+/// of every payment (`/refunds`), with `status` (after `outage` answers of
+/// 503), and counts the questions.
+pub struct ProviderApi {
+    pub url: String,
+    pub asked: Arc<AtomicUsize>,
+    /// Paths asked, in order.
+    pub paths: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ProviderApi {
-    async fn start(status: u16, body: Value) -> Self {
+    pub async fn start(status: u16, body: Value) -> Self {
         Self::start_after(0, status, body).await
     }
 
-    async fn start_after(outage: usize, status: u16, body: Value) -> Self {
+    pub async fn start_after(outage: usize, status: u16, body: Value) -> Self {
         let asked = Arc::new(AtomicUsize::new(0));
-        let counted = asked.clone();
+        let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (counted, logged) = (asked.clone(), paths.clone());
         let server = HttpServer::new(move || {
             let counted = counted.clone();
+            let logged = logged.clone();
             let body = body.clone();
-            App::new().route(
-                "/payments/{payment}/refunds",
-                web::get().to(move || {
-                    let n = counted.fetch_add(1, Ordering::SeqCst);
-                    let body = body.clone();
-                    let status = if n < outage { 503 } else { status };
-                    async move {
-                        HttpResponse::build(
-                            actix_web::http::StatusCode::from_u16(status).expect("status"),
-                        )
-                        .json(body)
-                    }
-                }),
-            )
+            App::new().default_service(web::to(move |request: actix_web::HttpRequest| {
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                let path = request.path().to_owned();
+                logged.lock().expect("paths").push(path.clone());
+                let mut body = body.clone();
+                // `/payments/{payment}/refunds`: only that payment's refunds.
+                let segments: Vec<&str> = path.split('/').collect();
+                if let ["", "payments", payment, "refunds"] = segments.as_slice()
+                    && let Some(list) = body["refunds"].as_array_mut()
+                {
+                    list.retain(|r| r["payment_id"] == *payment);
+                }
+                let status = if n < outage { 503 } else { status };
+                async move {
+                    HttpResponse::build(
+                        actix_web::http::StatusCode::from_u16(status).expect("status"),
+                    )
+                    .json(body)
+                }
+            }))
         })
         .workers(1)
         .bind("127.0.0.1:0")
@@ -55,31 +66,54 @@ impl ProviderApi {
         Self {
             url: format!("http://127.0.0.1:{port}"),
             asked,
+            paths,
         }
     }
 
-    fn config(&self) -> String {
+    /// A look-up of the payment's refunds that compares the fingerprint
+    /// strategy's discriminants (payment, amount, currency).
+    pub fn config(&self) -> String {
+        self.config_with(
+            "/payments/{payment_id}/refunds",
+            "payment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n",
+        )
+    }
+
+    /// A look-up asking `path` (`{field}` filled from the delivery) and
+    /// comparing discriminants as `compare` (TOML lines) says.
+    pub fn config_with(&self, path: &str, compare: &str) -> String {
         format!(
             r#"
 [[lookups]]
 provider = "norefid"
 effect_type = "refund.*"
-url = "{}/payments/{{payment_id}}/refunds"
+url = "{}{path}"
 operations = "$.refunds[*]"
 id = "$.id"
 amount = "$.amount"
 currency = "$.currency"
 status = "$.status"
+resource = "$.payment_id"
+effect_resource = "payment_id"
 timeout_ms = 2000
+
+[lookups.compare]
+{compare}
 "#,
             self.url
         )
     }
 }
 
-fn refunds(ids: &[&str]) -> Value {
-    json!({ "refunds": ids.iter().map(|id| json!({
-        "id": id, "amount": 700, "currency": "EUR", "status": "succeeded"
+/// The provider's refunds of 700 EUR on `pay_l`, one per id.
+pub fn refunds(ids: &[&str]) -> Value {
+    refunds_of(&ids.iter().map(|id| (*id, "pay_l", 700)).collect::<Vec<_>>())
+}
+
+/// The provider's refunds, each `(id, payment, amount)` in EUR.
+pub fn refunds_of(refunds: &[(&str, &str, u64)]) -> Value {
+    json!({ "refunds": refunds.iter().map(|(id, payment, amount)| json!({
+        "id": id, "payment_id": payment, "amount": amount, "currency": "EUR", "status": "succeeded"
     })).collect::<Vec<_>>() })
 }
 
@@ -249,5 +283,322 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
     );
     let shown = app.get(&format!("/api/cases/{case_id}")).await;
     assert_eq!(shown.json["status"], "open");
+    assert_eq!(downstream.calls().len(), 1);
+}
+
+/// The effects under any key in a state that may have moved money.
+async fn live_effects(app: &TestApp) -> i64 {
+    app.count("SELECT COUNT(*) FROM effects WHERE status <> 'failed'")
+        .await
+}
+
+/// Waits until `n` cases are resolved.
+async fn resolved_cases(app: &TestApp, n: i64) {
+    app.wait_for_count("SELECT COUNT(*) FROM cases WHERE status = 'resolved'", n)
+        .await;
+}
+
+#[tokio::test]
+async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
+    // Given a provider listing two 700 EUR refunds on pay_b, and its webhook
+    // processed once
+    let provider = ProviderApi::start(
+        200,
+        refunds_of(&[("re_1", "pay_b", 700), ("re_2", "pay_b", 700)]),
+    )
+    .await;
+    let (app, downstream) = start(&provider).await;
+    let body = refund("pay_b", 700, None);
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    downstream.wait_calls(1).await;
+    // When the same bytes arrive three times at once
+    let (a, b, c) = tokio::join!(
+        app.post_signed("hmac", &body),
+        app.post_signed("hmac", &body),
+        app.post_signed("hmac", &body)
+    );
+    for reply in [&a, &b, &c] {
+        assert_eq!(
+            reply.json["reason"], "weak_match_critical",
+            "{}",
+            reply.json
+        );
+    }
+    // Then the three look-ups settle every case, and one refund is added:
+    // as many effects as the provider lists operations
+    resolved_cases(&app, 3).await;
+    downstream.wait_calls(2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(downstream.calls().len(), 2, "refunds applied downstream");
+    assert_eq!(live_effects(&app).await, 2, "effects = provider operations");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases WHERE resolution = 'process_as_distinct'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases WHERE resolution = 'confirm_duplicate'")
+            .await,
+        2
+    );
+    // And the effect applied for the second refund names it in the ledger,
+    // beside the downstream's own id
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_2' AND downstream_ref IS NOT NULL")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_retry_while_the_distinct_refund_is_in_flight_is_a_duplicate() {
+    // Given a slow downstream (1.5 s) and a provider listing two refunds
+    let provider = ProviderApi::start(200, refunds(&["re_1", "re_2"])).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1500 }).await;
+    let app = spawn_app_with(&format!(
+        "{}{}",
+        downstream.sink_toml(5000),
+        provider.config()
+    ))
+    .await;
+    let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    // When the second refund's case is settled as distinct by its look-up
+    let second = refund("pay_l", 700, None);
+    let held = app.post_signed("hmac", &second).await;
+    assert_eq!(held.json["reason"], "weak_match_critical", "{}", held.json);
+    resolved_cases(&app, 1).await;
+    // and its webhook is retried while that refund is still being applied
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effects WHERE status = 'pending'")
+            .await,
+        1,
+        "the distinct refund is in flight"
+    );
+    let retry = app.post_signed("hmac", &second).await;
+    assert_eq!(
+        retry.json["reason"], "weak_match_critical",
+        "{}",
+        retry.json
+    );
+    // Then the retry's look-up counts the pending refund: a duplicate
+    resolved_cases(&app, 2).await;
+    downstream.wait_calls(2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    assert_eq!(downstream.calls().len(), 2, "refunds applied downstream");
+    assert_eq!(live_effects(&app).await, 2);
+    let retry_case = retry.json["case_id"].as_str().unwrap();
+    let shown = app.get(&format!("/api/cases/{retry_case}")).await;
+    assert_eq!(
+        shown.json["resolution"], "confirm_duplicate",
+        "{}",
+        shown.json
+    );
+}
+
+/// A weak strategy whose discriminants are named as a team named them.
+const CUSTOM_NAMES: &str = r#"
+[[strategies]]
+name = "custom-refund"
+version = 1
+provider = "norefid"
+event_types = ["refund.*"]
+kind = "canonical_fingerprint"
+strength = "weak"
+horizon = "90d"
+effect_type = "refund.create"
+criticality = "critical"
+scope = [{ name = "resource_type", value = "payment" }]
+discriminants = [
+  { name = "pay", path = "$.payment_id" },
+  { name = "value", path = "$.amount" },
+  { name = "ccy", path = "$.currency" },
+]
+
+[strategies.normalize]
+volatile = [{ path = "$.sent_at", reason = "time of the send attempt" }]
+
+[[hierarchies]]
+provider = "norefid"
+event_type = "refund.*"
+strategies = ["custom-refund"]
+"#;
+
+/// A 700 and a 900 refund on pay_c, both applied, then the 700 retried.
+async fn retried_700(compare: &str) -> (TestApp, Downstream, ProviderApi, String) {
+    let provider = ProviderApi::start(
+        200,
+        refunds_of(&[("re_700", "pay_c", 700), ("re_900", "pay_c", 900)]),
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let app = spawn_app_with(&format!(
+        "{CUSTOM_NAMES}{}{}",
+        downstream.sink_toml(2000),
+        provider.config_with("/payments/{payment_id}/refunds", compare)
+    ))
+    .await;
+    let seven = refund("pay_c", 700, None);
+    assert_eq!(
+        app.post_signed("hmac", &seven).await.json["decision"],
+        "process"
+    );
+    let nine = refund("pay_c", 900, None);
+    assert_eq!(
+        app.post_signed("hmac", &nine).await.json["decision"],
+        "process"
+    );
+    downstream.wait_calls(2).await;
+    let retry = app.post_signed("hmac", &seven).await;
+    assert_eq!(
+        retry.json["reason"], "weak_match_critical",
+        "{}",
+        retry.json
+    );
+    let case_id = retry.json["case_id"].as_str().unwrap().to_owned();
+    (app, downstream, provider, case_id)
+}
+
+#[tokio::test]
+async fn a_look_up_compares_discriminants_by_the_names_the_configuration_maps() {
+    // Given discriminants pay, value and ccy mapped to the operation's fields
+    let (app, downstream, _provider, case_id) =
+        retried_700("pay = \"resource\"\nvalue = \"amount\"\nccy = \"currency\"\n").await;
+    // Then the retried 700 is a duplicate of the 700, not a second refund
+    // justified by the 900
+    app.wait_for_count(
+        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
+        1,
+    )
+    .await;
+    assert_eq!(
+        case_field(&app, &case_id, "resolution").await,
+        "confirm_duplicate"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(downstream.calls().len(), 2, "no third refund");
+}
+
+#[tokio::test]
+async fn a_discriminant_the_look_up_cannot_compare_leaves_the_case_for_a_person() {
+    // Given a look-up that maps value and pay but says nothing of ccy
+    let (app, downstream, provider, case_id) =
+        retried_700("pay = \"resource\"\nvalue = \"amount\"\n").await;
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'",
+        1,
+    )
+    .await;
+    // Then the provider was asked, but the case stays open, saying why
+    assert_eq!(provider.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(case_field(&app, &case_id, "status").await, "open");
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed' \
+             AND CAST(data AS TEXT) LIKE '%for_a_person%' AND CAST(data AS TEXT) LIKE '%`ccy`%'"
+        )
+        .await,
+        1
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(downstream.calls().len(), 2);
+}
+
+#[tokio::test]
+async fn a_received_value_never_moves_the_look_up_to_another_url() {
+    // Given a provider whose /refunds lists every payment's refunds
+    let provider = ProviderApi::start(
+        200,
+        refunds_of(&[("re_a", "pay_a", 700), ("re_b", "pay_z", 700)]),
+    )
+    .await;
+    let (app, downstream) = start(&provider).await;
+    for (n, hostile) in ["..", ".", "%2e%2e", "a/../..", "x?y=1", "x#y", "x\ny"]
+        .iter()
+        .enumerate()
+    {
+        // When a refund whose payment id is hostile is processed, then retried
+        let body = refund(hostile, 700, None);
+        assert_eq!(
+            app.post_signed("hmac", &body).await.json["decision"],
+            "process"
+        );
+        app.wait_for_count(
+            "SELECT COUNT(*) FROM effects WHERE status = 'applied'",
+            (n + 1) as i64,
+        )
+        .await;
+        let retry = app.post_signed("hmac", &body).await;
+        assert_eq!(
+            retry.json["reason"], "weak_match_critical",
+            "{}",
+            retry.json
+        );
+        app.wait_for_count(
+            "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'",
+            (n + 1) as i64,
+        )
+        .await;
+    }
+    // Then no question left the payment's own refunds URL
+    for path in provider.paths.lock().unwrap().iter() {
+        assert!(
+            path.starts_with("/payments/")
+                && path.ends_with("/refunds")
+                && path.matches('/').count() == 3,
+            "asked {path}"
+        );
+    }
+    // and nothing was settled on another payment's refunds
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(downstream.calls().len(), 7, "one refund per first delivery");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases WHERE status = 'open'")
+            .await,
+        7
+    );
+}
+
+#[tokio::test]
+async fn an_answer_about_another_payment_is_not_taken_for_this_one() {
+    // Given a look-up URL the provider answers with every payment's refunds
+    let provider = ProviderApi::start(
+        200,
+        refunds_of(&[("re_1", "pay_r", 700), ("re_9", "pay_other", 700)]),
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let app = spawn_app_with(&format!(
+        "{}{}",
+        downstream.sink_toml(2000),
+        provider.config_with(
+            "/refunds?payment={payment_id}",
+            "payment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n"
+        )
+    ))
+    .await;
+    let body = refund("pay_r", 700, None);
+    assert_eq!(
+        app.post_signed("hmac", &body).await.json["decision"],
+        "process"
+    );
+    downstream.wait_calls(1).await;
+    // When its webhook is retried
+    let retry = app.post_signed("hmac", &body).await;
+    let case_id = retry.json["case_id"].as_str().unwrap().to_owned();
+    app.wait_for_count(
+        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
+        1,
+    )
+    .await;
+    // Then only pay_r's refund counts: a duplicate, not a second refund
+    assert_eq!(
+        case_field(&app, &case_id, "resolution").await,
+        "confirm_duplicate"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(downstream.calls().len(), 1);
 }

@@ -176,7 +176,7 @@ impl Batch {
                 "",
             ),
             effects: Table::new(
-                "INSERT INTO effects (effect_id, key, effect_type, criticality, status, sink, result, authoritative_ref, \
+                "INSERT INTO effects (effect_id, key, effect_type, criticality, status, sink, result, downstream_ref, \
                  first_delivery_id, discriminants, created_at, settled_at, evidence_purged_at) VALUES ",
                 match backend {
                     DbBackend::Postgres => {

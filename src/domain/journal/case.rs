@@ -42,6 +42,10 @@ pub struct LookupPerformed {
     pub error: Option<String>,
     /// `process_as_distinct`, `confirm_duplicate` or `for_a_person`.
     pub verdict: String,
+    /// Why the answer leaves the case for a person. Absent from look-ups
+    /// journaled before 2026-12-04.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     /// After a failure: when the look-up is tried again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<chrono::DateTime<chrono::Utc>>,

@@ -136,7 +136,8 @@ impl Reserved {
             && r.effect_type == business.effect_type
             && r.criticality == business.criticality
             && r.discriminants == business.discriminants
-            && r.delivery_id == delivery_id;
+            && r.delivery_id == delivery_id
+            && r.provider_ref.is_none();
         if !from_key {
             return Err(Unfoldable);
         }
@@ -191,6 +192,7 @@ impl Reserved {
             discriminants: business.discriminants.clone(),
             sink: self.sink,
             delivery_id,
+            provider_ref: None,
         };
         let applied = self.applied.map(|a| EffectSettled {
             key: reserved.key.clone(),
@@ -254,6 +256,7 @@ mod tests {
             discriminants: business.discriminants,
             sink: "record".to_owned(),
             delivery_id: id,
+            provider_ref: None,
         }
     }
 

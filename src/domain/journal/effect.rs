@@ -30,6 +30,12 @@ pub struct KeyReserved {
     pub discriminants: BTreeMap<String, serde_json::Value>,
     pub sink: String,
     pub delivery_id: DeliveryId,
+    /// The provider's operation this effect is applied for, when a look-up
+    /// or a person resolved its case citing one: consumed by this effect.
+    /// Absent from reservations made before 2026-12-04 and from those of a
+    /// first delivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_ref: Option<String>,
 }
 
 /// How an effect attempt ended.

@@ -13,13 +13,30 @@
 //! amount = "$.amount"
 //! currency = "$.currency"
 //! status = "$.status"               # optional
+//! resource = "$.payment_id"         # the resource each operation is about
+//! effect_resource = "payment_id"    # the delivery's resource, in its body
 //! auth_env = "NOREFID_API_KEY"      # optional: sent as a bearer token
 //! timeout_ms = 2000
+//!
+//! # Which field of an operation each of the strategy's discriminants is
+//! # compared with: `id`, `resource`, `amount` or `currency`.
+//! [lookups.compare]
+//! payment = "resource"
+//! amount = "amount"
+//! currency = "currency"
 //! ```
 //!
+//! A look-up settles a case only when it can compare everything the
+//! strategy discriminates on (`domain::lookup`): each discriminant needs a
+//! `compare` entry, and every operation must name its resource, which must
+//! be the delivery's. Otherwise the case stays for a person, with the reason.
+//!
 //! `{name}` in the URL is the delivery's top-level field `name` (dots reach
-//! deeper: `{data.object.payment_intent}`), percent-encoded. Secrets never
-//! appear in what is journaled: the URL carries none, the token is a header.
+//! deeper: `{data.object.payment_intent}`), every byte but unreserved ones
+//! percent-encoded. A value that is empty, `.` or `..` is refused: it would
+//! move the URL to another of the provider's resources once the client
+//! resolves dot segments. Secrets never appear in what is journaled: the
+//! URL carries none, the token is a header.
 //!
 //! A look-up with a `list_url` also lists every operation in a time window,
 //! for periodic reconciliation (see `list`).
@@ -27,6 +44,7 @@
 mod breaker;
 mod list;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 pub use breaker::Breakers;
@@ -38,6 +56,7 @@ use serde_json::Value;
 use serde_json_path::JsonPath;
 
 use crate::domain::identity::pattern;
+use crate::domain::lookup::OperationField;
 
 /// One `[[lookups]]` table as written. A `preset` fills what is not given.
 #[derive(Debug, Clone, Deserialize)]
@@ -77,6 +96,10 @@ pub struct LookupFile {
     pub effect_resource: Option<String>,
     pub effect_amount: Option<String>,
     pub effect_currency: Option<String>,
+    /// The strategy's discriminant names, each with the operation field
+    /// (`id`, `resource`, `amount`, `currency`) it is compared with.
+    #[serde(default)]
+    pub compare: BTreeMap<String, String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -102,6 +125,9 @@ pub struct Lookup {
     pub listing: Option<Listing>,
     /// Where an effect's resource, amount and currency are in its delivery.
     pub effect_fields: EffectFields,
+    /// Which operation field each of the strategy's discriminants is
+    /// compared with.
+    pub compare: BTreeMap<String, OperationField>,
 }
 
 impl std::fmt::Debug for Lookup {
@@ -118,6 +144,7 @@ impl std::fmt::Debug for Lookup {
 /// What a preset fills: url, operations, id, amount, currency, status,
 /// and for reconciliation how to list a window.
 struct Preset {
+    compare: &'static [(&'static str, OperationField)],
     url: &'static str,
     operations: &'static str,
     id: &'static str,
@@ -133,6 +160,12 @@ struct Preset {
 /// Unix seconds) a page at a time, the next page after the last refund's id
 /// (`starting_after`) while `has_more` is true.
 const STRIPE_REFUNDS: Preset = Preset {
+    // The discriminants of the Stripe refund strategies.
+    compare: &[
+        ("amount", OperationField::Amount),
+        ("currency", OperationField::Currency),
+        ("payment_intent", OperationField::Resource),
+    ],
     url: "https://api.stripe.com/v1/refunds?payment_intent={data.object.payment_intent}&limit=100",
     operations: "$.data[*]",
     id: "$.id",
@@ -181,6 +214,23 @@ impl LookupFile {
             JsonPath::parse(text)
                 .map_err(|e| anyhow::anyhow!("look-up for {who}: path {text:?}: {e}"))
         };
+        let mut compare: BTreeMap<String, OperationField> = preset
+            .map(|p| {
+                p.compare
+                    .iter()
+                    .map(|(n, f)| ((*n).to_owned(), *f))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (name, field) in &self.compare {
+            let field = OperationField::parse(field).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "look-up for {who}: compare.{name} = {field:?}: an operation field is \
+                     id, resource, amount or currency"
+                )
+            })?;
+            compare.insert(name.clone(), field);
+        }
         let auth = match &self.auth_env {
             Some(name) => Some(SecretString::from(env(name).ok_or_else(|| {
                 anyhow::anyhow!("look-up for {}: {name} is unset", self.provider)
@@ -221,6 +271,7 @@ impl LookupFile {
             listing: list::resolve(self, preset.map(|p| &p.listing))
                 .map_err(|e| anyhow::anyhow!("look-up for {who}: {e}"))?,
             effect_fields: list::fields(self, preset.map(|p| &p.listing)),
+            compare,
         })
     }
 }
@@ -254,17 +305,27 @@ impl Lookup {
                     url: self.url.clone(),
                     status: None,
                     latency_ms: 0,
-                    operations: Err(format!("the delivery has no `{missing}` for the URL")),
+                    operations: Err(format!(
+                        "the delivery's `{missing}` is missing, empty, `.` or `..`: \
+                         it cannot be put in the URL"
+                    )),
                 };
             }
         };
+        if !routes_as_written(&url) {
+            return Answer {
+                url,
+                status: None,
+                latency_ms: 0,
+                operations: Err("the look-up URL would not be asked as written".to_owned()),
+            };
+        }
         let started = Instant::now();
         let mut request = http.get(&url).timeout(self.timeout);
         if let Some(token) = &self.auth {
             request = request.bearer_auth(token.expose_secret());
         }
         let response = request.send().await;
-        let latency_ms = started.elapsed().as_millis() as u64;
         let (status, operations) = match response {
             Err(error) => (
                 None,
@@ -278,16 +339,26 @@ impl Lookup {
                 let status = Some(response.status().as_u16());
                 match response.json::<Value>().await {
                     Ok(body) => (status, Ok(self.map(&body))),
-                    Err(error) => (status, Err(format!("unreadable answer: {error}"))),
+                    Err(error) => (
+                        status,
+                        Err(format!("unreadable answer: {}", error.without_url())),
+                    ),
                 }
             }
         };
+        // Until the whole answer was read, body included.
+        let latency_ms = started.elapsed().as_millis() as u64;
         Answer {
             url,
             status,
             latency_ms,
             operations,
         }
+    }
+
+    /// The resource the delivery `event` is about, as the look-up reads it.
+    pub fn resource_of(&self, event: &Value) -> Option<String> {
+        self.effect_fields.read(event).0
     }
 
     /// The operations of an answer, by the configured paths.
@@ -344,11 +415,26 @@ fn fill(template: &str, event: &Value) -> Result<String, String> {
         let name = &rest[open + 1..open + close];
         let value = field(event, name).ok_or_else(|| name.to_owned())?;
         let text = text(value).ok_or_else(|| name.to_owned())?;
+        if matches!(text.as_str(), "" | "." | "..") {
+            return Err(name.to_owned());
+        }
         out.push_str(&encode(&text));
         rest = &rest[open + close + 1..];
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Whether the client asks `url` with the path as written: no dot segment
+/// resolved away, nothing re-encoded.
+fn routes_as_written(url: &str) -> bool {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
+    let path = path.split(['?', '#']).next().unwrap_or(path);
+    parsed.path() == path
 }
 
 /// Percent-encodes all but unreserved characters (RFC 3986).
@@ -386,6 +472,34 @@ mod tests {
     }
 
     #[test]
+    fn a_received_value_cannot_move_the_url() {
+        let template = "https://p/payments/{payment_id}/refunds";
+        for hostile in ["..", ".", ""] {
+            let event = json!({ "payment_id": hostile });
+            assert_eq!(
+                fill(template, &event),
+                Err("payment_id".to_owned()),
+                "{hostile:?}"
+            );
+        }
+        for (hostile, encoded) in [
+            ("%2e%2e", "%252e%252e"),
+            ("../x", "..%2Fx"),
+            ("a/b", "a%2Fb"),
+            ("a?b=1", "a%3Fb%3D1"),
+            ("a#b", "a%23b"),
+            ("a\nb", "a%0Ab"),
+        ] {
+            let event = json!({ "payment_id": hostile });
+            let url = fill(template, &event).unwrap();
+            assert_eq!(url, format!("https://p/payments/{encoded}/refunds"));
+            assert!(routes_as_written(&url), "{url}");
+        }
+        assert!(!routes_as_written("https://p/payments/%2e%2e/refunds"));
+        assert!(!routes_as_written("https://p/payments/../refunds"));
+    }
+
+    #[test]
     fn operations_are_read_by_the_configured_paths() {
         let file = LookupFile {
             provider: "p".into(),
@@ -408,6 +522,7 @@ mod tests {
             effect_resource: None,
             effect_amount: None,
             effect_currency: None,
+            compare: BTreeMap::new(),
         };
         let lookup = file.resolve(|_| None).unwrap();
         let body = json!({"data": [

@@ -182,6 +182,12 @@ struct LookupBody {
     /// `effect_retried`; `null` when there was nothing to ask (no look-up
     /// configured, not an askable open case).
     verdict: Option<&'static str>,
+    /// Whether the provider (or the downstream) was actually asked: false
+    /// while its circuit breaker is open.
+    asked: bool,
+    /// Why the answer leaves the case for a person.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
 }
 
 /// Asks the provider's API (or, for an unknown outcome, the downstream's
@@ -194,8 +200,19 @@ pub async fn lookup(
     _caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    let verdict = lookups::ask(&state.engine, id).await.map_err(case_error)?;
-    Ok(HttpResponse::Ok().json(LookupBody { verdict }))
+    let asked = lookups::ask(&state.engine, id).await.map_err(case_error)?;
+    Ok(HttpResponse::Ok().json(match asked {
+        Some(a) => LookupBody {
+            verdict: Some(a.verdict),
+            asked: a.asked,
+            why: a.why,
+        },
+        None => LookupBody {
+            verdict: None,
+            asked: false,
+            why: None,
+        },
+    }))
 }
 
 /// `POST /api/cases/{id}/comments` body.

@@ -55,7 +55,8 @@ pub struct EffectLine {
     pub id: ShortId,
     pub status: String,
     pub key: ShortId,
-    pub authoritative_ref: String,
+    pub provider_ref: String,
+    pub downstream_ref: String,
 }
 
 /// One step of the case's history.
@@ -113,7 +114,7 @@ pub struct Done {
     done: Option<String>,
 }
 
-const NOTICES: [(&str, &str); 12] = [
+const NOTICES: [(&str, &str); 15] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -126,8 +127,20 @@ const NOTICES: [(&str, &str); 12] = [
     ("commented", "Your comment is in the case's history."),
     ("comment_empty", "A comment needs some text."),
     (
-        "asked",
-        "The provider was asked; its answer is in the history.",
+        "asked_settled",
+        "The provider was asked and its answer settled the case: the resolution is below.",
+    ),
+    (
+        "asked_unsettled",
+        "The provider was asked; its answer does not settle the case, which stays for a person. Why is in the history.",
+    ),
+    (
+        "not_asked_breaker",
+        "The provider was not asked: its circuit breaker is open after repeated failures. The case stays open and is asked again once the breaker closes.",
+    ),
+    (
+        "operation_consumed",
+        "The provider operation cited already justified another effect: nothing was applied. Cite another operation, or confirm the duplicate.",
     ),
     (
         "not_asked",
@@ -354,7 +367,8 @@ fn effect(e: &EffectState) -> EffectLine {
         id: ShortId::new(e.effect_id.clone()),
         status: e.status.clone(),
         key: ShortId::new(e.key.clone()),
-        authoritative_ref: e.authoritative_ref.clone().unwrap_or_default(),
+        provider_ref: e.provider_ref.clone().unwrap_or_default(),
+        downstream_ref: e.downstream_ref.clone().unwrap_or_default(),
     }
 }
 
@@ -382,6 +396,7 @@ fn history(event: CaseEvent, now: chrono::DateTime<Utc>) -> HistoryLine {
             operations,
             error,
             verdict,
+            why,
         } => {
             let mut details = vec![format!(
                 "asked {url}: {} in {latency_ms} ms",
@@ -401,7 +416,10 @@ fn history(event: CaseEvent, now: chrono::DateTime<Utc>) -> HistoryLine {
                 at: Stamp::new(at, now),
                 what: "Provider look-up".to_owned(),
                 by: "look-up".to_owned(),
-                note: format!("verdict: {verdict}"),
+                note: match why {
+                    Some(why) => format!("verdict: {verdict} ({why})"),
+                    None => format!("verdict: {verdict}"),
+                },
                 details,
             }
         }
@@ -418,7 +436,7 @@ fn history(event: CaseEvent, now: chrono::DateTime<Utc>) -> HistoryLine {
             by,
             note,
             details: authoritative_ref
-                .map(|r| format!("authoritative reference: {r}"))
+                .map(|r| format!("provider's operation: {r}"))
                 .into_iter()
                 .chain(effect_id.map(|e| format!("effect: {e}")))
                 .collect(),

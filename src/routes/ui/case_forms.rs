@@ -127,7 +127,9 @@ pub async fn lookup(
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
     match lookups::ask(&state.engine, id).await {
-        Ok(Some(_)) => Ok(back(id, "asked")),
+        Ok(Some(asked)) if !asked.asked => Ok(back(id, "not_asked_breaker")),
+        Ok(Some(asked)) if asked.verdict == "for_a_person" => Ok(back(id, "asked_unsettled")),
+        Ok(Some(_)) => Ok(back(id, "asked_settled")),
         Ok(None) => Ok(back(id, "not_asked")),
         Err(error) => refused(id, error),
     }

@@ -63,7 +63,8 @@ pub struct Effect {
     pub first_link: String,
     pub created: Stamp,
     pub settled: Option<Stamp>,
-    pub authoritative_ref: Option<String>,
+    pub provider_ref: Option<String>,
+    pub downstream_ref: Option<String>,
 }
 
 /// A linked id: a case, a batch's parent or item.
@@ -231,7 +232,8 @@ impl DeliveryPage {
                 first: ShortId::new(e.first_delivery_id),
                 created: stamp(e.created_at),
                 settled: e.settled_at.map(stamp),
-                authoritative_ref: e.authoritative_ref,
+                provider_ref: e.provider_ref,
+                downstream_ref: e.downstream_ref,
             })
             .collect();
         let cases = view

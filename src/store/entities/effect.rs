@@ -15,7 +15,11 @@ pub struct Model {
     pub sink: String,
     #[sea_orm(column_type = "JsonBinary", nullable)]
     pub result: Option<Json>,
-    pub authoritative_ref: Option<String>,
+    /// The id the downstream gave the effect when it applied it.
+    pub downstream_ref: Option<String>,
+    /// The provider's operation that justified the effect (cited by the
+    /// look-up or the person that resolved its case); unique per effect type.
+    pub provider_ref: Option<String>,
     pub first_delivery_id: String,
     #[sea_orm(column_type = "JsonBinary")]
     pub discriminants: Json,

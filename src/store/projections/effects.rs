@@ -124,7 +124,8 @@ pub async fn reserve<C: ConnectionTrait>(
             .to_owned(),
         sink: e.sink.clone(),
         result: folded.and_then(|s| s.result.clone()),
-        authoritative_ref: folded.and_then(|s| s.authoritative_ref.clone()),
+        downstream_ref: folded.and_then(|s| s.authoritative_ref.clone()),
+        provider_ref: e.provider_ref.clone(),
         first_delivery_id: delivery_id.clone(),
         discriminants,
         created_at: at,
@@ -233,7 +234,7 @@ pub(crate) async fn settled<C: ConnectionTrait>(
             .col_expr(effect::Column::Status, Expr::value(e.outcome.state()))
             .col_expr(effect::Column::Result, Expr::value(e.result.clone()))
             .col_expr(
-                effect::Column::AuthoritativeRef,
+                effect::Column::DownstreamRef,
                 Expr::value(e.authoritative_ref.clone()),
             )
             .col_expr(effect::Column::SettledAt, Expr::value(at))
