@@ -137,9 +137,10 @@ impl Application {
             sources,
             access: AccessState {
                 throttle: LoginThrottle::new(
-                    config.login_per_account_per_minute,
+                    config.login_failures_before_backoff,
                     config.login_per_address_per_minute,
                 ),
+                trusted_proxies: config.trusted_proxies.clone(),
                 public_url,
             },
         });

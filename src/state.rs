@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sea_orm::DatabaseConnection;
 
 use crate::auth::throttle::LoginThrottle;
-use crate::config::Source;
+use crate::config::{Source, TrustedProxies};
 use crate::services::engine::SharedEngine;
 
 pub struct AppState {
@@ -21,6 +21,8 @@ pub struct AccessState {
     /// The URL operators reach the server at, without a trailing slash.
     pub public_url: String,
     pub throttle: LoginThrottle,
+    /// Peers whose forwarded headers are believed.
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl AppState {

@@ -1,5 +1,6 @@
 //! Operator access: roles and the role × action table, argon2id passwords,
-//! random tokens, the server-side session store, and who is asking.
+//! random tokens, the server-side session store, the sign-in throttle, and
+//! who is asking.
 
 pub mod password;
 pub mod principal;

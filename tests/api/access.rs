@@ -312,24 +312,11 @@ async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
         StatusCode::UNAUTHORIZED
     );
     let csrf = browser.csrf("/login").await;
-    let response = bare()
-        .post(format!("{}/login", app.address))
-        .header(
-            "cookie",
-            format!("unicity_session={}", browser.cookie.clone().unwrap()),
-        )
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", csrf.as_str()),
-                ("name", "fin"),
-                ("password", PASSWORD),
-            ])
-            .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let form = browser.form(
+        "/login",
+        &[("csrf", &csrf), ("name", "fin"), ("password", PASSWORD)],
+    );
+    let response = browser.with_cookies(form).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     let wait: u64 = response.headers()["retry-after"]
         .to_str()

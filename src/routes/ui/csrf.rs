@@ -2,7 +2,9 @@
 //! and echoed in a hidden `csrf` field. `CsrfForm<T>` checks it before the
 //! form is even parsed, so a post without a valid token (403) changes nothing.
 //! A post a browser says comes from another site (`Sec-Fetch-Site`,
-//! `Origin`) is refused the same way, token or not.
+//! `Origin`) is refused the same way, token or not; which host a request
+//! was sent to is believed from a forwarding header only when a trusted
+//! proxy sends it (`routes::client`).
 
 use actix_session::{Session, SessionExt};
 use actix_web::dev::Payload;
@@ -13,7 +15,9 @@ use serde::de::DeserializeOwned;
 
 use crate::auth::secrets;
 use crate::auth::sessions::CSRF_KEY;
+use crate::routes::client;
 use crate::routes::error::UiError;
+use crate::state::AppState;
 
 /// The session's CSRF token, made on first use.
 pub fn token(session: &Session) -> Result<String, UiError> {
@@ -67,11 +71,13 @@ impl<T: DeserializeOwned + 'static> FromRequest for CsrfForm<T> {
 
 /// Whether a browser says the request comes from another site: its
 /// `Sec-Fetch-Site` is `cross-site` or `same-site` (a sibling subdomain), or
-/// its `Origin` names another host than the one it was sent to. `Origin:
+/// its `Origin` names another host than the one it was sent to (its own
+/// `Host`, or a trusted proxy's `X-Forwarded-Host`; `client::host`) and than
+/// the configured public URL's. `Origin:
 /// null` is not proof either way (browsers send it for this site's own forms
 /// under `Referrer-Policy: no-referrer`), nor is a request without either
 /// header (a client that is not a browser): the token alone decides then.
-fn foreign_origin(req: &HttpRequest) -> bool {
+pub fn foreign_origin(req: &HttpRequest) -> bool {
     let header = |name| {
         req.headers()
             .get(name)
@@ -83,8 +89,14 @@ fn foreign_origin(req: &HttpRequest) -> bool {
     match header("origin") {
         None | Some("null") => false,
         Some(origin) => {
-            origin.split_once("://").map(|(_, authority)| authority)
-                != Some(req.connection_info().host())
+            let Some((_, authority)) = origin.split_once("://") else {
+                return true;
+            };
+            let state = req.app_data::<web::Data<AppState>>();
+            let public = state
+                .and_then(|s| s.access.public_url.split_once("://"))
+                .and_then(|(_, rest)| rest.split('/').next());
+            client::host(req).as_deref() != Some(authority) && public != Some(authority)
         }
     }
 }

@@ -1,6 +1,8 @@
-//! `GET/POST /login`, `POST /logout`. Sign-in is throttled per name and per
-//! client address before any password is checked, opens a new session id
-//! (no fixation), and rotates the CSRF token.
+//! `GET/POST /login`, `POST /logout`. A name longer than any operator's is
+//! refused outright; then sign-in is throttled per client address and per
+//! (name, address) failures before any password is checked
+//! (`auth::throttle`), opens a new session id (no fixation), and rotates the
+//! CSRF token.
 
 use actix_session::Session;
 use actix_web::http::StatusCode;
@@ -12,7 +14,9 @@ use serde::Deserialize;
 use super::csrf::{self, CsrfForm};
 use super::{html, see_other};
 use crate::auth::sessions::{CSRF_KEY, OPERATOR_KEY};
+use crate::auth::throttle::MAX_NAME_BYTES;
 use crate::auth::{Principal, secrets};
+use crate::routes::client;
 use crate::routes::error::UiError;
 use crate::services::access::{self, LoginError};
 use crate::state::AppState;
@@ -51,15 +55,20 @@ pub async fn submit(
     form: CsrfForm<LoginForm>,
 ) -> Result<HttpResponse, UiError> {
     let LoginForm { name, password } = form.0;
-    let address = req.peer_addr().map(|a| a.ip());
-    state
-        .access
-        .throttle
+    if name.len() > MAX_NAME_BYTES {
+        return Err(UiError::bad_request(
+            "This name is too long: no operator's name has more than 64 characters.",
+        ));
+    }
+    let address = client::address(&req);
+    let throttle = &state.access.throttle;
+    throttle
         .attempt(&name, address)
         .map_err(UiError::throttled)?;
     let client = address.map(|ip| ip.to_string());
     match access::login(state.db(), &name, password, client).await {
         Ok(operator) => {
+            throttle.succeeded(&name, address);
             tracing::info!(operator.id = %operator.id, "operator signed in");
             session
                 .insert(OPERATOR_KEY, operator.id.to_string())
@@ -70,6 +79,7 @@ pub async fn submit(
             Ok(see_other("/"))
         }
         Err(LoginError::Refused) => {
+            throttle.failed(&name, address);
             tracing::info!("sign-in refused");
             let csrf = csrf::token(&session)?;
             let page = LoginPage {
