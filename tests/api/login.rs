@@ -1,11 +1,11 @@
-//! Sign-in against hostile callers: overlong names are refused outright,
-//! failures slow down their own address only, and forwarded headers count
-//! only from a trusted proxy.
+//! Sign-in against hostile callers: strangers store nothing, overlong names
+//! are refused outright, failures slow down their own address only, and
+//! forwarded headers count only from a trusted proxy.
 
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::{Browser, PASSWORD, csrf_in, operator, signed_in};
+use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator, signed_in};
 use crate::helpers::{TestApp, spawn_app, spawn_app_with};
 
 async fn journaled(app: &TestApp, event_type: &str) -> i64 {
@@ -34,6 +34,67 @@ async fn login_from(app: &TestApp, from: &str, name: &str, password: &str) -> (S
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     (response.status(), wait)
+}
+
+#[tokio::test]
+async fn showing_the_login_form_stores_no_session_and_its_token_is_still_required() {
+    let app = spawn_app().await;
+    operator(&app, "sam", Role::Support).await;
+    for _ in 0..50 {
+        let page = bare()
+            .get(format!("{}/login", app.address))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(page.status(), StatusCode::OK);
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 0);
+
+    // The token without its cookie, the cookie with another form's token,
+    // and a token not signed by this server are all refused unchecked.
+    let mut browser = Browser::new(&app);
+    let csrf = browser.csrf("/login").await;
+    let post = |cookie: Option<&str>, csrf: &str| {
+        let fields = [("csrf", csrf), ("name", "sam"), ("password", PASSWORD)];
+        let mut request = bare()
+            .post(format!("{}/login", app.address))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(serde_urlencoded::to_string(fields).expect("form"));
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", format!("unicity_login={cookie}"));
+        }
+        request
+    };
+    let cookie = browser.login_cookie.clone().expect("the form's cookie");
+    let other = csrf_in(&Browser::new(&app).get("/login").await.body);
+    let (expiry, rest) = csrf.split_once('.').expect("expiry.nonce.signature");
+    let forged = format!("{}.{rest}", expiry.parse::<i64>().unwrap() + 86_400);
+    for (what, request) in [
+        ("no cookie", post(None, &csrf)),
+        ("another form's token", post(Some(&cookie), &other)),
+        ("no token", post(Some(&cookie), "")),
+        ("an unsigned token", post(Some(&forged), &forged)),
+    ] {
+        let answer = Answer::read(request.send().await.expect("answered")).await;
+        assert_eq!(answer.status, StatusCode::FORBIDDEN, "{what}");
+    }
+    assert_eq!(
+        journaled(&app, "LoginFailed").await,
+        0,
+        "nothing was checked"
+    );
+    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 0);
+
+    // A failed attempt stores nothing either; the real form signs in.
+    let failed = browser.login("sam", "not the password").await;
+    assert_eq!(failed.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 0);
+    let answer = browser.login("sam", PASSWORD).await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(browser.login_cookie, None, "the form's cookie is removed");
+    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);
+    assert_eq!(browser.get("/account").await.status, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
-//! `GET/POST /login`, `POST /logout`. A name longer than any operator's is
-//! refused outright; then sign-in is throttled per client address and per
-//! (name, address) failures before any password is checked
-//! (`auth::throttle`), opens a new session id (no fixation), and rotates the
-//! CSRF token.
+//! `GET/POST /login`, `POST /logout`. Showing the form stores nothing (its
+//! CSRF token is signed, not kept: `csrf::LoginForm`); a session is made at
+//! sign-in only, with a new id (no fixation) and a new CSRF token. A name
+//! longer than any operator's is refused outright; then sign-in is throttled
+//! per client address and per (name, address) failures before any password
+//! is checked (`auth::throttle`).
 
 use actix_session::Session;
 use actix_web::http::StatusCode;
@@ -30,19 +31,26 @@ pub struct LoginPage<'a> {
     pub error: Option<&'a str>,
 }
 
-#[get("/login")]
-pub async fn show(session: Session) -> Result<HttpResponse, UiError> {
-    let csrf = csrf::token(&session)?;
+/// The sign-in page with a fresh form token, its cookie set.
+fn page(state: &AppState, status: StatusCode, name: &str, error: Option<&str>) -> HttpResponse {
+    let (csrf, cookie) = csrf::login_token(state);
     let page = LoginPage {
         csrf: &csrf,
-        name: "",
-        error: None,
+        name,
+        error,
     };
-    Ok(html(HttpResponse::Ok(), &page))
+    let mut response = HttpResponse::build(status);
+    response.cookie(cookie);
+    html(response, &page)
+}
+
+#[get("/login")]
+pub async fn show(state: web::Data<AppState>) -> HttpResponse {
+    page(&state, StatusCode::OK, "", None)
 }
 
 #[derive(Deserialize)]
-pub struct LoginForm {
+pub struct LoginFields {
     name: String,
     password: SecretString,
 }
@@ -52,9 +60,9 @@ pub async fn submit(
     state: web::Data<AppState>,
     req: HttpRequest,
     session: Session,
-    form: CsrfForm<LoginForm>,
+    form: csrf::LoginForm<LoginFields>,
 ) -> Result<HttpResponse, UiError> {
-    let LoginForm { name, password } = form.0;
+    let LoginFields { name, password } = form.0;
     if name.len() > MAX_NAME_BYTES {
         return Err(UiError::bad_request(
             "This name is too long: no operator's name has more than 64 characters.",
@@ -76,18 +84,17 @@ pub async fn submit(
                 .map_err(UiError::internal)?;
             // Last: a new id for the session's state, the old one deleted.
             session.renew();
-            Ok(see_other("/"))
+            let mut response = see_other("/");
+            response
+                .add_removal_cookie(&csrf::login_cookie_removal())
+                .map_err(UiError::internal)?;
+            Ok(response)
         }
         Err(LoginError::Refused) => {
             throttle.failed(&name, address);
             tracing::info!("sign-in refused");
-            let csrf = csrf::token(&session)?;
-            let page = LoginPage {
-                csrf: &csrf,
-                name: &name,
-                error: Some("Unknown name or wrong password."),
-            };
-            Ok(html(HttpResponse::build(StatusCode::UNAUTHORIZED), &page))
+            let error = Some("Unknown name or wrong password.");
+            Ok(page(&state, StatusCode::UNAUTHORIZED, &name, error))
         }
         Err(error) => Err(error.into()),
     }
