@@ -1,6 +1,7 @@
 //! Sign-in against hostile callers: strangers store nothing, overlong names
 //! are refused outright, failures slow down their own address only, and
-//! forwarded headers count only from a trusted proxy.
+//! forwarded headers count only from a trusted proxy. Plus the CSRF proof a
+//! signed-in session needs for state changes on `/api`.
 
 use reqwest::StatusCode;
 use unicity::auth::Role;
@@ -221,4 +222,74 @@ async fn behind_a_trusted_proxy_the_forwarded_host_is_the_origin_to_match() {
         .header("origin", "https://unicity.example")
         .header("x-forwarded-host", "unicity.example");
     assert_eq!(browser.send(proxied).await.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn a_sessions_api_state_change_needs_this_sites_origin_and_its_csrf_token() {
+    let app = spawn_app().await;
+    let mut browser = signed_in(&app, "ada", Role::Admin).await;
+    let token = csrf_in(&browser.get("/account").await.body);
+    let path = format!("/api/cases/{}/lookup", uuid::Uuid::new_v4());
+    let url = format!("{}{path}", app.address);
+    let with_bearer = app.client.post(&url).send().await.expect("answered");
+    let allowed = with_bearer.status();
+    assert_ne!(
+        allowed,
+        StatusCode::FORBIDDEN,
+        "a bearer token needs no CSRF token"
+    );
+
+    let cases: [(&str, &[(&str, &str)]); 4] = [
+        ("no token", &[]),
+        ("another token", &[("x-csrf-token", "0000")]),
+        (
+            "cross-site",
+            &[
+                ("x-csrf-token", token.as_str()),
+                ("sec-fetch-site", "cross-site"),
+            ],
+        ),
+        (
+            "another origin",
+            &[
+                ("x-csrf-token", token.as_str()),
+                ("origin", "https://evil.example"),
+            ],
+        ),
+    ];
+    for (what, headers) in cases {
+        let mut request = bare().post(&url);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = browser
+            .with_cookies(request)
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{what}");
+        let body: serde_json::Value = response.json().await.expect("json");
+        assert_eq!(body["code"], "csrf", "{what}: {body}");
+    }
+
+    let request = bare()
+        .post(&url)
+        .header("x-csrf-token", token.as_str())
+        .header("sec-fetch-site", "same-origin");
+    let response = browser
+        .with_cookies(request)
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(
+        response.status(),
+        allowed,
+        "with its token, as a bearer would"
+    );
+    let read = browser.with_cookies(bare().get(format!("{}/api/cases", app.address)));
+    assert_eq!(
+        read.send().await.expect("answered").status(),
+        StatusCode::OK
+    );
+    assert_eq!(browser.get("/account").await.status, StatusCode::OK);
 }

@@ -6,7 +6,8 @@
 //! (`auth::login_token`). A post a browser says comes from another site
 //! (`Sec-Fetch-Site`, `Origin`) is refused the same way, token or not;
 //! which host a request was sent to is believed from a forwarding header
-//! only when a trusted proxy sends it (`routes::client`).
+//! only when a trusted proxy sends it (`routes::client`). The same proof
+//! guards a session's state changes on `/api` (`api_proof`).
 
 use actix_session::{Session, SessionExt};
 use actix_web::cookie::{Cookie, SameSite};
@@ -26,6 +27,8 @@ use crate::state::AppState;
 
 /// The cookie carrying the sign-in form's token, sent to `/login` only.
 pub const LOGIN_COOKIE: &str = "unicity_login";
+/// The header a signed-in session's `/api` state change carries its token in.
+pub const API_HEADER: &str = "x-csrf-token";
 
 /// The session's CSRF token, made on first use.
 pub fn token(session: &Session) -> Result<String, UiError> {
@@ -129,6 +132,17 @@ pub fn login_token(state: &AppState) -> (String, Cookie<'static>) {
 /// The sign-in form's cookie, to remove once signed in.
 pub fn login_cookie_removal() -> Cookie<'static> {
     Cookie::build(LOGIN_COOKIE, "").path("/login").finish()
+}
+
+/// Whether a signed-in session's request carries the proof a form would: it
+/// does not come from another site, and `X-CSRF-Token` is the session's token.
+pub fn api_proof(req: &HttpRequest) -> bool {
+    if foreign_origin(req) {
+        return false;
+    }
+    let expected = req.get_session().get::<String>(CSRF_KEY).ok().flatten();
+    let submitted = req.headers().get(API_HEADER).and_then(|v| v.to_str().ok());
+    submitted.is_some_and(|s| matches(expected)(s))
 }
 
 /// Whether a browser says the request comes from another site: its
