@@ -19,6 +19,9 @@ use crate::providers::lookup::{Lookup, LookupFile};
 use crate::providers::signature::{self, SchemeConfig};
 use crate::providers::sinks::SinkConfig;
 
+mod proxies;
+pub use proxies::{ProxyRange, TrustedProxies, canonical};
+
 /// The configuration used when no file is given: one demo source per scheme.
 pub const DEMO_CONFIG: &str = include_str!("demo.toml");
 
@@ -158,10 +161,17 @@ pub struct AccessConfig {
     pub session_idle_secs: u64,
     /// A session ends this long after sign-in, however active.
     pub session_lifetime_secs: u64,
-    /// Sign-in attempts allowed per operator name per minute (a burst of as many).
-    pub login_per_account_per_minute: u32,
-    /// Sign-in attempts allowed per client address per minute.
+    /// Failed sign-ins one client address may make for one name before each
+    /// further attempt from there waits (1 s, doubling with every failure, at
+    /// most 15 minutes). Other addresses are not slowed down for that name.
+    #[serde(alias = "login_per_account_per_minute")]
+    pub login_failures_before_backoff: u32,
+    /// Sign-in attempts allowed per client address per minute, whatever the names.
     pub login_per_address_per_minute: u32,
+    /// Proxies whose `X-Forwarded-For` and `X-Forwarded-Host` are believed:
+    /// addresses or CIDR ranges. Default empty: the peer address and the
+    /// `Host` header are used as they are.
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl Default for AccessConfig {
@@ -170,8 +180,9 @@ impl Default for AccessConfig {
             public_url: None,
             session_idle_secs: 30 * 60,
             session_lifetime_secs: 12 * 3600,
-            login_per_account_per_minute: 5,
+            login_failures_before_backoff: 5,
             login_per_address_per_minute: 20,
+            trusted_proxies: TrustedProxies::default(),
         }
     }
 }
@@ -186,8 +197,8 @@ impl AccessConfig {
         if self.session_idle_secs == 0 || self.session_lifetime_secs == 0 {
             bail!("[access] session timeouts must be positive");
         }
-        if self.login_per_account_per_minute == 0 || self.login_per_address_per_minute == 0 {
-            bail!("[access] login rates must be positive");
+        if self.login_failures_before_backoff == 0 || self.login_per_address_per_minute == 0 {
+            bail!("[access] login limits must be positive");
         }
         Ok(())
     }
@@ -610,6 +621,20 @@ mod tests {
         assert!(!EngineConfig::default().raw_body_reads);
         let file = FileConfig::parse("[engine]\nraw_body_reads = true\n").unwrap();
         assert!(file.engine.raw_body_reads);
+    }
+
+    #[test]
+    fn trusted_proxies_are_none_by_default_and_parsed_as_addresses_or_ranges() {
+        assert!(AccessConfig::default().trusted_proxies.is_empty());
+        let text = "[access]\ntrusted_proxies = [\"127.0.0.1\", \"10.0.0.0/8\"]\n";
+        let access = FileConfig::parse(text).unwrap().access;
+        assert!(access.trusted_proxies.trusts("10.2.3.4".parse().unwrap()));
+        assert!(!access.trusted_proxies.trusts("192.0.2.1".parse().unwrap()));
+        let wrong = FileConfig::parse("[access]\ntrusted_proxies = [\"proxy.local\"]\n");
+        assert!(wrong.is_err());
+        // Files written for the limit's former name still load.
+        let old = FileConfig::parse("[access]\nlogin_per_account_per_minute = 3\n").unwrap();
+        assert_eq!(old.access.login_failures_before_backoff, 3);
     }
 
     #[test]

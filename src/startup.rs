@@ -15,6 +15,7 @@ use actix_web::{App, HttpServer, web};
 use anyhow::Context;
 use tracing_actix_web::TracingLogger;
 
+use crate::auth::login_token::LoginTokens;
 use crate::auth::sessions::DbSessionStore;
 use crate::auth::throttle::LoginThrottle;
 use crate::config::{AccessConfig, Settings};
@@ -57,6 +58,14 @@ fn cookie_key(secret: &KeySecret) -> Key {
         "unicity session cookie".to_owned(),
     ));
     Key::derive_from(derived.to_string().as_bytes())
+}
+
+/// The key signing the sign-in form's token, derived like the cookie key.
+fn login_tokens(secret: &KeySecret) -> LoginTokens {
+    let derived = secret.seal(&serde_json::Value::String(
+        "unicity login form token".to_owned(),
+    ));
+    LoginTokens::new(derived.to_string().as_bytes())
 }
 
 fn seconds(secs: u64) -> actix_web::cookie::time::Duration {
@@ -137,10 +146,13 @@ impl Application {
             sources,
             access: AccessState {
                 throttle: LoginThrottle::new(
-                    config.login_per_account_per_minute,
+                    config.login_failures_before_backoff,
                     config.login_per_address_per_minute,
                 ),
+                login_tokens: login_tokens(&engine.key_secret),
+                trusted_proxies: config.trusted_proxies.clone(),
                 public_url,
+                secure,
             },
         });
         let server = HttpServer::new(move || {

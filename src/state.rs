@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use sea_orm::DatabaseConnection;
 
+use crate::auth::login_token::LoginTokens;
 use crate::auth::throttle::LoginThrottle;
-use crate::config::Source;
+use crate::config::{Source, TrustedProxies};
 use crate::services::engine::SharedEngine;
 
 pub struct AppState {
@@ -20,7 +21,13 @@ pub struct AppState {
 pub struct AccessState {
     /// The URL operators reach the server at, without a trailing slash.
     pub public_url: String,
+    /// Whether cookies are `Secure` (the public URL is `https://`).
+    pub secure: bool,
     pub throttle: LoginThrottle,
+    /// Signs the sign-in form's CSRF token.
+    pub login_tokens: LoginTokens,
+    /// Peers whose forwarded headers are believed.
+    pub trusted_proxies: TrustedProxies,
 }
 
 impl AppState {

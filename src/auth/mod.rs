@@ -1,6 +1,8 @@
 //! Operator access: roles and the role × action table, argon2id passwords,
-//! random tokens, the server-side session store, and who is asking.
+//! random tokens, the server-side session store, the sign-in form token and
+//! throttle, and who is asking.
 
+pub mod login_token;
 pub mod password;
 pub mod principal;
 pub mod roles;

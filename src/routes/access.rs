@@ -12,28 +12,35 @@
 //! allows the row of the route that was actually matched, so a request that
 //! reached a protected handler without passing the guard gets a 401.
 //!
-//! Refusals: under `/api/`, JSON `401 unauthenticated` / `403 forbidden`;
-//! elsewhere, `303` to `/login` when nobody is signed in, else the HTML 403.
-//! Every `/api/` answer is `Cache-Control: no-store`: it holds deliveries,
-//! cases and raw bodies that no shared or browser cache may keep.
+//! A signed-in session (not a bearer token) changing state under `/api/`
+//! must bring the proof a form does: not from another site, and the
+//! session's CSRF token in `X-CSRF-Token` (`csrf_refused`); a browser would
+//! otherwise send the cookie for any site's script.
+//!
+//! Refusals: under `/api/`, JSON `401 unauthenticated` / `403 forbidden` /
+//! `403 csrf`; elsewhere, `303` to `/login` when nobody is signed in, else
+//! the HTML 403. Every `/api/` answer is `Cache-Control: no-store`: it holds
+//! deliveries, cases and raw bodies that no shared or browser cache may keep.
 
 use actix_session::SessionExt;
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header;
+use actix_web::http::{Method, header};
 use actix_web::middleware::Next;
 use actix_web::{HttpMessage, ResponseError, web};
 
 use super::error::{ApiError, UiError};
+use super::ui::csrf;
 use super::{Access, row};
-use crate::auth::Principal;
 use crate::auth::sessions::OPERATOR_KEY;
+use crate::auth::{Principal, PrincipalKind};
 use crate::services::access;
 use crate::state::AppState;
 
 enum Refusal {
     Unauthenticated,
     Forbidden,
+    Csrf,
     NoRoute,
     Storage,
 }
@@ -62,6 +69,7 @@ pub async fn guard(
     match caller {
         None => Ok(refuse(req, Refusal::Unauthenticated)),
         Some(caller) if !caller.may(action) => Ok(refuse(req, Refusal::Forbidden)),
+        Some(caller) if csrf_refused(&req, route.path, &caller) => Ok(refuse(req, Refusal::Csrf)),
         Some(caller) => {
             req.extensions_mut().insert(caller);
             pass(req, next).await
@@ -125,6 +133,16 @@ async fn caller(req: &ServiceRequest) -> Result<Option<Principal>, access::Acces
     }
 }
 
+/// Whether this is a session's state change under `/api/` (decided on the
+/// matched route) without the proof a form would carry. Bearer tokens are
+/// not sent by browsers on their own, so they need none.
+fn csrf_refused(req: &ServiceRequest, route: &str, caller: &Principal) -> bool {
+    caller.kind == PrincipalKind::Operator
+        && route.starts_with("/api/")
+        && !matches!(*req.method(), Method::GET | Method::HEAD)
+        && !csrf::api_proof(req.request())
+}
+
 fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {
     let api = is_api(&req);
     let response = match (api, refusal) {
@@ -148,9 +166,11 @@ fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {
             response
         }
         (true, Refusal::Forbidden) => ApiError::forbidden().error_response(),
+        (true, Refusal::Csrf) => ApiError::csrf().error_response(),
         (true, Refusal::Storage) => ApiError::storage_unavailable().error_response(),
         (false, Refusal::Unauthenticated) => super::ui::see_other("/login"),
         (false, Refusal::Forbidden) => UiError::forbidden().error_response(),
+        (false, Refusal::Csrf) => UiError::csrf().error_response(),
         (false, Refusal::Storage) => UiError::internal("access check unavailable").error_response(),
     };
     let mut response = req.into_response(response);

@@ -101,6 +101,17 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    pub fn csrf() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "csrf",
+            "a signed-in session changes state only from this site, with its CSRF token in \
+             `X-CSRF-Token`; scripts and other clients send `Authorization: Bearer <token>`",
+        )
+    }
+}
+
 impl From<AccessError> for ApiError {
     fn from(error: AccessError) -> Self {
         let (status, code) = access_status(&error);

@@ -5,6 +5,7 @@
 
 pub mod access;
 pub mod api;
+pub mod client;
 pub mod error;
 pub mod health;
 pub mod hooks;

@@ -183,10 +183,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     let mut browser = Browser::new(&app);
 
     let csrf = browser.csrf("/login").await;
-    let anonymous = browser
-        .cookie
-        .clone()
-        .expect("a session for the login form");
+    assert_eq!(browser.cookie, None, "no session for the login form");
     let signed_in = browser
         .post(
             "/login",
@@ -195,8 +192,16 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
         .await;
     assert_eq!(signed_in.status, StatusCode::SEE_OTHER);
     assert_eq!(signed_in.location, "/");
+    let first = browser.cookie.clone().expect("a session cookie");
+    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);
+
+    // Signing in again from a session gives it a new id; the old one opens nothing.
+    assert_eq!(
+        browser.login("sam", PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
     let session = browser.cookie.clone().expect("a session cookie");
-    assert_ne!(session, anonymous, "a new session id at sign-in");
+    assert_ne!(session, first, "a new session id at sign-in");
     assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);
 
     let account = browser.get("/account").await;
@@ -215,9 +220,9 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
         assert!(response.headers().contains_key(header), "{header}");
     }
 
-    // The pre-login id opens nothing.
+    // The id before the last sign-in opens nothing.
     let mut fixated = Browser::new(&app);
-    fixated.cookie = Some(anonymous);
+    fixated.cookie = Some(first);
     assert_eq!(fixated.get("/account").await.location, "/login");
 
     let csrf = csrf_in(&account.body);
@@ -229,7 +234,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     replay.cookie = Some(session);
     assert_eq!(replay.get("/account").await.location, "/login");
 
-    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 1);
+    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 2);
     assert_eq!(journaled(&app, "OperatorLoggedOut").await, 1);
     assert_eq!(journaled(&app, "OperatorCreated").await, 1);
     let data = app
@@ -312,24 +317,11 @@ async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
         StatusCode::UNAUTHORIZED
     );
     let csrf = browser.csrf("/login").await;
-    let response = bare()
-        .post(format!("{}/login", app.address))
-        .header(
-            "cookie",
-            format!("unicity_session={}", browser.cookie.clone().unwrap()),
-        )
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(
-            serde_urlencoded::to_string([
-                ("csrf", csrf.as_str()),
-                ("name", "fin"),
-                ("password", PASSWORD),
-            ])
-            .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let form = browser.form(
+        "/login",
+        &[("csrf", &csrf), ("name", "fin"), ("password", PASSWORD)],
+    );
+    let response = browser.with_cookies(form).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
     let wait: u64 = response.headers()["retry-after"]
         .to_str()

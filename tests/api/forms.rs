@@ -1,5 +1,6 @@
-//! A form client for page tests (a browser without JavaScript): one session
-//! cookie, plain forms, redirects not followed; and operators to sign in with.
+//! A form client for page tests (a browser without JavaScript): the session
+//! cookie and the sign-in form's cookie, plain forms, redirects not followed;
+//! and operators to sign in with.
 
 use reqwest::StatusCode;
 use secrecy::SecretString;
@@ -45,12 +46,24 @@ impl Answer {
     }
 }
 
-/// A browser without JavaScript: one session cookie, forms, no redirects
-/// followed. A clone is a second tab of the same session.
+/// A browser without JavaScript: the session cookie and the sign-in form's
+/// cookie, forms, no redirects followed. A clone is a second tab of the same
+/// session.
 #[derive(Clone)]
 pub struct Browser {
     address: String,
+    /// `unicity_session`.
     pub cookie: Option<String>,
+    /// `unicity_login`, the sign-in form's token.
+    pub login_cookie: Option<String>,
+}
+
+/// The value a `Set-Cookie` header gives cookie `name`: `Some(None)` when it
+/// removes it, `None` when it is about another cookie.
+fn set_cookie(text: &str, name: &str) -> Option<Option<String>> {
+    let rest = text.strip_prefix(name)?.strip_prefix('=')?;
+    let value = rest.split(';').next().unwrap_or_default();
+    Some((!value.is_empty() && !text.contains("Max-Age=0")).then(|| value.to_owned()))
 }
 
 impl Browser {
@@ -58,21 +71,34 @@ impl Browser {
         Self {
             address: app.address.clone(),
             cookie: None,
+            login_cookie: None,
         }
     }
 
+    /// `request` with the cookies this browser holds.
+    pub fn with_cookies(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let mut cookies = Vec::new();
+        if let Some(cookie) = &self.cookie {
+            cookies.push(format!("unicity_session={cookie}"));
+        }
+        if let Some(cookie) = &self.login_cookie {
+            cookies.push(format!("unicity_login={cookie}"));
+        }
+        if cookies.is_empty() {
+            return request;
+        }
+        request.header("cookie", cookies.join("; "))
+    }
+
     pub async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
-        let request = match &self.cookie {
-            Some(cookie) => request.header("cookie", format!("unicity_session={cookie}")),
-            None => request,
-        };
-        let response = request.send().await.expect("answered");
+        let response = self.with_cookies(request).send().await.expect("answered");
         for value in response.headers().get_all("set-cookie") {
             let text = value.to_str().unwrap_or_default();
-            if let Some(rest) = text.strip_prefix("unicity_session=") {
-                let value = rest.split(';').next().unwrap_or_default();
-                self.cookie =
-                    (!value.is_empty() && !text.contains("Max-Age=0")).then(|| value.to_owned());
+            if let Some(value) = set_cookie(text, "unicity_session") {
+                self.cookie = value;
+            }
+            if let Some(value) = set_cookie(text, "unicity_login") {
+                self.login_cookie = value;
             }
         }
         Answer::read(response).await

@@ -19,6 +19,7 @@ mod identity;
 mod ingest;
 mod journal;
 mod key_locks;
+mod login;
 mod lookups;
 mod masking;
 mod pages;

@@ -1,6 +1,9 @@
-//! `GET/POST /login`, `POST /logout`. Sign-in is throttled per name and per
-//! client address before any password is checked, opens a new session id
-//! (no fixation), and rotates the CSRF token.
+//! `GET/POST /login`, `POST /logout`. Showing the form stores nothing (its
+//! CSRF token is signed, not kept: `csrf::LoginForm`); a session is made at
+//! sign-in only, with a new id (no fixation) and a new CSRF token. A name
+//! longer than any operator's is refused outright; then sign-in is throttled
+//! per client address and per (name, address) failures before any password
+//! is checked (`auth::throttle`).
 
 use actix_session::Session;
 use actix_web::http::StatusCode;
@@ -12,7 +15,9 @@ use serde::Deserialize;
 use super::csrf::{self, CsrfForm};
 use super::{html, see_other};
 use crate::auth::sessions::{CSRF_KEY, OPERATOR_KEY};
+use crate::auth::throttle::MAX_NAME_BYTES;
 use crate::auth::{Principal, secrets};
+use crate::routes::client;
 use crate::routes::error::UiError;
 use crate::services::access::{self, LoginError};
 use crate::state::AppState;
@@ -26,19 +31,26 @@ pub struct LoginPage<'a> {
     pub error: Option<&'a str>,
 }
 
-#[get("/login")]
-pub async fn show(session: Session) -> Result<HttpResponse, UiError> {
-    let csrf = csrf::token(&session)?;
+/// The sign-in page with a fresh form token, its cookie set.
+fn page(state: &AppState, status: StatusCode, name: &str, error: Option<&str>) -> HttpResponse {
+    let (csrf, cookie) = csrf::login_token(state);
     let page = LoginPage {
         csrf: &csrf,
-        name: "",
-        error: None,
+        name,
+        error,
     };
-    Ok(html(HttpResponse::Ok(), &page))
+    let mut response = HttpResponse::build(status);
+    response.cookie(cookie);
+    html(response, &page)
+}
+
+#[get("/login")]
+pub async fn show(state: web::Data<AppState>) -> HttpResponse {
+    page(&state, StatusCode::OK, "", None)
 }
 
 #[derive(Deserialize)]
-pub struct LoginForm {
+pub struct LoginFields {
     name: String,
     password: SecretString,
 }
@@ -48,18 +60,23 @@ pub async fn submit(
     state: web::Data<AppState>,
     req: HttpRequest,
     session: Session,
-    form: CsrfForm<LoginForm>,
+    form: csrf::LoginForm<LoginFields>,
 ) -> Result<HttpResponse, UiError> {
-    let LoginForm { name, password } = form.0;
-    let address = req.peer_addr().map(|a| a.ip());
-    state
-        .access
-        .throttle
+    let LoginFields { name, password } = form.0;
+    if name.len() > MAX_NAME_BYTES {
+        return Err(UiError::bad_request(
+            "This name is too long: no operator's name has more than 64 characters.",
+        ));
+    }
+    let address = client::address(&req);
+    let throttle = &state.access.throttle;
+    throttle
         .attempt(&name, address)
         .map_err(UiError::throttled)?;
     let client = address.map(|ip| ip.to_string());
     match access::login(state.db(), &name, password, client).await {
         Ok(operator) => {
+            throttle.succeeded(&name, address);
             tracing::info!(operator.id = %operator.id, "operator signed in");
             session
                 .insert(OPERATOR_KEY, operator.id.to_string())
@@ -67,17 +84,17 @@ pub async fn submit(
                 .map_err(UiError::internal)?;
             // Last: a new id for the session's state, the old one deleted.
             session.renew();
-            Ok(see_other("/"))
+            let mut response = see_other("/");
+            response
+                .add_removal_cookie(&csrf::login_cookie_removal())
+                .map_err(UiError::internal)?;
+            Ok(response)
         }
         Err(LoginError::Refused) => {
+            throttle.failed(&name, address);
             tracing::info!("sign-in refused");
-            let csrf = csrf::token(&session)?;
-            let page = LoginPage {
-                csrf: &csrf,
-                name: &name,
-                error: Some("Unknown name or wrong password."),
-            };
-            Ok(html(HttpResponse::build(StatusCode::UNAUTHORIZED), &page))
+            let error = Some("Unknown name or wrong password.");
+            Ok(page(&state, StatusCode::UNAUTHORIZED, &name, error))
         }
         Err(error) => Err(error.into()),
     }
