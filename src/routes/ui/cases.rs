@@ -8,7 +8,7 @@ use askama::Template;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::format::{Nav, ShortId, Stamp};
+use super::format::{Nav, ShortId, Stamp, filters};
 use super::html;
 use crate::auth::Principal;
 use crate::routes::error::UiError;

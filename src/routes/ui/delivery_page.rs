@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::format::{Nav, ShortId, Stamp};
+use super::format::{Nav, ShortId, Stamp, filters};
 use crate::domain::decision::Part;
 use crate::services::deliveries::DeliveryView;
 
