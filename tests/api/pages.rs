@@ -537,3 +537,71 @@ async fn once_its_case_is_resolved_a_delivery_page_says_how_it_ended_by_whom_wit
         .collect();
     assert!(!sentence.contains("a person must decide"), "{sentence}");
 }
+
+#[tokio::test]
+async fn the_queue_lists_open_resolved_or_all_cases_as_asked_and_says_which() {
+    let p = Pages::new().await;
+    let resolved = p.money_case("pay_settled").await;
+    let open = p.money_case("pay_waiting").await;
+    let mut finance = signed_in(&p.app, "fin", Role::Finance).await;
+    resolve_as_distinct(&mut finance, &resolved, "re_settled_2").await;
+
+    // (query, lists the resolved case, lists the open one, status selected)
+    for (query, shows_resolved, shows_open, selected) in [
+        ("", false, true, "open"),
+        ("?status=open", false, true, "open"),
+        ("?status=resolved", true, false, "resolved"),
+        ("?status=all", true, true, "all"),
+        (
+            "?status=resolved&reason=weak_match_critical",
+            true,
+            false,
+            "resolved",
+        ),
+        (
+            "?status=resolved&reason=discriminants_differ",
+            false,
+            false,
+            "resolved",
+        ),
+    ] {
+        let queue = finance.get(&format!("/cases{query}")).await;
+        assert_eq!(queue.status, StatusCode::OK, "{query}");
+        assert_eq!(lists(&queue.body, &resolved), shows_resolved, "{query}");
+        assert_eq!(lists(&queue.body, &open), shows_open, "{query}");
+        assert!(
+            queue
+                .body
+                .contains(&format!(r#"<option value="{selected}" selected>"#)),
+            "{query}: the status filter shows {selected}"
+        );
+    }
+    let listing = finance.get("/cases?status=resolved").await;
+    assert!(listing.body.contains("<h1>Resolved cases"));
+    assert!(listing.body.contains("resolved: process_as_distinct"));
+    assert_eq!(reason_count(&listing.body, "weak_match_critical"), 1);
+    let marker = r#"href="/cases?reason=weak_match_critical"#;
+    let link = listing.body[listing.body.find(marker).expect("a reason link")..]
+        .split('>')
+        .next()
+        .unwrap();
+    assert!(
+        link.contains("status=resolved"),
+        "the reason link keeps the status: {link}"
+    );
+    // The API reads the same statuses.
+    for (query, expected) in [
+        ("status=resolved", vec![resolved.as_str()]),
+        ("status=all", vec![resolved.as_str(), open.as_str()]),
+        ("", vec![open.as_str()]),
+    ] {
+        let api = p.app.get(&format!("/api/cases?{query}")).await;
+        let ids: Vec<&str> = api.json["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .map(|c| c["case_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, expected, "{query}");
+    }
+}
