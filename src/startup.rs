@@ -24,6 +24,7 @@ use crate::services::engine::{Engine, SharedEngine};
 use crate::services::{access, breakers, reconcile, rejections, sweeper};
 use crate::state::AccessState;
 pub use crate::state::AppState;
+use crate::telemetry::RequestSpan;
 use crate::{routes, store};
 
 /// The session cookie's name.
@@ -165,7 +166,7 @@ impl Application {
                     secure,
                 ))
                 .wrap(security_headers())
-                .wrap(TracingLogger::default())
+                .wrap(TracingLogger::<RequestSpan>::new())
                 .app_data(state.clone())
                 .configure(routes::configure)
         })

@@ -1,13 +1,126 @@
-//! Log set-up: one line per event, structured fields, sqlx kept quiet.
+//! Log set-up: one line per event, structured fields, sqlx kept quiet; and
+//! the span every request's lines carry.
+//!
+//! What must stay true: a request's span names its path, never its query
+//! string (a provider may put a token there), and a path segment the route
+//! names as a secret (`/setup/{token}`) is logged as `[redacted]`.
 
+use actix_web::HttpMessage;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use tracing::Span;
+use tracing_actix_web::{DefaultRootSpanBuilder, RequestId, RootSpanBuilder};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
 
-/// Installs the global subscriber; `RUST_LOG` overrides the default filter.
+use crate::domain::delivery::REDACTED;
+use crate::domain::masking::is_secret_name;
+
+/// Installs the global subscriber on standard output; `RUST_LOG` overrides
+/// the default filter.
 pub fn init() {
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    init_with(std::io::stdout, ansi);
+}
+
+/// Installs the global subscriber, writing to `writer` (tests read the lines
+/// back). A second call leaves the first subscriber in place.
+pub fn init_with<W>(writer: W, ansi: bool)
+where
+    W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(ansi)
+        .with_writer(writer)
         .try_init();
+}
+
+/// The span of one request: method, route, path (see [`logged_target`]),
+/// client, request id, then the status and any error message.
+pub struct RequestSpan;
+
+impl RootSpanBuilder for RequestSpan {
+    fn on_request_start(request: &ServiceRequest) -> Span {
+        let route = request.match_pattern();
+        let target = logged_target(request.path(), route.as_deref());
+        let request_id = request
+            .extensions()
+            .get::<RequestId>()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        let client = request
+            .connection_info()
+            .realip_remote_addr()
+            .unwrap_or("")
+            .to_owned();
+        tracing::info_span!(
+            "HTTP request",
+            http.method = %request.method(),
+            http.route = route.as_deref().unwrap_or("default"),
+            http.target = %target,
+            http.client_ip = %client,
+            request_id = %request_id,
+            http.status_code = tracing::field::Empty,
+            exception.message = tracing::field::Empty,
+        )
+    }
+
+    fn on_request_end<B: MessageBody>(
+        span: Span,
+        outcome: &Result<ServiceResponse<B>, actix_web::Error>,
+    ) {
+        // Records the status and the error's message; fields this span does
+        // not declare (the error's `Debug` form) are dropped.
+        DefaultRootSpanBuilder::on_request_end(span, outcome);
+    }
+}
+
+/// The path as logged: without its query string (never passed in), each
+/// segment the route pattern names as a secret replaced by `[redacted]`.
+pub fn logged_target(path: &str, route: Option<&str>) -> String {
+    let Some(route) = route else {
+        return path.to_owned();
+    };
+    let names: Vec<&str> = route.split('/').collect();
+    let segments: Vec<&str> = path.split('/').collect();
+    if names.len() != segments.len() {
+        return path.to_owned();
+    }
+    names
+        .iter()
+        .zip(&segments)
+        .map(|(name, segment)| {
+            let param = name
+                .strip_prefix('{')
+                .and_then(|n| n.strip_suffix('}'))
+                .map(|n| n.split(':').next().unwrap_or(n));
+            match param {
+                Some(param) if is_secret_name(param) => REDACTED,
+                _ => segment,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_path_segment_is_redacted_and_others_kept() {
+        assert_eq!(
+            logged_target("/setup/abc123", Some("/setup/{token}")),
+            "/setup/[redacted]"
+        );
+        assert_eq!(
+            logged_target("/cases/0193-a/resolve", Some("/cases/{id}/resolve")),
+            "/cases/0193-a/resolve"
+        );
+        assert_eq!(logged_target("/nowhere", None), "/nowhere");
+    }
 }

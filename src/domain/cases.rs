@@ -67,6 +67,19 @@ impl Resolution {
         }
     }
 
+    /// How the case ended, in words a support agent can repeat.
+    pub fn plain(self) -> &'static str {
+        match self {
+            Self::ProcessAsDistinct => "processed as a distinct operation",
+            Self::ConfirmDuplicate => "confirmed as a duplicate, nothing applied again",
+            Self::Reject => "rejected, nothing applied",
+            Self::EffectConfirmed => "the downstream confirmed the effect was applied",
+            Self::EffectRetried => {
+                "the downstream said the effect was not applied, so it was applied again"
+            }
+        }
+    }
+
     /// A resolution a person may ask for (the two settled by a status
     /// answer are not theirs to claim).
     pub fn parse(text: &str) -> Option<Self> {

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::engine::Engine;
 use super::timeline::{self, EffectView, Linked, Ties};
 use crate::config::Source;
+use crate::domain::cases::Resolution;
 use crate::domain::decision::Part;
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
 use crate::domain::journal::{ItemOf, JournalEvent, Origin};
@@ -59,6 +60,21 @@ pub struct DeliveryView {
     pub effects: Vec<EffectView>,
     /// The cases its decisions opened.
     pub cases: Vec<uuid::Uuid>,
+    /// How those of them already resolved ended.
+    pub resolutions: Vec<CaseEnd>,
+}
+
+/// How a case the delivery opened was resolved (its `CaseResolved` event).
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseEnd {
+    pub case_id: uuid::Uuid,
+    pub resolution: Resolution,
+    /// The operator or token (its journal signature), or `look-up`.
+    pub resolved_by: String,
+    pub note: String,
+    /// The provider's own reference for the operation, when one was given.
+    pub authoritative_ref: Option<String>,
+    pub resolved_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// One event of a batch, decided as a delivery of its own.
@@ -170,6 +186,31 @@ pub async fn show(
         JournalEvent::KeyDerived(e) => e.resource.clone(),
         _ => None,
     });
+    let resolutions: Vec<CaseEnd> = stored
+        .iter()
+        .filter_map(|s| match &s.event {
+            JournalEvent::CaseResolved(e) => Some(CaseEnd {
+                case_id: e.case_id,
+                resolution: e.resolution,
+                resolved_by: e.resolved_by.clone(),
+                note: scrubbed_text(&sensitive, &e.note),
+                authoritative_ref: e.authoritative_ref.clone(),
+                resolved_at: s.recorded_at,
+            }),
+            _ => None,
+        })
+        .collect();
+    // Once the case a decision opened is resolved, its sentence says how
+    // it ended rather than that a person must decide.
+    let explanation = decision
+        .map(|d| {
+            let ended = resolutions
+                .iter()
+                .find(|r| Some(r.case_id) == d.case_id)
+                .map(|r| r.resolution);
+            d.decision.plain_then(ended)
+        })
+        .unwrap_or_default();
     let events = stored
         .iter()
         .map(|s| EventView {
@@ -196,11 +237,22 @@ pub async fn show(
         items,
         events,
         resource,
-        explanation: decision.map(|d| d.decision.plain()).unwrap_or_default(),
+        explanation,
         timeline,
         effects,
         cases: ties.cases,
+        resolutions,
     })
+}
+
+/// `text` with the delivery's sensitive values replaced by their tags.
+fn scrubbed_text(sensitive: &SensitiveMask, text: &str) -> String {
+    let mut value = Value::String(text.to_owned());
+    sensitive.scrub(&mut value);
+    match value {
+        Value::String(text) => text,
+        other => other.to_string(),
+    }
 }
 
 /// What one item of a batch became, from its own journal.

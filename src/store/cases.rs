@@ -15,10 +15,13 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
+/// The queue status that lists cases whatever their status.
+pub const ANY_STATUS: &str = "all";
+
 /// Which cases a queue shows.
 #[derive(Debug, Clone, Default)]
 pub struct QueueFilter {
-    /// `open` (the default) or `resolved`.
+    /// `open` (the default), `resolved`, or [`ANY_STATUS`].
     pub status: Option<String>,
     pub reason: Option<String>,
     pub source: Option<String>,
@@ -80,7 +83,10 @@ pub async fn queue<C: ConnectionTrait>(
         .status
         .as_deref()
         .unwrap_or(CaseStatus::Open.as_str());
-    let mut query = case::Entity::find().filter(case::Column::Status.eq(status));
+    let mut query = case::Entity::find();
+    if status != ANY_STATUS {
+        query = query.filter(case::Column::Status.eq(status));
+    }
     if let Some(reason) = &filter.reason {
         query = query.filter(case::Column::Reason.eq(reason.as_str()));
     }
@@ -151,17 +157,20 @@ pub async fn queue_deliveries<C: ConnectionTrait>(
         .await
 }
 
-/// How many cases of `status` wait per reason.
+/// How many cases of `status` (any, for [`ANY_STATUS`]) there are per reason.
 pub async fn counts_by_reason<C: ConnectionTrait>(
     conn: &C,
     status: &str,
 ) -> Result<Vec<(String, i64)>, DbErr> {
     use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
-    case::Entity::find()
+    let mut query = case::Entity::find()
         .select_only()
         .column(case::Column::Reason)
-        .column_as(case::Column::CaseId.count(), "n")
-        .filter(case::Column::Status.eq(status))
+        .column_as(case::Column::CaseId.count(), "n");
+    if status != ANY_STATUS {
+        query = query.filter(case::Column::Status.eq(status));
+    }
+    query
         .group_by(case::Column::Reason)
         .into_tuple()
         .all(conn)

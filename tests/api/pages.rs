@@ -441,3 +441,167 @@ async fn webhook_markup_in_a_value_a_header_and_a_field_name_renders_as_text() {
         assert!(page.body.contains(escaped), "{escaped} in {}", page.body);
     }
 }
+
+/// The delivery a case is about, read through the API.
+async fn delivery_of(app: &TestApp, case: &str) -> String {
+    let view = app.get(&format!("/api/cases/{case}")).await;
+    assert_eq!(view.status, 200, "{}", view.json);
+    view.json["delivery"]["delivery_id"]
+        .as_str()
+        .expect("a delivery")
+        .to_owned()
+}
+
+/// Resolves `case` through its page's form, as distinct, with a reference.
+async fn resolve_as_distinct(browser: &mut Browser, case: &str, reference: &str) {
+    let page = browser.get(&format!("/cases/{case}")).await;
+    let token = form_token(&page.body).expect("a resolution form");
+    let csrf = csrf_in(&page.body);
+    let done = browser
+        .post(
+            &format!("/cases/{case}/resolve"),
+            &[
+                ("csrf", csrf.as_str()),
+                ("form_token", token.as_str()),
+                ("resolution", "process_as_distinct"),
+                ("note", "the provider lists two refunds"),
+                ("authoritative_ref", reference),
+            ],
+        )
+        .await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+}
+
+#[tokio::test]
+async fn once_its_case_is_resolved_a_delivery_page_says_how_it_ended_by_whom_with_what_reference() {
+    let p = Pages::new().await;
+    let case = p.money_case("pay_ended").await;
+    let id = delivery_of(&p.app, &case).await;
+    let delivery = format!("/deliveries/{id}");
+    let mut finance = signed_in(&p.app, "fin", Role::Finance).await;
+
+    let before = finance.get(&delivery).await;
+    assert_eq!(before.status, StatusCode::OK, "{}", before.body);
+    assert!(before.body.contains("a person must decide"));
+    assert!(before.body.contains("open, waiting for a person"));
+
+    resolve_as_distinct(&mut finance, &case, "re_ended_2").await;
+
+    let after = finance.get(&delivery).await;
+    assert_eq!(after.status, StatusCode::OK);
+    assert!(
+        !after.body.contains("a person must decide"),
+        "{}",
+        after.body
+    );
+    assert!(!after.body.contains("waiting for a person"));
+    assert!(
+        after
+            .body
+            .contains("its case was resolved: processed as a distinct operation")
+    );
+    assert!(
+        after
+            .body
+            .contains(r#"resolved <strong class="resolution">process_as_distinct</strong>"#)
+    );
+    assert!(
+        after
+            .body
+            .contains(r#"by <span class="resolved-by">operator:fin (finance, "#),
+        "the resolver"
+    );
+    assert!(
+        after
+            .body
+            .contains(r#"<code class="reference">re_ended_2</code>"#)
+    );
+    assert!(after.body.contains("the provider lists two refunds"));
+    // The API says the same.
+    let view = p.app.delivery(&id).await;
+    let ended = &view.json["resolutions"][0];
+    assert_eq!(ended["case_id"], case.as_str());
+    assert_eq!(ended["resolution"], "process_as_distinct");
+    assert_eq!(ended["authoritative_ref"], "re_ended_2");
+    assert!(
+        ended["resolved_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("operator:fin")
+    );
+    let sentence: String = view.json["explanation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|part| part["text"].as_str())
+        .collect();
+    assert!(!sentence.contains("a person must decide"), "{sentence}");
+}
+
+#[tokio::test]
+async fn the_queue_lists_open_resolved_or_all_cases_as_asked_and_says_which() {
+    let p = Pages::new().await;
+    let resolved = p.money_case("pay_settled").await;
+    let open = p.money_case("pay_waiting").await;
+    let mut finance = signed_in(&p.app, "fin", Role::Finance).await;
+    resolve_as_distinct(&mut finance, &resolved, "re_settled_2").await;
+
+    // (query, lists the resolved case, lists the open one, status selected)
+    for (query, shows_resolved, shows_open, selected) in [
+        ("", false, true, "open"),
+        ("?status=open", false, true, "open"),
+        ("?status=resolved", true, false, "resolved"),
+        ("?status=all", true, true, "all"),
+        (
+            "?status=resolved&reason=weak_match_critical",
+            true,
+            false,
+            "resolved",
+        ),
+        (
+            "?status=resolved&reason=discriminants_differ",
+            false,
+            false,
+            "resolved",
+        ),
+    ] {
+        let queue = finance.get(&format!("/cases{query}")).await;
+        assert_eq!(queue.status, StatusCode::OK, "{query}");
+        assert_eq!(lists(&queue.body, &resolved), shows_resolved, "{query}");
+        assert_eq!(lists(&queue.body, &open), shows_open, "{query}");
+        assert!(
+            queue
+                .body
+                .contains(&format!(r#"<option value="{selected}" selected>"#)),
+            "{query}: the status filter shows {selected}"
+        );
+    }
+    let listing = finance.get("/cases?status=resolved").await;
+    assert!(listing.body.contains("<h1>Resolved cases"));
+    assert!(listing.body.contains("resolved: process_as_distinct"));
+    assert_eq!(reason_count(&listing.body, "weak_match_critical"), 1);
+    let marker = r#"href="/cases?reason=weak_match_critical"#;
+    let link = listing.body[listing.body.find(marker).expect("a reason link")..]
+        .split('>')
+        .next()
+        .unwrap();
+    assert!(
+        link.contains("status=resolved"),
+        "the reason link keeps the status: {link}"
+    );
+    // The API reads the same statuses.
+    for (query, expected) in [
+        ("status=resolved", vec![resolved.as_str()]),
+        ("status=all", vec![resolved.as_str(), open.as_str()]),
+        ("", vec![open.as_str()]),
+    ] {
+        let api = p.app.get(&format!("/api/cases?{query}")).await;
+        let ids: Vec<&str> = api.json["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .map(|c| c["case_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, expected, "{query}");
+    }
+}

@@ -197,3 +197,81 @@ async fn webhook_values_render_as_text_on_the_search_and_delivery_pages() {
         assert!(shown_as_text(&page.body, raw), "{raw} as text");
     }
 }
+
+/// A payment id that, rendered raw, reads right to left from the override:
+/// `pay_` then `exe.gnp` reversed, so the id seems to be another.
+const SPOOFED: &str = "pay_\u{202E}exe.gnp";
+
+#[tokio::test]
+async fn a_bidi_override_in_a_received_id_is_shown_written_out_never_raw() {
+    let app = spawn_app().await;
+    let mut body = json!({
+        "type": "refund.created",
+        "payment_id": SPOOFED,
+        "amount": 100,
+        "currency": "EUR",
+        "refund_reference": "rr_\u{2066}bidi\u{2069}",
+        "note": "\u{200F}\u{061C}\u{200E}",
+    });
+    body["sent_at"] = json!("t1");
+    let headers = [("x-note".to_owned(), "left\u{202D}right".to_owned())];
+    let posted = app
+        .post_raw("open", serde_json::to_vec(&body).unwrap(), &headers)
+        .await;
+    assert_eq!(posted.status, 202, "{}", posted.json);
+    let id = id_of(&posted);
+    let controls = |html: &str| -> Vec<char> {
+        html.chars()
+            .filter(|c| {
+                matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+            })
+            .collect()
+    };
+
+    let mut browser = signed_in(&app, Role::Support).await;
+    let page = browser.get(&format!("/deliveries/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(
+        controls(&page.body),
+        Vec::<char>::new(),
+        "raw controls on the delivery page"
+    );
+    // The payment id (its resource, its body, its key material), the
+    // reference, a header value: each written out, escaped as HTML.
+    for shown in [
+        "pay_&#60;U+202E&#62;exe.gnp",
+        "rr_&#60;U+2066&#62;bidi&#60;U+2069&#62;",
+        "&#60;U+200F&#62;&#60;U+061C&#62;&#60;U+200E&#62;",
+        "left&#60;U+202D&#62;right",
+    ] {
+        assert!(page.body.contains(shown), "{shown} not on the page");
+    }
+    assert!(
+        page.body
+            .contains("<code>pay_&#60;U+202E&#62;exe.gnp</code>"),
+        "the resource"
+    );
+
+    // Searched for by the id as received, or as written out on the page.
+    let asked = serde_urlencoded::to_string([("q", SPOOFED)]).unwrap();
+    let copied = serde_urlencoded::to_string([("q", "pay_<U+202E>exe.gnp")]).unwrap();
+    for query in [asked, copied] {
+        let search = browser.get(&format!("/deliveries?{query}")).await;
+        assert_eq!(search.status, StatusCode::OK);
+        assert!(
+            search.body.contains(&format!(r#"href="/deliveries/{id}""#)),
+            "{query} finds it"
+        );
+        assert_eq!(
+            controls(&search.body),
+            Vec::<char>::new(),
+            "raw controls in the results"
+        );
+        assert!(
+            search
+                .body
+                .contains(r#"value="pay_&#60;U+202E&#62;exe.gnp""#),
+            "the query shown written out"
+        );
+    }
+}

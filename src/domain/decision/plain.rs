@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::codes::{Action, Reason};
 use super::outcome::Decision;
+use crate::domain::cases::Resolution;
 
 /// One part of a plain sentence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,6 +28,12 @@ impl Decision {
     /// "Ignored: it asks for the same effect as delivery ‹D›, already applied
     /// as effect ‹E›, so nothing was done twice."
     pub fn plain(&self) -> Vec<Part> {
+        self.plain_then(None)
+    }
+
+    /// The sentence once the case this decision opened was resolved: where
+    /// it would say a person must decide, it says how the case ended.
+    pub fn plain_then(&self, resolved: Option<Resolution>) -> Vec<Part> {
         let mut parts = Sentence::default();
         parts.text(match self.action {
             Action::Process if self.flagged_for_correction => "Processed, and flagged: ",
@@ -36,10 +43,12 @@ impl Decision {
             Action::Reconcile => "Held for reconciliation: ",
             Action::Defer => "Deferred: ",
         });
-        let next = if self.lookup_first {
-            "the provider's API is asked first, else a person decides"
-        } else {
-            "a person must decide"
+        let next = match resolved {
+            Some(resolution) => format!("its case was resolved: {}", resolution.plain()),
+            None if self.lookup_first => {
+                "the provider's API is asked first, else a person decides".to_owned()
+            }
+            None => "a person must decide".to_owned(),
         };
         let missing = self.missing_fields.join(", ");
         let differ: Vec<&str> = self.differences.iter().map(|d| d.field.as_str()).collect();

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::format::{Nav, ShortId, Stamp, json_text};
+use super::format::{Nav, ShortId, Stamp, filters, json_text};
 use super::html;
 use crate::auth::{Action, Principal, PrincipalKind};
 use crate::routes::error::UiError;

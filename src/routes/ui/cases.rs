@@ -1,6 +1,7 @@
 //! `GET /cases`: the ambiguity queue — open cases oldest first, how many wait
-//! per reason, and a plain GET form of filters (reason, source, provider,
-//! event type, effect type, critical or not, age), paginated.
+//! per reason, and a plain GET form of filters (status, reason, source,
+//! provider, event type, effect type, critical or not, age), paginated. The
+//! status is open unless asked (`resolved`, `all`), and the page says which.
 
 use actix_session::Session;
 use actix_web::{HttpResponse, get, web};
@@ -8,12 +9,14 @@ use askama::Template;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::format::{Nav, ShortId, Stamp};
+use super::format::{Nav, ShortId, Stamp, filters};
 use super::html;
 use crate::auth::Principal;
+use crate::domain::cases::CaseStatus;
 use crate::routes::error::UiError;
 use crate::services::queue::{self, CaseFilter, QueueFilter};
 use crate::state::AppState;
+use crate::store::cases::ANY_STATUS;
 
 const PAGE: u64 = 50;
 
@@ -44,6 +47,9 @@ pub struct QueueForm {
     /// One of `AGES`, or empty.
     #[serde(default)]
     pub age: String,
+    /// `open` (also when empty), `resolved` or `all`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
 }
@@ -54,11 +60,20 @@ fn given(value: &str) -> Option<String> {
 }
 
 impl QueueForm {
+    /// The status listed: open unless `resolved` or `all` was asked.
+    fn status(&self) -> &'static str {
+        match CaseStatus::parse(self.status.trim()) {
+            Some(status) => status.as_str(),
+            None if self.status.trim() == ANY_STATUS => ANY_STATUS,
+            None => CaseStatus::Open.as_str(),
+        }
+    }
+
     fn filter(&self, now: DateTime<Utc>) -> CaseFilter {
         let age = AGES.iter().find(|(value, _, _)| *value == self.age);
         CaseFilter {
             queue: QueueFilter {
-                status: Some("open".to_owned()),
+                status: Some(self.status().to_owned()),
                 reason: given(&self.reason),
                 source: given(&self.source),
                 provider: given(&self.provider),
@@ -117,7 +132,7 @@ pub struct ReasonCount {
     pub current: bool,
 }
 
-/// One open case as the queue shows it.
+/// One case as the queue shows it.
 pub struct QueueLine {
     pub case: ShortId,
     pub link: String,
@@ -130,6 +145,8 @@ pub struct QueueLine {
     pub delivery: ShortId,
     pub delivery_link: String,
     pub opened: Stamp,
+    /// `open`, or the resolution of a resolved case.
+    pub state: String,
 }
 
 /// `templates/queue.html`.
@@ -138,6 +155,13 @@ pub struct QueueLine {
 pub struct QueuePage {
     pub nav: Nav,
     pub form: QueueForm,
+    /// The status listed (`open`, `resolved`, `all`).
+    pub status: &'static str,
+    /// The heading: "Open cases", "Resolved cases", "All cases".
+    pub heading: &'static str,
+    /// `/cases` with the status and no other filter.
+    pub unfiltered: String,
+    pub statuses: Vec<Choice>,
     pub counts: Vec<ReasonCount>,
     pub total: i64,
     pub reasons: Vec<Choice>,
@@ -170,6 +194,7 @@ pub async fn list(
         .map(|(reason, cases)| ReasonCount {
             link: QueueForm {
                 reason: reason.clone(),
+                status: form.status.clone(),
                 ..QueueForm::default()
             }
             .link(None),
@@ -204,10 +229,34 @@ pub async fn list(
             delivery_link: format!("/deliveries/{}", c.delivery_id),
             delivery: ShortId::new(c.delivery_id),
             opened: Stamp::new(c.opened_at, now),
+            state: match c.resolution {
+                Some(resolution) => format!("{}: {resolution}", c.status),
+                None => c.status,
+            },
         })
         .collect();
+    let status = form.status();
+    let unfiltered = match status {
+        "open" => "/cases".to_owned(),
+        other => format!("/cases?status={other}"),
+    };
     let page = QueuePage {
         nav: Nav::new(&session, &operator, "cases")?,
+        status,
+        heading: match status {
+            "resolved" => "Resolved cases",
+            "open" => "Open cases",
+            _ => "All cases",
+        },
+        unfiltered,
+        statuses: choices(
+            [
+                ("open", "open"),
+                ("resolved", "resolved"),
+                (ANY_STATUS, "all (open and resolved)"),
+            ],
+            status,
+        ),
         total: page.counts.iter().map(|(_, n)| n).sum(),
         reasons: choices(
             any.into_iter()

@@ -9,7 +9,7 @@ use askama::Template;
 use chrono::Utc;
 
 use super::delivery_page::DeliveryPage;
-use super::format::{Nav, ShortId, Stamp};
+use super::format::{Nav, ShortId, Stamp, filters, from_visible};
 use super::html;
 use crate::auth::Principal;
 use crate::domain::decision::Action;
@@ -85,7 +85,14 @@ pub async fn list(
     operator: Principal,
     params: web::Query<Params>,
 ) -> Result<HttpResponse, UiError> {
-    let params = params.into_inner();
+    let mut params = params.into_inner();
+    // An id copied from a page holds its bidirectional controls written out
+    // (`<U+202E>`): searched for, it means the control itself.
+    for field in [&mut params.q, &mut params.event_type] {
+        if let Some(value) = field.as_mut() {
+            *value = from_visible(value).into_owned();
+        }
+    }
     let now = Utc::now();
     let (status, rows, next, error) = match search::search(&state.engine, &params).await {
         Ok(page) => {

@@ -1,14 +1,15 @@
 //! The support page of one delivery (`templates/delivery.html`), built from
 //! the masked `DeliveryView`: everything needed to say why it was processed,
 //! ignored or held — the decision in a sentence, the identity, the linked
-//! deliveries, the effect, the cases, the headers, the body, the journal.
+//! deliveries, the effect, the cases and how they ended, the headers, the
+//! body, the journal.
 //! Every value shown came from a webhook or from it: the template escapes
 //! all of them (no `|safe`).
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::format::{Nav, ShortId, Stamp};
+use super::format::{Nav, ShortId, Stamp, filters};
 use crate::domain::decision::Part;
 use crate::services::deliveries::DeliveryView;
 
@@ -74,6 +75,25 @@ pub struct Link {
     pub note: String,
 }
 
+/// A case a decision of the delivery opened, and how it ended if it did.
+pub struct CaseLine {
+    pub id: ShortId,
+    pub href: String,
+    pub ended: Option<Ended>,
+}
+
+/// A case's resolution as the delivery page states it.
+pub struct Ended {
+    /// The stored code (`process_as_distinct`, ...).
+    pub resolution: &'static str,
+    /// The same in words.
+    pub plain: &'static str,
+    pub by: String,
+    pub at: Stamp,
+    pub reference: Option<String>,
+    pub note: String,
+}
+
 pub struct Event {
     pub position: i64,
     pub event_type: &'static str,
@@ -108,7 +128,7 @@ pub struct DeliveryPage {
     pub unresolved: Option<String>,
     pub timeline: Vec<Linked>,
     pub effects: Vec<Effect>,
-    pub cases: Vec<Link>,
+    pub cases: Vec<CaseLine>,
     pub parent: Option<Link>,
     pub items: Vec<Link>,
     pub headers: Vec<(String, String)>,
@@ -239,10 +259,21 @@ impl DeliveryPage {
         let cases = view
             .cases
             .iter()
-            .map(|id| Link {
+            .map(|id| CaseLine {
                 id: ShortId::new(id.to_string()),
                 href: format!("/cases/{id}"),
-                note: String::new(),
+                ended: view
+                    .resolutions
+                    .iter()
+                    .find(|r| r.case_id == *id)
+                    .map(|r| Ended {
+                        resolution: r.resolution.as_str(),
+                        plain: r.resolution.plain(),
+                        by: r.resolved_by.clone(),
+                        at: stamp(r.resolved_at),
+                        reference: r.authoritative_ref.clone(),
+                        note: r.note.clone(),
+                    }),
             })
             .collect();
         let items = view

@@ -1,6 +1,14 @@
 //! What every back-office page shares: the navigation, and the forms of a
-//! value people read (a long id shortened, a time in UTC with its age).
+//! value people read (a long id shortened, a time in UTC with its age, a
+//! received value with its bidirectional controls made visible).
 //! Templates show them through `templates/_nav.html` and `_macros.html`.
+//!
+//! What must stay true: every value a page shows that came from outside
+//! (ids, keys, fields, header names and values, references, notes) goes
+//! through the `visible` filter, so a right-to-left override cannot make an
+//! id read as another; askama's HTML escaping still applies to its output.
+
+use std::borrow::Cow;
 
 use actix_session::Session;
 use chrono::{DateTime, Utc};
@@ -84,6 +92,82 @@ pub fn json_text(value: &serde_json::Value) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
+/// Whether `c` is a Unicode bidirectional control: embeddings and overrides
+/// (U+202A–U+202E), isolates (U+2066–U+2069), and the marks U+200E, U+200F
+/// and U+061C. Shown raw, they reorder the characters around them.
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// `text` with each bidirectional control written out as `<U+202E>`.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_bidi_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_bidi_control(c) {
+            out.push_str(&format!("<U+{:04X}>", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// The inverse of [`visible`] for what an operator types or pastes back (a
+/// search for an id copied from a page): each `<U+XXXX>` naming a
+/// bidirectional control becomes that control again; anything else stays.
+pub fn from_visible(text: &str) -> Cow<'_, str> {
+    if !text.contains("<U+") && !text.contains("<u+") {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('<') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let control = tail
+            .get(1..3)
+            .filter(|p| p.eq_ignore_ascii_case("u+"))
+            .and_then(|_| tail[3..].split_once('>'))
+            .filter(|(hex, _)| (4..=6).contains(&hex.len()))
+            .and_then(|(hex, after)| {
+                let c = char::from_u32(u32::from_str_radix(hex, 16).ok()?)?;
+                is_bidi_control(c).then_some((c, after))
+            });
+        match control {
+            Some((c, after)) => {
+                out.push(c);
+                rest = after;
+            }
+            None => {
+                out.push('<');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
+}
+
+/// The filters templates call (`{{ value|visible }}`); a page's module
+/// brings them in with `use super::format::filters;`.
+pub mod filters {
+    /// Any displayed value with its bidirectional controls made visible
+    /// (see [`super::visible`]); the result is HTML-escaped as usual.
+    #[askama::filter_fn]
+    pub fn visible<T: std::fmt::Display>(
+        value: T,
+        _: &dyn askama::Values,
+    ) -> askama::Result<String> {
+        Ok(super::visible(&value.to_string()).into_owned())
+    }
+}
+
 /// `now - at` in the largest unit that fits: "just now", "5 min ago",
 /// "3 h ago", "12 days ago"; a time in the future says so.
 pub fn age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
@@ -113,6 +197,31 @@ mod tests {
         assert_eq!(ShortId::new("pay_123").short, "pay_123");
         let accents = ShortId::new("é".repeat(30));
         assert_eq!(accents.short.chars().count(), 2 * KEEP + 1);
+    }
+
+    #[test]
+    fn bidi_controls_are_written_out_and_read_back() {
+        let spoofed = "pay_\u{202E}gpj.exe\u{2066}x\u{200F}\u{061C}";
+        let shown = visible(spoofed);
+        assert_eq!(shown, "pay_<U+202E>gpj.exe<U+2066>x<U+200F><U+061C>");
+        assert_eq!(from_visible(&shown), spoofed);
+        assert!(matches!(visible("pay_123 é"), Cow::Borrowed(_)));
+        // Only the controls come back: other text in the same form stays text.
+        for text in [
+            "<U+0041>",
+            "<U+202E",
+            "a < b",
+            "<u+202e>x",
+            "<U+>",
+            "<U+1F600>",
+        ] {
+            let expected = if text == "<u+202e>x" {
+                "\u{202E}x"
+            } else {
+                text
+            };
+            assert_eq!(from_visible(text), expected, "{text}");
+        }
     }
 
     #[test]

@@ -58,3 +58,25 @@ fn every_decision_the_matrix_produces_reads_as_a_sentence_naming_its_proof() {
     sentences.dedup();
     assert_eq!(sentences.len(), Reason::ALL.len());
 }
+
+#[test]
+fn once_its_case_is_resolved_a_sentence_says_how_it_ended_instead_of_asking_a_person() {
+    use crate::domain::cases::Resolution;
+    let mut asked = 0;
+    for input in all_inputs() {
+        let decision = decide(&input);
+        let before = text(&decision.plain());
+        if !before.contains("a person") {
+            continue;
+        }
+        asked += 1;
+        let after = text(&decision.plain_then(Some(Resolution::ProcessAsDistinct)));
+        assert!(!after.contains("a person"), "{after}");
+        assert!(
+            after.contains("its case was resolved: processed as a distinct operation."),
+            "{after}"
+        );
+        assert!(after.ends_with('.'), "{after}");
+    }
+    assert!(asked > 0, "the sweep reaches decisions left to a person");
+}
