@@ -34,7 +34,9 @@ pub async fn receive(
         delivery_id: DeliveryId::from_uuid(uuid::Uuid::now_v7()),
         received_at: chrono::Utc::now(),
         headers: &headers,
-        client: request.peer_addr().map(|a| a.ip()),
+        // Behind a trusted proxy, the client it forwards for: the rate
+        // limits and the trace are per sender, not per proxy.
+        client: super::client::address(&request),
     };
     let limit = source.max_body_bytes;
     let engine = &state.engine;

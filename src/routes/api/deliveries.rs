@@ -62,9 +62,10 @@ pub async fn raw(
     caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    // The socket's peer, not a forwarding header a client could write itself.
+    // The socket's peer, or the client a trusted proxy forwards for; never
+    // a forwarding header from anyone else.
     let reader = Reader {
-        client_address: request.peer_addr().map(|a| a.ip().to_string()),
+        client_address: crate::routes::client::address(&request).map(|a| a.to_string()),
         operator: Some(caller.id.to_string()),
     };
     let address = reader.client_address.clone();
