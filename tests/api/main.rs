@@ -27,6 +27,7 @@ mod paths;
 mod processes;
 mod provider;
 mod reads;
+mod rebuild;
 mod reconcile;
 mod search;
 mod simulate;

@@ -6,18 +6,20 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait,
+    IntoActiveModel, QueryFilter,
 };
 
 use super::cases::{self, NewCase};
+use crate::domain::cases::Resolution;
 use crate::domain::decision::{Action, Reason};
 use crate::domain::journal::{
-    EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
+    CaseResolved, EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired,
+    SettlementOutcome,
 };
 use crate::domain::reservation::ReservationState;
 use crate::store::deferred::Deferred;
-use crate::store::entities::{effect, reservation};
+use crate::store::entities::{effect, effect_delivery, reservation};
 
 pub(super) async fn reserved<C: ConnectionTrait>(
     conn: &C,
@@ -309,6 +311,33 @@ pub(super) async fn expired<C: ConnectionTrait>(
                 .await?;
     }
     Ok(rows)
+}
+
+/// A delivery whose case was resolved as a duplicate of an effect is linked
+/// to that effect, from the resolution itself: a rebuild replays the link
+/// with the case.
+pub(super) async fn resolved_as_duplicate<C: ConnectionTrait>(
+    conn: &C,
+    delivery_id: &str,
+    e: &CaseResolved,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let (Resolution::ConfirmDuplicate, Some(effect_id)) = (e.resolution, e.effect_id) else {
+        return Ok(());
+    };
+    if delivery_id.is_empty() {
+        return Ok(());
+    }
+    let link = effect_delivery::ActiveModel {
+        effect_id: Set(effect_id.to_string()),
+        delivery_id: Set(delivery_id.to_owned()),
+        linked_at: Set(at),
+    };
+    effect_delivery::Entity::insert(link)
+        .on_conflict_do_nothing()
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
 }
 
 pub(super) async fn keys_purged<C: ConnectionTrait>(

@@ -84,7 +84,13 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::StrategyVersionRecorded(_) => Ok(0),
         // An audit record only: no projection counts reads.
         JournalEvent::RawBodyRead(_) => Ok(0),
-        JournalEvent::CaseResolved(e) => cases::resolved(conn, e, at).await,
+        JournalEvent::CaseResolved(e) => {
+            let claimed = cases::resolved(conn, e, at).await?;
+            if claimed == 1 {
+                effects::resolved_as_duplicate(conn, &id, e, at).await?;
+            }
+            Ok(claimed)
+        }
         // A case's comments are read from the journal (its history).
         JournalEvent::CaseCommented(_) => Ok(0),
         JournalEvent::LookupPerformed(e) => cases::looked_up(conn, e.case_id, e.retry_at).await,

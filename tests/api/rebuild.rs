@@ -1,0 +1,99 @@
+//! Rebuilt from the journal, every projection table reads as it did live,
+//! including what case resolutions wrote: the link of a delivery confirmed
+//! as a duplicate, the effect processed as distinct with the provider
+//! operation it consumed, the downstream's id beside it.
+
+use unicity::domain::cases::Resolution;
+use unicity::services::cases::{self, Resolve};
+use unicity::services::engine::Engine;
+
+use crate::downstream::{Behaviour, Downstream};
+use crate::helpers::{TestApp, refund, spawn_app_with, test_settings};
+use crate::processes::{Probe, assert_same_projections};
+
+/// A weak match on pay_rb held in a case; returns the case.
+async fn look_alike(app: &TestApp, payment: &str, applied: i64) -> uuid::Uuid {
+    let first = app.post_signed("hmac", &refund(payment, 700, None)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM effects WHERE status = 'applied'",
+        applied,
+    )
+    .await;
+    let second = app.post_signed("hmac", &refund(payment, 700, None)).await;
+    assert_eq!(
+        second.json["reason"], "weak_match_critical",
+        "{}",
+        second.json
+    );
+    second.json["case_id"].as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
+    // Given one case confirmed as a duplicate and one processed as distinct
+    // citing the provider's operation
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let app = spawn_app_with(&downstream.sink_toml(2000)).await;
+    let duplicate = look_alike(&app, "pay_rb_1", 1).await;
+    let distinct = look_alike(&app, "pay_rb_2", 2).await;
+    let settings = test_settings(&app.database_url, &downstream.sink_toml(2000));
+    let engine = Engine::open(
+        &settings.database_url,
+        settings.catalog,
+        settings.key_secret,
+        settings.sinks,
+        settings.lookups,
+        settings.engine,
+    )
+    .await
+    .expect("engine");
+    for (case_id, resolution, reference) in [
+        (duplicate, Resolution::ConfirmDuplicate, None),
+        (distinct, Resolution::ProcessAsDistinct, Some("re_rb_2")),
+    ] {
+        cases::resolve(
+            &engine,
+            Resolve {
+                case_id,
+                resolution,
+                by: "operator:fay (finance)".to_owned(),
+                note: "checked with the provider".to_owned(),
+                authoritative_ref: reference.map(str::to_owned),
+            },
+        )
+        .await
+        .expect("resolved");
+    }
+    downstream.wait_calls(3).await;
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM effects WHERE provider_ref = 're_rb_2' AND status = 'applied'",
+        1,
+    )
+    .await;
+    let linked = format!(
+        "SELECT COUNT(*) FROM effect_deliveries WHERE delivery_id = \
+         (SELECT delivery_id FROM cases WHERE case_id = '{duplicate}')"
+    );
+    assert_eq!(app.count(&linked).await, 1, "the duplicate is linked live");
+
+    // When the projections are rebuilt from the journal
+    let probe = Probe::of(&app.db);
+    let live = probe.snapshot().await;
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    let rebuilt = probe.snapshot().await;
+
+    // Then every table reads the same, the duplicate's link included
+    assert_same_projections(
+        &live,
+        &rebuilt,
+        &["deliveries", "effects", "effect_deliveries", "cases"],
+    );
+    assert_eq!(
+        app.count(&linked).await,
+        1,
+        "the duplicate is linked rebuilt"
+    );
+}
