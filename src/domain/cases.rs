@@ -104,6 +104,13 @@ pub struct CaseFacts {
     /// The case waits on an effect whose outcome is unknown: applying another
     /// blindly could pay twice.
     pub outcome_unknown: bool,
+    /// A discrepancy reconciliation found (a missing or an unexpected
+    /// effect): no delivery asks for anything, there is a finding to close
+    /// with the reason it is settled (applied or reversed outside Unicity,
+    /// or not due). Nothing is applied from it: an effect applied without
+    /// the delivery that asks for it would be keyed by nothing a late
+    /// webhook could find, and could be paid twice.
+    pub close_only: bool,
 }
 
 /// Why a resolution is refused.
@@ -121,6 +128,8 @@ pub enum Refusal {
     NothingToConfirm,
     #[error("this provider operation already justified another effect")]
     OperationConsumed,
+    #[error("this case is a reconciliation finding: it can only be closed with a reason")]
+    CloseOnly,
 }
 
 impl Refusal {
@@ -133,6 +142,7 @@ impl Refusal {
             Self::OutcomeUnknown => "outcome_unknown",
             Self::NothingToConfirm => "nothing_to_confirm",
             Self::OperationConsumed => "operation_consumed",
+            Self::CloseOnly => "close_only",
         }
     }
 }
@@ -146,6 +156,8 @@ pub fn check(case: CaseFacts, resolution: Resolution, note: &str) -> Result<(), 
         return Err(Refusal::NoteRequired);
     }
     match resolution {
+        Resolution::Reject => Ok(()),
+        _ if case.close_only => Err(Refusal::CloseOnly),
         Resolution::ProcessAsDistinct if case.outcome_unknown => Err(Refusal::OutcomeUnknown),
         Resolution::ProcessAsDistinct if !case.can_apply => Err(Refusal::NothingToApply),
         Resolution::ConfirmDuplicate if !case.has_existing_effect => Err(Refusal::NothingToConfirm),
@@ -177,7 +189,27 @@ mod tests {
         can_apply: true,
         has_existing_effect: true,
         outcome_unknown: false,
+        close_only: false,
     };
+
+    #[test]
+    fn given_a_reconciliation_finding_then_it_can_only_be_closed_with_a_reason() {
+        let finding = CaseFacts {
+            close_only: true,
+            ..OPEN
+        };
+        for r in [Resolution::ProcessAsDistinct, Resolution::ConfirmDuplicate] {
+            assert_eq!(check(finding, r, "x"), Err(Refusal::CloseOnly));
+        }
+        assert_eq!(
+            check(finding, Resolution::Reject, "refunded by hand"),
+            Ok(())
+        );
+        assert_eq!(
+            check(finding, Resolution::Reject, " "),
+            Err(Refusal::NoteRequired)
+        );
+    }
 
     #[test]
     fn given_an_open_case_with_a_note_when_resolved_any_way_then_allowed() {

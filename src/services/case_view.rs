@@ -175,7 +175,14 @@ pub async fn show(
     };
     let key = delivery.as_ref().and_then(key_of);
     let reference_key = reference.as_ref().and_then(key_of);
-    let events = delivery.as_ref().map_or(&[][..], |d| d.events.as_slice());
+    let unattached;
+    let events = match &delivery {
+        Some(d) => d.events.as_slice(),
+        None => {
+            unattached = events_without_delivery(engine).await?;
+            unattached.as_slice()
+        }
+    };
     let history = history(case_id, &case.details, case.opened_at, events);
     let operation = case
         .details
@@ -335,6 +342,27 @@ async fn effect(engine: &SharedEngine, id: Option<Uuid>) -> Result<Option<Effect
             downstream_ref: e.downstream_ref,
             provider_ref: e.provider_ref,
         }))
+}
+
+/// The case events journaled with no delivery (a reconciliation finding's
+/// resolution and comments); `history` keeps those of one case.
+async fn events_without_delivery(engine: &SharedEngine) -> Result<Vec<EventView>, CaseError> {
+    let stored = crate::store::journal::without_delivery(
+        &engine.db,
+        &["CaseCommented", "LookupPerformed", "CaseResolved"],
+    )
+    .await
+    .map_err(|e| DbErr::Custom(e.to_string()))?;
+    Ok(stored
+        .into_iter()
+        .map(|s| EventView {
+            position: s.position,
+            event_type: s.event.event_type(),
+            version: s.event.version(),
+            recorded_at: s.recorded_at,
+            data: s.event.data(),
+        })
+        .collect())
 }
 
 /// The case's life from its delivery's journal: the events about this case.

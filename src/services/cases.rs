@@ -23,7 +23,7 @@ use crate::domain::confidence::Criticality;
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
-    CaseCommented, CaseResolved, JournalEvent, KeySummary, LookupPerformed,
+    CaseCommented, CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed,
 };
 use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::providers::sinks;
@@ -116,13 +116,18 @@ pub(super) async fn settle(
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
-    let delivery_id: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
-    let journaled = Journaled::read(&engine.db, delivery_id).await?;
+    // A reconciliation finding about a missing effect has no delivery.
+    let delivery_id: Option<DeliveryId> = case.delivery_id.parse().ok();
+    let journaled = match delivery_id {
+        Some(id) => Journaled::read(&engine.db, id).await?,
+        None => Journaled::default(),
+    };
     let facts = CaseFacts {
         open: case.status == CaseStatus::Open.as_str(),
         can_apply: journaled.key.is_some() && journaled.body.is_some(),
         has_existing_effect: existing_effect(&case).is_some(),
         outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str(),
+        close_only: is_finding(&case),
     };
     if let Settler::Person { resolution, .. } = &settler {
         cases::check(facts, *resolution, &note)?;
@@ -223,7 +228,7 @@ enum Outcome {
 #[derive(Clone)]
 struct Context {
     case_id: Uuid,
-    delivery_id: DeliveryId,
+    delivery_id: Option<DeliveryId>,
     existing: Option<Uuid>,
     facts: CaseFacts,
     key: Option<KeySummary>,
@@ -275,7 +280,7 @@ impl Context {
                     performed.why = Some(why.clone());
                 }
                 tx.record(
-                    Some(self.delivery_id),
+                    self.delivery_id,
                     JournalEvent::LookupPerformed(performed),
                     at,
                 )
@@ -313,11 +318,7 @@ impl Context {
         };
         // The claim: only an open case resolves, once.
         if !tx
-            .claim(
-                Some(self.delivery_id),
-                &JournalEvent::CaseResolved(event),
-                at,
-            )
+            .claim(self.delivery_id, &JournalEvent::CaseResolved(event), at)
             .await?
         {
             return Ok(Outcome::Refused(Refusal::AlreadyResolved));
@@ -339,28 +340,26 @@ impl Context {
             key: applied_key.clone(),
             reference: reference.clone(),
         };
+        // A duplicate's link to the existing effect is the resolution's own
+        // projection (`store::projections`); a distinct effect takes the
+        // case's own key.
         let mut job = None;
-        match (distinct, applied_key, effect_id) {
-            (Some(key), Some(claim_key), Some(effect_id)) => {
-                let claim = Claim {
-                    key: claim_key,
-                    effect_id,
-                    fencing_token: 1,
-                    provider_ref: reference,
-                };
-                let sink = self.sink.as_deref().unwrap_or_default();
-                let reserved =
-                    reserve_effect(tx, engine, sink, self.delivery_id, key, claim, at).await?;
-                // The case's own key taken while the case was open:
-                // nothing commits.
-                job = reserved.ok_or_else(|| {
-                    DbErr::Custom("the case's effect key is already taken".to_owned())
-                })?;
-            }
-            (None, None, Some(effect_id)) if resolution == Resolution::ConfirmDuplicate => {
-                tx.effect_link(&effect_id.to_string(), &self.delivery_id.to_string(), at);
-            }
-            _ => {}
+        if let (Some(key), Some(claim_key), Some(effect_id), Some(delivery_id)) =
+            (distinct, applied_key, effect_id, self.delivery_id)
+        {
+            let claim = Claim {
+                key: claim_key,
+                effect_id,
+                fencing_token: 1,
+                provider_ref: reference,
+            };
+            let sink = self.sink.as_deref().unwrap_or_default();
+            let reserved = reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await?;
+            // The case's own key taken while the case was open: nothing
+            // commits.
+            job = reserved.ok_or_else(|| {
+                DbErr::Custom("the case's effect key is already taken".to_owned())
+            })?;
         }
         Ok(Outcome::Resolved(resolved, job))
     }
@@ -460,6 +459,16 @@ pub async fn consume_form_token(
         Utc::now(),
     )
     .await
+}
+
+/// Whether `case` is a finding of reconciliation (a missing or an
+/// unexpected effect), which can only be closed with a reason.
+pub(crate) fn is_finding(case: &case::Model) -> bool {
+    [
+        DiscrepancyKind::MissingEffect.as_str(),
+        DiscrepancyKind::UnexpectedEffect.as_str(),
+    ]
+    .contains(&case.reason.as_str())
 }
 
 /// The effect a case's delivery was compared with, when there is one.

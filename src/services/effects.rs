@@ -205,6 +205,7 @@ impl WriteJob for Redecision {
 
 /// What the journal holds about a delivery that waits (deferred, or in a
 /// case), read once: its key, its body and the source it came from.
+#[derive(Default)]
 pub(super) struct Journaled {
     pub key: Option<KeySummary>,
     pub body: Option<BodyRef>,

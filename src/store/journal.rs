@@ -196,6 +196,22 @@ pub async fn for_delivery<C: ConnectionTrait>(
     decode_all(rows)
 }
 
+/// Every event of `types` journaled with no delivery (the findings of
+/// reconciliation and what was done about them), in journal order.
+pub async fn without_delivery<C: ConnectionTrait>(
+    conn: &C,
+    types: &[&str],
+) -> Result<Vec<StoredEvent>, ReadError> {
+    let rows = select(conn)
+        .filter(journal::Column::DeliveryId.is_null())
+        .filter(journal::Column::EventType.is_in(types.iter().copied()))
+        .order_by_asc(journal::Column::Position)
+        .into_model::<RawRow>()
+        .all(conn)
+        .await?;
+    decode_all(rows)
+}
+
 /// The events of the rows after position `after`, up to `limit` rows, in
 /// journal order (a row folding several events gives them all). after position `after`, in journal order.
 pub async fn page_after<C: ConnectionTrait>(

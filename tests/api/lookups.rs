@@ -11,6 +11,7 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
 
 use crate::downstream::{Behaviour, Downstream};
+use crate::forms::{csrf_in, signed_in};
 use crate::helpers::{TestApp, refund, spawn_app_with};
 
 /// A test server standing for the provider's API: it lists the refunds of
@@ -284,6 +285,36 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
     let shown = app.get(&format!("/api/cases/{case_id}")).await;
     assert_eq!(shown.json["status"], "open");
     assert_eq!(downstream.calls().len(), 1);
+
+    // Asked on demand while the breaker is open, the answer says nobody
+    // was asked, through the API and on the case's page.
+    let again = app
+        .client
+        .post(format!("{}/api/cases/{case_id}/lookup", app.address))
+        .send()
+        .await
+        .expect("request sent");
+    let body: Value = again.json().await.unwrap();
+    assert_eq!(body["asked"], false, "{body}");
+    assert_eq!(body["verdict"], "for_a_person", "{body}");
+    let mut finance = signed_in(&app, "fin", unicity::auth::Role::Finance).await;
+    let path = format!("/cases/{case_id}");
+    let page = finance.get(&path).await;
+    let asked = finance
+        .post(
+            &format!("{path}/lookup"),
+            &[("csrf", csrf_in(&page.body).as_str())],
+        )
+        .await;
+    assert_eq!(asked.location, format!("{path}?done=not_asked_breaker"));
+    let shown = finance.get(&asked.location).await;
+    assert!(
+        shown.body.contains("The provider was not asked"),
+        "{}",
+        shown.body
+    );
+    assert!(!shown.body.contains("The provider was asked"));
+    assert_eq!(provider.asked.load(Ordering::SeqCst), 2, "still not asked");
 }
 
 /// The effects under any key in a state that may have moved money.

@@ -93,7 +93,7 @@ impl Pages {
 }
 
 /// The one-time token of the resolution form on a case page.
-fn form_token(html: &str) -> Option<String> {
+pub fn form_token(html: &str) -> Option<String> {
     let marker = r#"name="form_token" value=""#;
     let start = html.find(marker)? + marker.len();
     html[start..].split('"').next().map(str::to_owned)

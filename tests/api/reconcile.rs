@@ -9,8 +9,9 @@ use chrono::{Duration, Utc};
 use unicity::auth::Role;
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::forms::signed_in;
+use crate::forms::{csrf_in, signed_in};
 use crate::helpers::{TestApp, cli, finished, refund, spawn_app_with};
+use crate::pages::form_token;
 use crate::provider::Provider;
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.
@@ -168,4 +169,98 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
         .expect("rebuild");
     assert_eq!(rows(&app, cases).await, live_cases);
     assert_eq!(rows(&app, runs).await, live_runs);
+}
+
+#[tokio::test]
+async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_and_the_api() {
+    // Given a missing effect (re_m's webhook never came) and an unexpected
+    // one (pay_u's refund the provider does not list)
+    let now = Utc::now();
+    let provider = Provider::start(&[("re_m", "pay_m", 300, now)], 2).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let extra = format!("{}{}", downstream.sink_toml(2000), provider.lookup_toml());
+    let app = spawn_app_with(&extra).await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_u", 900, Some("rr_u")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
+        .await;
+    let ran = reconcile(&app, &extra).await;
+    assert!(
+        ran.contains("1 missing, 1 unexpected, 2 cases opened"),
+        "{ran}"
+    );
+    let case_of = |reason: &str| format!("SELECT case_id FROM cases WHERE reason = '{reason}'");
+    let missing = rows(&app, &case_of("missing_effect")).await.remove(0);
+    let unexpected = rows(&app, &case_of("unexpected_effect")).await.remove(0);
+
+    // When finance applies nothing to the missing one, the API refuses
+    let refused = app
+        .client
+        .post(format!("{}/api/cases/{missing}/resolve", app.address))
+        .json(&serde_json::json!({"resolution": "process_as_distinct", "note": "apply it"}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(refused.status().as_u16(), 409);
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "close_only", "{body}");
+
+    // and its page offers closing it, which resolves it
+    let mut finance = signed_in(&app, "fin", Role::Finance).await;
+    let path = format!("/cases/{missing}");
+    let page = finance.get(&path).await;
+    assert!(page.body.contains("Close with a reason"), "{}", page.body);
+    assert!(!page.body.contains("value=\"process_as_distinct\""));
+    let token = form_token(&page.body).expect("finance sees the form");
+    let csrf = csrf_in(&page.body);
+    let done = finance
+        .post(
+            &format!("{path}/resolve"),
+            &[
+                ("csrf", csrf.as_str()),
+                ("form_token", token.as_str()),
+                ("resolution", "reject"),
+                ("note", "refunded by hand on 2026-12-02"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        done.location,
+        format!("{path}?done=resolved"),
+        "{}",
+        done.body
+    );
+
+    // and the unexpected one is closed through the API
+    let closed = app
+        .client
+        .post(format!("{}/api/cases/{unexpected}/resolve", app.address))
+        .json(&serde_json::json!({"resolution": "reject", "note": "reversed at the bank"}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(
+        closed.status().as_u16(),
+        200,
+        "{}",
+        closed.text().await.unwrap()
+    );
+
+    // Then both are resolved, by whom they say, and nothing was applied
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM cases WHERE status = 'resolved' AND resolution = 'reject' \
+             AND reason IN ('missing_effect', 'unexpected_effect')"
+        )
+        .await,
+        2
+    );
+    assert_eq!(downstream.calls().len(), 1);
+    let shown = finance.get(&path).await;
+    assert!(
+        shown.body.contains("refunded by hand"),
+        "the note is in the history"
+    );
 }

@@ -105,6 +105,8 @@ pub struct CasePage {
     pub can_comment: bool,
     pub can_look_up: bool,
     pub fixture: Option<String>,
+    /// A reconciliation finding: the form offers closing it with a reason.
+    pub close_only: bool,
 }
 
 /// `?done=…` after a post: what happened, in a fixed sentence (nothing from
@@ -114,7 +116,7 @@ pub struct Done {
     done: Option<String>,
 }
 
-const NOTICES: [(&str, &str); 15] = [
+const NOTICES: [(&str, &str); 16] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -137,6 +139,10 @@ const NOTICES: [(&str, &str); 15] = [
     (
         "not_asked_breaker",
         "The provider was not asked: its circuit breaker is open after repeated failures. The case stays open and is asked again once the breaker closes.",
+    ),
+    (
+        "close_only",
+        "This case is a reconciliation finding: it can only be closed, with the reason it is settled.",
     ),
     (
         "operation_consumed",
@@ -251,6 +257,7 @@ fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         short: ShortId::new(view.case_id.clone()),
         id: view.case_id,
         open: view.status == "open",
+        close_only: ["missing_effect", "unexpected_effect"].contains(&view.reason.as_str()),
         reason: view.reason,
         action: view.action,
         critical: view.critical,
