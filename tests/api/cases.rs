@@ -517,3 +517,45 @@ async fn a_provider_operation_cited_once_cannot_justify_a_second_effect() {
         1
     );
 }
+
+#[tokio::test]
+async fn two_processes_citing_the_same_operation_for_two_cases_apply_one_effect() {
+    // Given two look-alike cases on one payment, each resolved at once by
+    // another process, both citing the provider's operation re_provider_2
+    let s = Setup::new().await;
+    let (_, one_case, _) = s.weak_match_case().await;
+    let other = s
+        .app
+        .post_signed("hmac", &refund("pay_case", 700, None))
+        .await;
+    let other_case: uuid::Uuid = other.json["case_id"].as_str().unwrap().parse().unwrap();
+    let (one, two) = (s.engine().await, s.engine().await);
+    let (a, b) = tokio::join!(
+        cases::resolve(
+            &one,
+            request(one_case, Resolution::ProcessAsDistinct, "a second refund")
+        ),
+        cases::resolve(
+            &two,
+            request(other_case, Resolution::ProcessAsDistinct, "a second refund")
+        ),
+    );
+    // Then one of them applies its effect, the other is refused
+    let resolved = [&a, &b].iter().filter(|r| r.is_ok()).count();
+    assert_eq!(resolved, 1, "{a:?} {b:?}");
+    assert!(
+        [&a, &b]
+            .iter()
+            .any(|r| matches!(r, Err(CaseError::Refused(Refusal::OperationConsumed)))),
+        "{a:?} {b:?}"
+    );
+    s.downstream.wait_calls(2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2);
+    assert_eq!(
+        s.app
+            .count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2'")
+            .await,
+        1
+    );
+}
