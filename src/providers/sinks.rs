@@ -15,7 +15,26 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::domain::identity::pattern;
-pub use crate::providers::status::StatusMeaning;
+
+/// What the downstream says became of an effect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StatusMeaning {
+    Applied,
+    Failed,
+    #[default]
+    Unknown,
+}
+
+impl StatusMeaning {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "applied",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+        }
+    }
+}
 
 /// One `[[sinks]]` table; the first that matches an effect is used, else `record`.
 /// (serde cannot deny unknown fields next to a flattened enum.)

@@ -18,32 +18,12 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
 use super::lookup::encode;
 use super::sinks::SinkKind;
-
-/// What the downstream says became of an effect.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StatusMeaning {
-    Applied,
-    Failed,
-    #[default]
-    Unknown,
-}
-
-impl StatusMeaning {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Applied => "applied",
-            Self::Failed => "failed",
-            Self::Unknown => "unknown",
-        }
-    }
-}
+pub use super::sinks::StatusMeaning;
 
 /// One status question and its answer, journaled as is.
 #[derive(Debug, Clone)]

@@ -18,6 +18,7 @@
 use chrono::Utc;
 use uuid::Uuid;
 
+use super::backoff;
 use super::cases::{self, CaseError, Settled, Settler};
 use super::effects::Journaled;
 use super::engine::SharedEngine;
@@ -95,7 +96,7 @@ pub async fn settle(
     };
     let retry_at = error
         .is_some()
-        .then(|| Utc::now() + retry_after(engine.config.lookup_retry_secs, case.lookups));
+        .then(|| Utc::now() + backoff::retry_after(engine.config.lookup_retry_secs, case.lookups));
     let note = match &matching {
         Ok(ids) => format!(
             "the provider lists {} matching operation(s) for this resource",
@@ -271,21 +272,6 @@ pub async fn retry_due(engine: &SharedEngine) -> Result<usize, CaseError> {
     Ok(due.len())
 }
 
-/// The pause before the next try after `failures` failed ones: doubling from
-/// `base_secs`, at most an hour, plus up to a quarter of jitter (so that
-/// cases held by one outage are not all asked again at the same instant).
-pub(super) fn retry_after(base_secs: u64, failures: i64) -> chrono::Duration {
-    let doubling = 1u64 << failures.clamp(0, 20);
-    let secs = base_secs.max(1).saturating_mul(doubling).min(3600);
-    let random = (Uuid::now_v7().as_u128() & 0xffff) as u64;
-    let jitter_ms = random * secs * 250 / 0xffff;
-    chrono::Duration::milliseconds((secs * 1000 + jitter_ms) as i64)
-}
-
-pub fn verdict_code(verdict: &LookupVerdict) -> &'static str {
-    verdict.code()
-}
-
 /// The provider of the strategy that keyed `key`.
 fn provider_of(engine: &SharedEngine, key: &KeySummary) -> Option<String> {
     let (name, version) = key.strategy.split_once('@')?;
@@ -293,21 +279,4 @@ fn provider_of(engine: &SharedEngine, key: &KeySummary) -> Option<String> {
         .catalog
         .strategy(name, version.parse().ok()?)
         .map(|s| s.provider.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::retry_after;
-
-    #[test]
-    fn a_failed_look_up_waits_twice_as_long_each_time_up_to_an_hour_plus_jitter() {
-        for (failures, secs) in [(0, 30), (1, 60), (2, 120), (10, 3600), (60, 3600)] {
-            let wait = retry_after(30, failures).num_milliseconds();
-            let base = secs * 1000;
-            assert!(
-                (base..=base + base / 4).contains(&wait),
-                "{failures} failures: {wait} ms"
-            );
-        }
-    }
 }

@@ -14,7 +14,7 @@
 //!   verified the same way;
 //! * **unknown**, an error, or no status URL → the case stays for a person;
 //!   after an error or an `unknown` answer the downstream is asked again
-//!   with backoff (`lookups::retry_after`).
+//!   with backoff (`backoff::retry_after`).
 //!
 //! The downstream is asked outside any transaction; what it answered is
 //! journaled (`StatusLookupPerformed`) with what it settled, in one
@@ -100,7 +100,7 @@ pub async fn settle(
             if meaning == StatusMeaning::Unknown {
                 performed.retry_at = Some(
                     Utc::now()
-                        + super::lookups::retry_after(
+                        + super::backoff::retry_after(
                             engine.config.lookup_retry_secs,
                             case.lookups,
                         ),

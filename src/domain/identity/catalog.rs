@@ -56,7 +56,7 @@ pub struct Catalog {
 impl Catalog {
     /// Built-in presets plus `user`.
     pub fn build(user: CatalogConfig) -> Result<Catalog, CatalogError> {
-        let mut parts = presets::load()?;
+        let mut parts = built_in()?;
         parts.push(user);
         Self::from_parts(parts)
     }
@@ -250,4 +250,17 @@ impl Catalog {
         }
         best
     }
+}
+
+/// The built-in presets (`presets::PRESETS`), parsed.
+fn built_in() -> Result<Vec<CatalogConfig>, CatalogError> {
+    presets::PRESETS
+        .iter()
+        .map(|(file, text)| {
+            toml::from_str(text).map_err(|e| CatalogError::Preset {
+                file: (*file).to_owned(),
+                reason: e.to_string(),
+            })
+        })
+        .collect()
 }

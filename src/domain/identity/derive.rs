@@ -21,7 +21,7 @@ use super::types::{
 use crate::domain::confidence::Strength;
 use serde_json::{Map, Value, json};
 
-pub(super) const RAW_BODY_SOURCE: &str = "raw_body_sha256";
+use super::types::RAW_BODY_SOURCE;
 
 impl Catalog {
     /// Transport and business identities of one delivery.

@@ -1,7 +1,6 @@
 //! Built-in presets shipped with Unicity, compiled in. Each file is a
-//! [`CatalogConfig`] fragment; the user's config file adds to them.
-
-use super::catalog::{CatalogConfig, CatalogError};
+//! catalog fragment (`CatalogConfig`, parsed by the catalog); the user's
+//! config file adds to them.
 
 /// (file name, TOML text) of every built-in preset.
 pub const PRESETS: [(&str, &str); 6] = [
@@ -15,15 +14,3 @@ pub const PRESETS: [(&str, &str); 6] = [
     ("gocardless.toml", include_str!("presets/gocardless.toml")),
     ("norefid.toml", include_str!("presets/norefid.toml")),
 ];
-
-pub fn load() -> Result<Vec<CatalogConfig>, CatalogError> {
-    PRESETS
-        .iter()
-        .map(|(file, text)| {
-            toml::from_str(text).map_err(|e| CatalogError::Preset {
-                file: (*file).to_owned(),
-                reason: e.to_string(),
-            })
-        })
-        .collect()
-}

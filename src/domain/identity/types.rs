@@ -11,6 +11,10 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
+/// The id source of a transport key derived from the raw body's hash (no
+/// delivery-id header).
+pub(super) const RAW_BODY_SOURCE: &str = "raw_body_sha256";
+
 /// One delivery as the identity engine sees it. Headers have lower-case
 /// names; `body` is `None` unless `parse` is `Json`.
 #[derive(Debug, Clone, Copy)]
@@ -67,7 +71,7 @@ impl TransportIdentity {
     /// Whether the id is one the provider gave the event or delivery (a header,
     /// or a body field such as Stripe's `evt_` id), not the raw-body hash.
     pub fn is_provider_id(&self) -> bool {
-        self.id_source != super::derive::RAW_BODY_SOURCE
+        self.id_source != RAW_BODY_SOURCE
     }
 }
 
