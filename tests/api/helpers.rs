@@ -150,7 +150,29 @@ pub async fn spawn_app_with(extra: &str) -> TestApp {
 
 /// A test server on an existing database (a restart, or a second process).
 pub async fn spawn_on(database_url: &str, extra: &str, dir: Option<tempfile::TempDir>) -> TestApp {
-    let settings = test_settings(database_url, extra);
+    spawn_settings(test_settings(database_url, extra), dir).await
+}
+
+/// A server on a fresh database with the demo configuration, as
+/// `unicity serve` runs it without a configuration file: the demo sources
+/// on their published secrets, whatever the environment holds.
+pub async fn spawn_demo() -> TestApp {
+    let (database_url, dir) = fresh_database().await;
+    let text = unicity::config::FileConfig::read(None).expect("the demo configuration");
+    let settings = Settings::from_toml(
+        &text,
+        "127.0.0.1:0".to_owned(),
+        database_url,
+        |_| None,
+        true,
+    )
+    .expect("demo settings");
+    spawn_settings(settings, dir).await
+}
+
+/// A test server running `settings`, on the database they name.
+pub async fn spawn_settings(settings: Settings, dir: Option<tempfile::TempDir>) -> TestApp {
+    let database_url = settings.database_url.clone();
     let sources = settings.sources.clone();
     let app = Application::build(settings)
         .await
@@ -158,7 +180,7 @@ pub async fn spawn_on(database_url: &str, extra: &str, dir: Option<tempfile::Tem
     let address = format!("http://127.0.0.1:{}", app.port());
     let setup_url = app.setup_url().map(str::to_owned);
     tokio::spawn(app.run_until_stopped());
-    let db = Database::connect(database_url)
+    let db = Database::connect(database_url.as_str())
         .await
         .expect("test connection");
     let token = issue_token(&db, Role::Admin).await;
@@ -173,7 +195,7 @@ pub async fn spawn_on(database_url: &str, extra: &str, dir: Option<tempfile::Tem
         .expect("http client");
     TestApp {
         address,
-        database_url: database_url.to_owned(),
+        database_url,
         db,
         client,
         setup_url,

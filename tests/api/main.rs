@@ -26,6 +26,7 @@ mod pages;
 mod paths;
 mod processes;
 mod provider;
+mod readme;
 mod reads;
 mod rebuild;
 mod reconcile;
