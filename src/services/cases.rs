@@ -18,6 +18,7 @@ use super::decide::EffectJob;
 use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
 use super::engine::{Engine, SharedEngine, WriteEvent};
+use crate::auth::{Action, Principal};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::confidence::Criticality;
 use crate::domain::decision::Reason;
@@ -34,8 +35,9 @@ use crate::store::entities::case;
 pub struct Resolve {
     pub case_id: Uuid,
     pub resolution: Resolution,
-    /// Who resolves it (an operator, a token).
-    pub by: String,
+    /// Who resolves it (an operator, a token): their role must allow it
+    /// (`may_resolve`).
+    pub by: Principal,
     pub note: String,
     /// The provider's operation the person cites: processed as distinct,
     /// the effect consumes it.
@@ -57,6 +59,9 @@ pub struct Resolved {
 pub enum CaseError {
     #[error("no case with this id")]
     NotFound,
+    /// The caller's role may not resolve this case.
+    #[error("{}", forbidden_why(*critical))]
+    Forbidden { critical: bool },
     #[error(transparent)]
     Refused(#[from] Refusal),
     #[error(transparent)]
@@ -91,14 +96,49 @@ pub(super) enum Settled {
 /// provider operation it cited between its read and its commit.
 const CONTENDED: usize = 3;
 
+/// What resolving a case takes: a case about a critical effect (money,
+/// rights, stock) is resolved by finance or an admin; any other by an
+/// engineer or an admin. Unknown criticality counts as critical.
+pub fn resolving(critical: bool) -> Action {
+    if critical {
+        Action::ResolveCriticalCases
+    } else {
+        Action::ResolveCases
+    }
+}
+
+fn forbidden_why(critical: bool) -> &'static str {
+    if critical {
+        "a case about money is resolved by finance or an admin"
+    } else {
+        "this case is resolved by an engineer or an admin"
+    }
+}
+
+/// Whether `caller` may resolve `case_id`, and whether it is critical.
+pub async fn may_resolve(
+    engine: &SharedEngine,
+    caller: &Principal,
+    case_id: Uuid,
+) -> Result<bool, CaseError> {
+    let critical = is_critical(engine, case_id).await?;
+    Ok(caller.may(resolving(critical)))
+}
+
 /// Resolves a case as a person asked and, when processed as distinct,
-/// starts its effect once the resolution committed.
+/// starts its effect once the resolution committed. Refused unless the
+/// caller's role may resolve the case (`resolving`).
 pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved, CaseError> {
+    let critical = is_critical(engine, request.case_id).await?;
+    if !request.by.may(resolving(critical)) {
+        return Err(CaseError::Forbidden { critical });
+    }
     let settler = Settler::Person {
         resolution: request.resolution,
         reference: request.authoritative_ref,
     };
-    match settle(engine, request.case_id, settler, request.by, request.note).await? {
+    let by = request.by.signature();
+    match settle(engine, request.case_id, settler, by, request.note).await? {
         Settled::Resolved(resolved) => Ok(resolved),
         Settled::ForAPerson(_) => Err(Refusal::AlreadyResolved.into()),
     }

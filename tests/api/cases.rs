@@ -2,6 +2,7 @@
 //! opened them and an HTTP downstream that counts refunds: each resolution
 //! does what it says, once.
 
+use unicity::auth::{Principal, PrincipalKind, Role};
 use unicity::domain::cases::{Refusal, Resolution};
 use unicity::services::cases::{self, CaseError, Resolve};
 use unicity::services::engine::{Engine, SharedEngine};
@@ -89,11 +90,21 @@ impl Setup {
     }
 }
 
+/// Ann, of finance: she may resolve money cases.
+fn ann() -> Principal {
+    Principal {
+        kind: PrincipalKind::Operator,
+        id: uuid::Uuid::nil(),
+        name: "ann".to_owned(),
+        role: Role::Finance,
+    }
+}
+
 fn request(case_id: uuid::Uuid, resolution: Resolution, note: &str) -> Resolve {
     Resolve {
         case_id,
         resolution,
-        by: "operator:ann (finance)".to_owned(),
+        by: ann(),
         note: note.to_owned(),
         authoritative_ref: Some("re_provider_2".to_owned()),
     }
@@ -126,7 +137,7 @@ async fn processing_a_weak_match_as_distinct_applies_one_more_refund_under_the_c
     );
     assert_eq!(
         s.case_column(case_id, "resolved_by").await,
-        "operator:ann (finance)"
+        ann().signature()
     );
     // The proof is in the delivery's history.
     let shown = s.app.delivery(&delivery).await;
@@ -558,4 +569,33 @@ async fn two_processes_citing_the_same_operation_for_two_cases_apply_one_effect(
             .await,
         1
     );
+}
+
+#[tokio::test]
+async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_it() {
+    // Given a money case, and callers of every role
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    for role in [Role::Support, Role::Engineer] {
+        // When one that may not resolve money asks the service directly
+        let mut asked = request(case_id, Resolution::ProcessAsDistinct, "two refunds");
+        asked.by = Principal { role, ..ann() };
+        let refused = cases::resolve(&engine, asked).await;
+        // Then it is refused and nothing is applied
+        assert!(
+            matches!(refused, Err(CaseError::Forbidden { critical: true })),
+            "{role}: {refused:?}"
+        );
+    }
+    assert_eq!(s.case_column(case_id, "status").await, "open");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 1);
+    // And finance may
+    cases::resolve(
+        &engine,
+        request(case_id, Resolution::Reject, "a test refund"),
+    )
+    .await
+    .expect("finance resolves");
 }

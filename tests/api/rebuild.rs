@@ -3,6 +3,7 @@
 //! as a duplicate, the effect processed as distinct with the provider
 //! operation it consumed, the downstream's id beside it.
 
+use unicity::auth::{Principal, PrincipalKind, Role};
 use unicity::domain::cases::Resolution;
 use unicity::services::cases::{self, Resolve};
 use unicity::services::engine::Engine;
@@ -57,7 +58,12 @@ async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
             Resolve {
                 case_id,
                 resolution,
-                by: "operator:fay (finance)".to_owned(),
+                by: Principal {
+                    kind: PrincipalKind::Operator,
+                    id: uuid::Uuid::nil(),
+                    name: "fay".to_owned(),
+                    role: Role::Finance,
+                },
                 note: "checked with the provider".to_owned(),
                 authoritative_ref: reference.map(str::to_owned),
             },

@@ -182,15 +182,6 @@ pub(super) fn parse_id(id: &str) -> Result<Uuid, UiError> {
     })
 }
 
-/// The action a resolution of this case needs.
-pub(super) fn resolving(critical: bool) -> Action {
-    if critical {
-        Action::ResolveCriticalCases
-    } else {
-        Action::ResolveCases
-    }
-}
-
 #[get("/cases/{id}")]
 pub async fn show(
     state: web::Data<AppState>,
@@ -202,7 +193,7 @@ pub async fn show(
     let id = parse_id(&id)?;
     let view = case_view::show(&state.engine, &state.sources, id).await?;
     let open = view.status == "open";
-    let may_resolve = operator.may(resolving(view.critical));
+    let may_resolve = operator.may(cases::resolving(view.critical));
     let form_token = if open && may_resolve && operator.kind == PrincipalKind::Operator {
         Some(
             cases::form_token(&state.engine, id, operator.id)

@@ -13,7 +13,7 @@ use actix_web::{HttpResponse, post, web};
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::case::{parse_id, resolving};
+use super::case::parse_id;
 use super::csrf::CsrfForm;
 use super::see_other;
 use crate::auth::{Principal, PrincipalKind};
@@ -55,8 +55,9 @@ pub async fn resolve(
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
     let form = form.0;
-    let critical = cases::is_critical(&state.engine, id).await?;
-    if !operator.may(resolving(critical)) || operator.kind != PrincipalKind::Operator {
+    if !cases::may_resolve(&state.engine, &operator, id).await?
+        || operator.kind != PrincipalKind::Operator
+    {
         return Err(UiError::new(
             StatusCode::FORBIDDEN,
             "Your role cannot resolve this case.",
@@ -82,7 +83,7 @@ pub async fn resolve(
         Resolve {
             case_id: id,
             resolution,
-            by: operator.signature(),
+            by: operator,
             note: form.note,
             authoritative_ref,
         },
