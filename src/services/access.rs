@@ -4,11 +4,10 @@
 //! begins, so none is held open across an argon2 computation.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbErr};
 use secrecy::SecretString;
 use uuid::Uuid;
 
-use super::engine::record;
 use crate::auth::password::{self, PasswordRule};
 use crate::auth::{Principal, PrincipalKind, Role, secrets};
 use crate::domain::journal::{
@@ -17,6 +16,7 @@ use crate::domain::journal::{
     TokenRevoked,
 };
 use crate::store::access::{self as store, OperatorRow, TokenRow};
+use crate::store::{Tx, transaction};
 
 /// How long a first-run setup link stays valid.
 pub const SETUP_LINK_VALIDITY: chrono::Duration = chrono::Duration::hours(1);
@@ -100,14 +100,14 @@ pub async fn create_operator(
     check_name(name)?;
     password::check(&password)?;
     let hash = password::hash(password).await?;
-    let txn = db.begin().await?;
-    let id = insert_operator(&txn, name, role, hash, by).await?;
-    txn.commit().await?;
-    Ok(id)
+    transaction(db, async |tx| {
+        insert_operator(tx, name, role, hash, by).await
+    })
+    .await
 }
 
-async fn insert_operator<C: sea_orm::ConnectionTrait>(
-    conn: &C,
+async fn insert_operator(
+    tx: &mut Tx<'_>,
     name: &str,
     role: Role,
     password_hash: String,
@@ -124,7 +124,7 @@ async fn insert_operator<C: sea_orm::ConnectionTrait>(
         created_at: now,
         last_login_at: None,
     };
-    store::insert_operator(conn, row)
+    store::insert_operator(tx.connection(), row)
         .await
         .map_err(|e| taken(e, name))?;
     let event = JournalEvent::OperatorCreated(OperatorCreated {
@@ -133,7 +133,7 @@ async fn insert_operator<C: sea_orm::ConnectionTrait>(
         role: role.as_str().to_owned(),
         by,
     });
-    record(conn, None, event, now).await?;
+    tx.record(None, event, now).await?;
     Ok(id)
 }
 
@@ -153,21 +153,22 @@ pub async fn disable_operator(
     name: &str,
     by: Actor,
 ) -> Result<bool, AccessError> {
-    let txn = db.begin().await?;
-    let operator = existing(&txn, name).await?;
-    if !operator.enabled {
-        return Ok(false);
-    }
-    store::disable_operator(&txn, &operator.id).await?;
-    store::delete_sessions_of(&txn, &operator.id).await?;
-    let event = JournalEvent::OperatorDisabled(OperatorDisabled {
-        operator_id: uuid_of(&operator.id)?,
-        name: operator.name,
-        by,
-    });
-    record(&txn, None, event, Utc::now()).await?;
-    txn.commit().await?;
-    Ok(true)
+    transaction(db, async |tx| {
+        let operator = existing(tx.connection(), name).await?;
+        if !operator.enabled {
+            return Ok(false);
+        }
+        store::disable_operator(tx.connection(), &operator.id).await?;
+        store::delete_sessions_of(tx.connection(), &operator.id).await?;
+        let event = JournalEvent::OperatorDisabled(OperatorDisabled {
+            operator_id: uuid_of(&operator.id)?,
+            name: operator.name,
+            by,
+        });
+        tx.record(None, event, Utc::now()).await?;
+        Ok(true)
+    })
+    .await
 }
 
 /// Changes an operator's role; returns the previous one.
@@ -177,22 +178,23 @@ pub async fn set_role(
     role: Role,
     by: Actor,
 ) -> Result<Role, AccessError> {
-    let txn = db.begin().await?;
-    let operator = existing(&txn, name).await?;
-    let from = role_of(&operator.role)?;
-    if from != role {
-        store::set_role(&txn, &operator.id, role.as_str()).await?;
-        let event = JournalEvent::OperatorRoleChanged(OperatorRoleChanged {
-            operator_id: uuid_of(&operator.id)?,
-            name: operator.name,
-            from: from.as_str().to_owned(),
-            to: role.as_str().to_owned(),
-            by,
-        });
-        record(&txn, None, event, Utc::now()).await?;
-    }
-    txn.commit().await?;
-    Ok(from)
+    transaction(db, async |tx| {
+        let operator = existing(tx.connection(), name).await?;
+        let from = role_of(&operator.role)?;
+        if from != role {
+            store::set_role(tx.connection(), &operator.id, role.as_str()).await?;
+            let event = JournalEvent::OperatorRoleChanged(OperatorRoleChanged {
+                operator_id: uuid_of(&operator.id)?,
+                name: operator.name,
+                from: from.as_str().to_owned(),
+                to: role.as_str().to_owned(),
+                by,
+            });
+            tx.record(None, event, Utc::now()).await?;
+        }
+        Ok(from)
+    })
+    .await
 }
 
 /// Sets an operator's password and ends every session they have.
@@ -204,18 +206,19 @@ pub async fn set_password(
 ) -> Result<(), AccessError> {
     password::check(&password)?;
     let hash = password::hash(password).await?;
-    let txn = db.begin().await?;
-    let operator = existing(&txn, name).await?;
-    store::set_password_hash(&txn, &operator.id, &hash).await?;
-    store::delete_sessions_of(&txn, &operator.id).await?;
-    let event = JournalEvent::OperatorPasswordChanged(OperatorPasswordChanged {
-        operator_id: uuid_of(&operator.id)?,
-        name: operator.name,
-        by,
-    });
-    record(&txn, None, event, Utc::now()).await?;
-    txn.commit().await?;
-    Ok(())
+    transaction(db, async |tx| {
+        let operator = existing(tx.connection(), name).await?;
+        store::set_password_hash(tx.connection(), &operator.id, &hash).await?;
+        store::delete_sessions_of(tx.connection(), &operator.id).await?;
+        let event = JournalEvent::OperatorPasswordChanged(OperatorPasswordChanged {
+            operator_id: uuid_of(&operator.id)?,
+            name: operator.name,
+            by,
+        });
+        tx.record(None, event, Utc::now()).await?;
+        Ok(())
+    })
+    .await
 }
 
 /// Whether `password` is the current password of `operator`.
@@ -256,37 +259,38 @@ pub async fn login(
         Some(o) if !o.enabled => Some("disabled"),
         Some(_) => None,
     };
-    let txn = db.begin().await?;
-    let outcome = match (operator, refusal) {
-        (Some(operator), None) => {
-            let principal = Principal {
-                kind: PrincipalKind::Operator,
-                id: operator.id.parse().map_err(anyhow::Error::from)?,
-                name: operator.name,
-                role: operator.role.parse().map_err(anyhow::Error::from)?,
-            };
-            store::touch_login(&txn, &operator.id, now).await?;
-            let event = JournalEvent::OperatorLoggedIn(OperatorLoggedIn {
-                operator_id: principal.id,
-                name: principal.name.clone(),
-                client,
-            });
-            record(&txn, None, event, now).await?;
-            Ok(principal)
-        }
-        (operator, reason) => {
-            let event = JournalEvent::LoginFailed(LoginFailed {
-                name: name.chars().take(MAX_NAME).collect(),
-                operator_id: operator.and_then(|o| o.id.parse().ok()),
-                reason: reason.unwrap_or("unknown_name").to_owned(),
-                client,
-            });
-            record(&txn, None, event, now).await?;
-            Err(LoginError::Refused)
-        }
-    };
-    txn.commit().await?;
-    outcome
+    // A refusal is journaled too: the transaction commits either way.
+    transaction(db, async |tx| {
+        Ok::<_, LoginError>(match (operator, refusal) {
+            (Some(operator), None) => {
+                let principal = Principal {
+                    kind: PrincipalKind::Operator,
+                    id: operator.id.parse().map_err(anyhow::Error::from)?,
+                    name: operator.name,
+                    role: operator.role.parse().map_err(anyhow::Error::from)?,
+                };
+                store::touch_login(tx.connection(), &operator.id, now).await?;
+                let event = JournalEvent::OperatorLoggedIn(OperatorLoggedIn {
+                    operator_id: principal.id,
+                    name: principal.name.clone(),
+                    client,
+                });
+                tx.record(None, event, now).await?;
+                Ok(principal)
+            }
+            (operator, reason) => {
+                let event = JournalEvent::LoginFailed(LoginFailed {
+                    name: name.chars().take(MAX_NAME).collect(),
+                    operator_id: operator.and_then(|o| o.id.parse().ok()),
+                    reason: reason.unwrap_or("unknown_name").to_owned(),
+                    client,
+                });
+                tx.record(None, event, now).await?;
+                Err(LoginError::Refused)
+            }
+        })
+    })
+    .await?
 }
 
 pub async fn logout(db: &DatabaseConnection, principal: &Principal) -> Result<(), AccessError> {
@@ -294,9 +298,7 @@ pub async fn logout(db: &DatabaseConnection, principal: &Principal) -> Result<()
         operator_id: principal.id,
         name: principal.name.clone(),
     });
-    let txn = db.begin().await?;
-    record(&txn, None, event, Utc::now()).await?;
-    txn.commit().await?;
+    transaction(db, async |tx| tx.record(None, event, Utc::now()).await).await?;
     Ok(())
 }
 
@@ -338,19 +340,21 @@ pub async fn issue_token(
         expires_at,
         revoked_at: None,
     };
-    let txn = db.begin().await?;
-    store::insert_token(&txn, row)
-        .await
-        .map_err(|e| taken(e, name))?;
-    let event = JournalEvent::TokenIssued(TokenIssued {
-        token_id: id,
-        name: name.to_owned(),
-        role: role.as_str().to_owned(),
-        expires_at,
-        by,
-    });
-    record(&txn, None, event, now).await?;
-    txn.commit().await?;
+    transaction(db, async |tx| {
+        store::insert_token(tx.connection(), row)
+            .await
+            .map_err(|e| taken(e, name))?;
+        let event = JournalEvent::TokenIssued(TokenIssued {
+            token_id: id,
+            name: name.to_owned(),
+            role: role.as_str().to_owned(),
+            expires_at,
+            by,
+        });
+        tx.record(None, event, now).await?;
+        Ok::<_, AccessError>(())
+    })
+    .await?;
     Ok(token)
 }
 
@@ -361,21 +365,22 @@ pub async fn revoke_token(
     by: Actor,
 ) -> Result<bool, AccessError> {
     let now = Utc::now();
-    let txn = db.begin().await?;
-    let token = store::token_by_name(&txn, name)
-        .await?
-        .ok_or_else(|| AccessError::UnknownToken(name.to_owned()))?;
-    if !store::revoke_token(&txn, &token.id, now).await? {
-        return Ok(false);
-    }
-    let event = JournalEvent::TokenRevoked(TokenRevoked {
-        token_id: uuid_of(&token.id)?,
-        name: token.name,
-        by,
-    });
-    record(&txn, None, event, now).await?;
-    txn.commit().await?;
-    Ok(true)
+    transaction(db, async |tx| {
+        let token = store::token_by_name(tx.connection(), name)
+            .await?
+            .ok_or_else(|| AccessError::UnknownToken(name.to_owned()))?;
+        if !store::revoke_token(tx.connection(), &token.id, now).await? {
+            return Ok(false);
+        }
+        let event = JournalEvent::TokenRevoked(TokenRevoked {
+            token_id: uuid_of(&token.id)?,
+            name: token.name,
+            by,
+        });
+        tx.record(None, event, now).await?;
+        Ok(true)
+    })
+    .await
 }
 
 /// The caller a bearer token stands for, if it is live.
@@ -428,18 +433,19 @@ pub async fn complete_setup(
     password::check(&password)?;
     let hash = password::hash(password).await?;
     let now: DateTime<Utc> = Utc::now();
-    let txn = db.begin().await?;
-    if store::any_enabled_admin(&txn).await?
-        || !store::claim_setup_token(&txn, &secrets::digest(token), now).await?
-    {
-        return Err(AccessError::SetupClosed);
-    }
-    let id = insert_operator(&txn, name, Role::Admin, hash, Actor::Setup).await?;
-    let event = JournalEvent::SetupCompleted(SetupCompleted {
-        operator_id: id,
-        name: name.to_owned(),
-    });
-    record(&txn, None, event, now).await?;
-    txn.commit().await?;
-    Ok(id)
+    transaction(db, async |tx| {
+        if store::any_enabled_admin(tx.connection()).await?
+            || !store::claim_setup_token(tx.connection(), &secrets::digest(token), now).await?
+        {
+            return Err(AccessError::SetupClosed);
+        }
+        let id = insert_operator(tx, name, Role::Admin, hash, Actor::Setup).await?;
+        let event = JournalEvent::SetupCompleted(SetupCompleted {
+            operator_id: id,
+            name: name.to_owned(),
+        });
+        tx.record(None, event, now).await?;
+        Ok(id)
+    })
+    .await
 }

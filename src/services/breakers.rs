@@ -8,9 +8,9 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbErr};
 
-use super::engine::{SharedEngine, WriteEvent, claim};
+use super::engine::{SharedEngine, WriteEvent};
 use crate::domain::journal::{JournalEvent, StrategyReset, StrategyTripped};
 use crate::store::{self, entities::strategy_breaker};
 
@@ -98,10 +98,7 @@ pub async fn reset(
         reset_by: Some(by),
         reason: Some(reason),
     });
-    let txn = db.begin().await?;
-    let took = claim(&txn, None, &event, Utc::now()).await?;
-    txn.commit().await?;
-    Ok(took)
+    store::transaction(db, async |tx| tx.claim(None, &event, Utc::now()).await).await
 }
 
 /// The tripped strategies, with the figures that tripped them.

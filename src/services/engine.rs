@@ -1,14 +1,13 @@
-//! The decision engine's shared state, and the two ways an event is written
-//! in a transaction of its own (outside the writer, whose jobs use
-//! `store::Tx`): `record` (apply the projection, append the event) and
-//! `claim` (apply an atomic claim; append only if it took).
+//! The decision engine's shared state, and `WriteEvent`, the writer job that
+//! records one event. Every event reaches the journal through `store::Tx`
+//! (a writer job's, or `store::transaction`'s outside the writer).
 
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
+use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::config::{EngineConfig, Source};
 use crate::domain::delivery::DeliveryId;
@@ -17,9 +16,9 @@ use crate::domain::journal::JournalEvent;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::Rejections;
+use crate::store;
 use crate::store::Tx;
 use crate::store::writer::{WriteJob, Writer};
-use crate::store::{self, journal, projections};
 
 /// Everything deciding and applying effects needs; shared by every request.
 pub struct Engine {
@@ -161,31 +160,4 @@ impl WriteJob for WriteEvent {
             }
         })
     }
-}
-
-/// Applies `event` to the projections and appends it to the journal.
-pub async fn record<C: ConnectionTrait>(
-    conn: &C,
-    delivery_id: Option<DeliveryId>,
-    event: JournalEvent,
-    at: DateTime<Utc>,
-) -> Result<JournalEvent, DbErr> {
-    projections::apply(conn, delivery_id, &event, at).await?;
-    journal::append(conn, delivery_id, &event, at).await?;
-    Ok(event)
-}
-
-/// Applies an atomic claim (reservation, settlement, expiry). Appends the
-/// event and returns true only if exactly one row took the claim.
-pub async fn claim<C: ConnectionTrait>(
-    conn: &C,
-    delivery_id: Option<DeliveryId>,
-    event: &JournalEvent,
-    at: DateTime<Utc>,
-) -> Result<bool, DbErr> {
-    if projections::apply(conn, delivery_id, event, at).await? != 1 {
-        return Ok(false);
-    }
-    journal::append(conn, delivery_id, event, at).await?;
-    Ok(true)
 }

@@ -3,11 +3,10 @@
 //! effect is then sent to reconciliation (`evidence_purged`), never re-applied.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{DatabaseConnection, DbErr};
 
-use super::engine::record;
 use crate::domain::journal::{EvidencePurged, JournalEvent};
-use crate::store::ledger;
+use crate::store::{ledger, transaction};
 
 /// Purges the stored result of every effect settled before `before`.
 pub async fn purge_evidence(
@@ -16,19 +15,19 @@ pub async fn purge_evidence(
 ) -> Result<usize, DbErr> {
     let ids = ledger::evidence_settled_before(db, before).await?;
     let now = Utc::now();
-    let txn = db.begin().await?;
-    let mut purged = 0;
-    for id in ids {
-        let Ok(effect_id) = id.parse() else { continue };
-        record(
-            &txn,
-            None,
-            JournalEvent::EvidencePurged(EvidencePurged { effect_id }),
-            now,
-        )
-        .await?;
-        purged += 1;
-    }
-    txn.commit().await?;
-    Ok(purged)
+    transaction(db, async |tx| {
+        let mut purged = 0;
+        for id in ids {
+            let Ok(effect_id) = id.parse() else { continue };
+            tx.record(
+                None,
+                JournalEvent::EvidencePurged(EvidencePurged { effect_id }),
+                now,
+            )
+            .await?;
+            purged += 1;
+        }
+        Ok(purged)
+    })
+    .await
 }

@@ -4,9 +4,8 @@
 
 use anyhow::{Context, bail};
 use chrono::Utc;
-use sea_orm::{DatabaseConnection, TransactionTrait};
+use sea_orm::DatabaseConnection;
 
-use super::engine::record;
 use crate::config::Source;
 use crate::domain::delivery::BodyParse;
 use crate::domain::identity::{
@@ -17,7 +16,7 @@ use crate::domain::journal::{
 };
 use crate::store::entities::effect;
 use crate::store::projections::migrations;
-use crate::store::{bodies, journal, strategy_versions};
+use crate::store::{bodies, journal, strategy_versions, transaction};
 
 /// Refuses to start on a changed-but-not-bumped strategy; records new versions.
 pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> anyhow::Result<usize> {
@@ -32,27 +31,29 @@ pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> any
     }
     refuse_unmigrated_retirements(db, catalog, &recorded).await?;
     let now = Utc::now();
-    let txn = db.begin().await?;
-    let mut added = 0;
-    for version in catalog.versions() {
-        let known = recorded
-            .iter()
-            .any(|r| r.name == version.name && r.version == version.version);
-        if known {
-            continue;
+    let added = transaction(db, async |tx| {
+        let mut added = 0;
+        for version in catalog.versions() {
+            let known = recorded
+                .iter()
+                .any(|r| r.name == version.name && r.version == version.version);
+            if known {
+                continue;
+            }
+            if strategy_versions::insert(tx.connection(), &version, now).await? {
+                let event = JournalEvent::StrategyVersionRecorded(StrategyVersionRecorded {
+                    name: version.name,
+                    version: version.version,
+                    fingerprint: version.fingerprint,
+                    definition: version.definition,
+                });
+                tx.record(None, event, now).await?;
+                added += 1;
+            }
         }
-        if strategy_versions::insert(&txn, &version, now).await? {
-            let event = JournalEvent::StrategyVersionRecorded(StrategyVersionRecorded {
-                name: version.name,
-                version: version.version,
-                fingerprint: version.fingerprint,
-                definition: version.definition,
-            });
-            record(&txn, None, event, now).await?;
-            added += 1;
-        }
-    }
-    txn.commit().await?;
+        Ok::<_, sea_orm::DbErr>(added)
+    })
+    .await?;
     Ok(added)
 }
 
@@ -144,23 +145,21 @@ pub async fn migrate(
     let migrated = events.iter().filter(|e| e.to_key.is_some()).count() as u64;
     let unmigrated = events.len() as u64 - migrated;
     let now = Utc::now();
-    let txn = db.begin().await?;
-    for event in events {
-        record(&txn, None, JournalEvent::KeyMigrated(event), now).await?;
-    }
     let done = StrategyMigrated {
         strategy: strategy.to_owned(),
         migrated,
         unmigrated,
     };
-    record(
-        &txn,
-        None,
-        JournalEvent::StrategyMigrated(done.clone()),
-        now,
-    )
+    let recorded = done.clone();
+    transaction(db, async |tx| {
+        for event in events {
+            tx.record(None, JournalEvent::KeyMigrated(event), now)
+                .await?;
+        }
+        tx.record(None, JournalEvent::StrategyMigrated(recorded), now)
+            .await
+    })
     .await?;
-    txn.commit().await?;
     tracing::info!(strategy, to = %current.strategy_ref(), migrated, unmigrated, "strategy keys migrated");
     Ok(done)
 }

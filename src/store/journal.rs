@@ -24,30 +24,6 @@ pub struct StoredEvent {
     pub event: JournalEvent,
 }
 
-/// Appends one event. Call it inside the transaction that also updates what
-/// the event implies, so both commit or neither does.
-pub async fn append<C: ConnectionTrait>(
-    conn: &C,
-    delivery_id: Option<DeliveryId>,
-    event: &JournalEvent,
-    at: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    append_many(conn, &[(delivery_id, event.clone())], at).await
-}
-
-/// Appends events in order.
-pub async fn append_many<C: ConnectionTrait>(
-    conn: &C,
-    events: &[(Option<DeliveryId>, JournalEvent)],
-    at: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    let rows = events
-        .iter()
-        .map(|(delivery_id, event)| row(*delivery_id, event, at))
-        .collect();
-    insert(conn, rows).await
-}
-
 /// A journal row, its payload serialised ahead (outside the writer where
 /// possible).
 #[derive(Debug, Clone)]

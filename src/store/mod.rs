@@ -22,7 +22,7 @@ pub mod strategy_versions;
 mod tx;
 pub mod writer;
 
-pub use tx::{Mark, Tx};
+pub use tx::{Mark, Tx, transaction};
 
 use std::time::Duration;
 

@@ -11,7 +11,7 @@
 //! which apply a projection at once, are for jobs without one.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseTransaction, DbErr};
+use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait};
 
 use super::deferred::Deferred;
 use super::entities::{delivery, effect, migrated_key, reservation, transport_link};
@@ -36,6 +36,26 @@ pub struct Tx<'t> {
 enum Entry {
     Event(Option<DeliveryId>, Box<JournalEvent>, DateTime<Utc>),
     Row(journal::Row),
+}
+
+/// Runs `work` in a write transaction of its own, outside the writer (an
+/// operator's, a strategy's, a breaker's or a retention action), through the
+/// same `Tx` the writer's jobs use: its events reach the journal the one way
+/// they all do, with the rows it deferred, just before the commit. An error
+/// rolls everything back.
+pub async fn transaction<T, E>(
+    db: &DatabaseConnection,
+    work: impl AsyncFnOnce(&mut Tx<'_>) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<DbErr>,
+{
+    let txn = db.begin().await?;
+    let mut tx = Tx::new(&txn, Deferred::default());
+    let value = work(&mut tx).await?;
+    tx.into_rows().flush(&txn).await?;
+    txn.commit().await?;
+    Ok(value)
 }
 
 /// Where a job's journal stood (`Tx::mark`).
@@ -66,8 +86,9 @@ impl<'t> Tx<'t> {
         self.rows
     }
 
-    /// The transaction itself, for tests that read what a batch holds.
-    #[cfg(test)]
+    /// The transaction itself, for the store's own state tables (operators,
+    /// tokens, strategy versions) written beside the events, and for tests
+    /// that read what a batch holds. Never for the journal.
     pub(crate) fn connection(&self) -> &DatabaseTransaction {
         self.txn
     }

@@ -114,6 +114,45 @@ pub async fn apply<C: ConnectionTrait>(
     }
 }
 
+const PAGE: u64 = 2000;
+
+/// What a rebuild replayed: journal rows, and the events they hold (a
+/// `DeliveryDecided` row holds a delivery's reception, key and decision).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Replayed {
+    pub rows: u64,
+    pub events: u64,
+}
+
+/// Clears every projection and replays the journal through `apply`, in one
+/// transaction: readers see the old state or the rebuilt one.
+pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr> {
+    use sea_orm::TransactionTrait;
+
+    let txn = db.begin().await?;
+    clear(&txn).await?;
+    let mut replayed = Replayed::default();
+    let mut after = i64::MIN;
+    loop {
+        let events = super::journal::page_after(&txn, after, PAGE)
+            .await
+            .map_err(|e| DbErr::Custom(e.to_string()))?;
+        if events.is_empty() {
+            break;
+        }
+        for stored in events {
+            if stored.position != after {
+                replayed.rows += 1;
+            }
+            after = stored.position;
+            apply(&txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
+            replayed.events += 1;
+        }
+    }
+    txn.commit().await?;
+    Ok(replayed)
+}
+
 /// Rows written by an insert that may have done nothing.
 pub(super) fn rows(result: sea_orm::TryInsertResult<u64>) -> u64 {
     match result {
