@@ -3,6 +3,7 @@
 //! the proof in an append-only journal.
 
 pub mod auth;
+pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod providers;

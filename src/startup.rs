@@ -22,8 +22,7 @@ use crate::config::{AccessConfig, Settings};
 use crate::domain::identity::KeySecret;
 use crate::services::engine::{Engine, SharedEngine};
 use crate::services::{access, breakers, reconcile, rejections, sweeper};
-use crate::state::AccessState;
-pub use crate::state::AppState;
+use crate::state::{AccessState, AppState};
 use crate::telemetry::RequestSpan;
 use crate::{routes, store};
 

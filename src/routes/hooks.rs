@@ -13,7 +13,7 @@ use crate::domain::delivery::{DeliveryId, Headers};
 use crate::domain::rejection;
 use crate::services::ingest::{self, Accepted, Arrival, Refusal};
 use crate::services::items;
-use crate::startup::AppState;
+use crate::state::AppState;
 
 #[post("/hooks/{source}")]
 pub async fn receive(

@@ -1,0 +1,164 @@
+//! The `unicity` command line: the clap definitions of every subcommand and
+//! the dispatch to the file that runs it. `main.rs` only parses and calls
+//! [`run`]. Subcommands, flags, printed text and exit codes are an interface
+//! (scripts and the process tests rely on them): change them deliberately.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
+
+mod keys;
+mod operators;
+mod projections;
+mod reconcile;
+mod retention;
+mod serve;
+mod simulate;
+mod strategies;
+mod tokens;
+
+/// Unicity: webhook ingest that decides, proves and reconciles what must happen once.
+///
+/// Sources (what providers post to), strategies, hierarchies and effect sinks come
+/// from one TOML file. Secrets come from the environment: each source names the
+/// variable holding its secrets in `secrets_env` (comma-separated, current first),
+/// and UNICITY_KEY_SECRET seals sensitive values in keys. Without a file, a demo
+/// configuration with published demo secrets is used (see the README).
+#[derive(Parser)]
+#[command(name = "unicity", version, about, long_about)]
+pub struct Cli {
+    /// TOML configuration file ([[sources]], [[strategies]], [[hierarchies]], [[sinks]], [engine]).
+    #[arg(long, env = "UNICITY_CONFIG", global = true)]
+    config: Option<PathBuf>,
+
+    /// Database URL: sqlite://FILE?mode=rwc (embedded) or postgres://USER@HOST/DB.
+    #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true, hide_env_values = true)]
+    database_url: String,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server (the default).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "UNICITY_LISTEN", default_value = DEFAULT_LISTEN)]
+        listen: String,
+    },
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Identity keys.
+    Key {
+        #[command(subcommand)]
+        command: keys::KeyCommand,
+    },
+    /// Derived tables (deliveries, transport links, reservations, effects, cases).
+    Projections {
+        #[command(subcommand)]
+        command: projections::ProjectionsCommand,
+    },
+    /// Strategy versions.
+    Strategies {
+        #[command(subcommand)]
+        command: strategies::StrategiesCommand,
+    },
+    /// Collision breakers.
+    Breaker {
+        #[command(subcommand)]
+        command: strategies::BreakerCommand,
+    },
+    /// Retention of stored evidence.
+    Retention {
+        #[command(subcommand)]
+        command: retention::RetentionCommand,
+    },
+    /// Compare the providers' operations in a window with the effects
+    /// ledger (look-ups with a `list_url`): a missing or unexpected effect
+    /// opens a case, once. The server runs this periodically too.
+    Reconcile(reconcile::ReconcileArgs),
+    /// Play a provider and a downstream ledger on loopback against a running
+    /// Unicity, then print a reconciliation report. Exits with 1 if a refund
+    /// was applied twice or never (left for a person is not a failure).
+    Simulate(simulate::SimulateArgs),
+    /// Operators (people who sign in to the back-office).
+    Users {
+        #[command(subcommand)]
+        command: operators::UsersCommand,
+    },
+    /// API tokens (for `/api`, as `Authorization: Bearer <token>`).
+    Tokens {
+        #[command(subcommand)]
+        command: tokens::TokensCommand,
+    },
+}
+
+/// Runs the parsed command; without one, the server.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        None => serve::serve(&cli, default_listen()).await,
+        Some(Command::Serve { listen }) => serve::serve(&cli, listen.clone()).await,
+        Some(Command::Migrate) => serve::migrate(&cli.database_url).await,
+        Some(Command::Key { command }) => keys::run(&settings(&cli)?, command),
+        Some(Command::Projections { command }) => {
+            projections::run(&open_database(&cli).await?, command).await
+        }
+        Some(Command::Strategies { command }) => strategies::migrate(&cli, command).await,
+        Some(Command::Breaker { command }) => strategies::reset(&cli, command).await,
+        Some(Command::Retention { command }) => {
+            retention::run(&open_database(&cli).await?, command).await
+        }
+        Some(Command::Reconcile(args)) => reconcile::run(settings(&cli)?, args).await,
+        Some(Command::Simulate(args)) => simulate::run(settings(&cli)?, args).await,
+        Some(Command::Users { command }) => {
+            operators::run(&open_database(&cli).await?, command).await
+        }
+        Some(Command::Tokens { command }) => {
+            tokens::run(&open_database(&cli).await?, command).await
+        }
+    }
+}
+
+/// The listen address of `serve`'s flag when another command (or none) runs.
+fn default_listen() -> String {
+    std::env::var("UNICITY_LISTEN").unwrap_or_else(|_| DEFAULT_LISTEN.to_owned())
+}
+
+/// The settings of commands that need the configuration but not a listener.
+fn settings(cli: &Cli) -> anyhow::Result<Settings> {
+    settings_listening(cli, default_listen())
+}
+
+fn settings_listening(cli: &Cli, listen: String) -> anyhow::Result<Settings> {
+    let text = FileConfig::read(cli.config.as_deref())?;
+    Settings::from_toml(
+        &text,
+        listen,
+        cli.database_url.clone(),
+        |name| std::env::var(name).ok(),
+        cli.config.is_none(),
+    )
+}
+
+/// The database, migrated: every command that reads or writes it starts here.
+async fn open_database(cli: &Cli) -> anyhow::Result<sea_orm::DatabaseConnection> {
+    let db = crate::store::connect(&cli.database_url).await?;
+    crate::store::migrate(&db).await?;
+    Ok(db)
+}
+
+/// The decision engine on the configured database, without the server.
+async fn open_engine(settings: Settings) -> anyhow::Result<crate::services::engine::SharedEngine> {
+    crate::services::engine::Engine::open(
+        &settings.database_url,
+        settings.catalog,
+        settings.key_secret,
+        settings.sinks,
+        settings.lookups,
+        settings.engine,
+    )
+    .await
+}

@@ -1,0 +1,104 @@
+//! `[engine]`: how the decision engine runs (leases, look-up retries,
+//! breakers, group commit, rate limits). Every field has a default, so a
+//! file without `[engine]` runs as documented here.
+
+use serde::Deserialize;
+
+/// How the decision engine runs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EngineConfig {
+    /// How long a reservation's holder may take to settle its effect. A lease
+    /// that runs out makes the outcome unknown: reconciled, never re-run.
+    pub lease_secs: u64,
+    /// How often leases and horizons are checked.
+    pub sweep_interval_ms: u64,
+    /// First pause before a failed look-up is tried again; it doubles with
+    /// each failure (up to an hour), with up to a quarter of jitter.
+    pub lookup_retry_secs: u64,
+    /// Failed look-ups in a row after which a provider is not asked for
+    /// `lookup_breaker_secs` (its circuit breaker opens).
+    pub lookup_breaker_failures: u32,
+    pub lookup_breaker_secs: u64,
+    /// Commit concurrent deliveries together (one fsync for a burst, each still
+    /// durable before its answer; on PostgreSQL batches lock each key they
+    /// decide on, in every process alike). Default: on. Off: one transaction
+    /// per delivery.
+    pub group_commit: Option<bool>,
+    /// Group-commit writers on PostgreSQL, each committing the deliveries of
+    /// its own routing shards of keys, so that one batch's round trips and
+    /// fsync overlap another's. SQLite has one writer at a time whatever this
+    /// says.
+    pub postgres_writers: usize,
+    /// Share of a strategy's recent deliveries that may collide before its
+    /// breaker trips (0.005 = 0.5 %).
+    pub breaker_threshold: f64,
+    /// Fewest recent deliveries before a rate is trusted.
+    pub breaker_min_deliveries: i64,
+    /// How far back "recent" goes.
+    pub breaker_window_secs: u64,
+    /// How often breakers are evaluated.
+    pub breaker_check_ms: u64,
+    /// Serve `GET /api/deliveries/{id}/raw`: the unmasked raw body, to
+    /// engineers and admins, each read journaled with who read it. Off by default.
+    pub raw_body_reads: bool,
+    /// Rejections journaled one by one per source and window; beyond that they
+    /// are counted, one `RejectionsAggregated` per source, reason and answer.
+    pub rejections_journaled_per_window: u32,
+    /// Length of that window (aggregates are journaled when it closes).
+    pub rejection_window_secs: u64,
+    /// Requests per second one client address may make, whatever they get
+    /// (0: no limit). Loose: above one provider's pace and the benchmark's.
+    pub client_requests_per_sec: u32,
+    /// Refused requests per second one client address may cause before its
+    /// refusals become 429 (0: no limit). Strict: a provider whose requests are
+    /// refused has a configuration to fix, not a burst to absorb.
+    pub client_rejections_per_sec: u32,
+    /// Requests per second to one source from every client (0: no limit).
+    pub source_requests_per_sec: u32,
+    /// Refused requests per second to one source from every client before its
+    /// refusals become 429 (0: no limit). Valid deliveries are not refused, so
+    /// a flood of bad ones never makes this limit refuse them.
+    pub source_rejections_per_sec: u32,
+    /// The burst each rate allows, in seconds of that rate.
+    pub rate_burst_secs: u32,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            lease_secs: 30,
+            sweep_interval_ms: 1000,
+            lookup_retry_secs: 30,
+            lookup_breaker_failures: 5,
+            lookup_breaker_secs: 60,
+            group_commit: None,
+            postgres_writers: 2,
+            breaker_threshold: 0.005,
+            breaker_min_deliveries: 200,
+            breaker_window_secs: 3600,
+            breaker_check_ms: 30_000,
+            raw_body_reads: false,
+            rejections_journaled_per_window: 60,
+            rejection_window_secs: 60,
+            client_requests_per_sec: 10_000,
+            client_rejections_per_sec: 20,
+            source_requests_per_sec: 10_000,
+            source_rejections_per_sec: 200,
+            rate_burst_secs: 2,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FileConfig;
+
+    #[test]
+    fn raw_body_reads_are_off_unless_enabled() {
+        assert!(!EngineConfig::default().raw_body_reads);
+        let file = FileConfig::parse("[engine]\nraw_body_reads = true\n").unwrap();
+        assert!(file.engine.raw_body_reads);
+    }
+}
