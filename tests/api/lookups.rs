@@ -317,6 +317,12 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2, "still not asked");
 }
 
+/// Waits until `n` effects are settled applied.
+async fn wait_applied(app: &TestApp, n: i64) {
+    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", n)
+        .await;
+}
+
 /// The effects under any key in a state that may have moved money.
 async fn live_effects(app: &TestApp) -> i64 {
     app.count("SELECT COUNT(*) FROM effects WHERE status <> 'failed'")
@@ -342,7 +348,8 @@ async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
     let body = refund("pay_b", 700, None);
     let first = app.post_signed("hmac", &body).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    downstream.wait_calls(1).await;
+    // Settled, not only sent: a retry before then is deferred.
+    wait_applied(&app, 1).await;
     // When the same bytes arrive three times at once
     let (a, b, c) = tokio::join!(
         app.post_signed("hmac", &body),
@@ -482,7 +489,8 @@ async fn retried_700(compare: &str) -> (TestApp, Downstream, ProviderApi, String
         app.post_signed("hmac", &nine).await.json["decision"],
         "process"
     );
-    downstream.wait_calls(2).await;
+    // Settled, not only sent: a retry before then is deferred.
+    wait_applied(&app, 2).await;
     let retry = app.post_signed("hmac", &seven).await;
     assert_eq!(
         retry.json["reason"], "weak_match_critical",
@@ -616,7 +624,8 @@ async fn an_answer_about_another_payment_is_not_taken_for_this_one() {
         app.post_signed("hmac", &body).await.json["decision"],
         "process"
     );
-    downstream.wait_calls(1).await;
+    // Settled, not only sent: a retry before then is deferred.
+    wait_applied(&app, 1).await;
     // When its webhook is retried
     let retry = app.post_signed("hmac", &body).await;
     let case_id = retry.json["case_id"].as_str().unwrap().to_owned();
