@@ -192,7 +192,7 @@ impl Application {
     /// windows still open (best effort: the process is going away).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
         let served = self.server.await;
-        rejections::flush(&self.engine, true).await;
+        rejections::flush(self.engine.as_ref(), true).await;
         served
     }
 }

@@ -15,7 +15,7 @@ use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::JournalEvent;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
-use crate::services::rejections::Rejections;
+use crate::services::rejections::{self, Rejections};
 use crate::store;
 use crate::store::Tx;
 use crate::store::writer::{WriteJob, Writer};
@@ -104,6 +104,16 @@ impl Engine {
     /// The sink name an effect of this type from this source goes through.
     pub fn sink_name(&self, source: &Source, effect_type: &str) -> &'static str {
         crate::providers::sinks::select(&self.sinks, source.slug(), effect_type).name()
+    }
+}
+
+impl rejections::Holder for Engine {
+    fn rejections(&self) -> &Rejections {
+        &self.rejections
+    }
+
+    fn writer(&self) -> &Writer {
+        &self.writer
     }
 }
 

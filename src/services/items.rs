@@ -85,13 +85,13 @@ fn prepare_one(
             index: item.index,
         }),
     };
-    let mut derived = super::ingest::item_key_derived(item, transport_key);
+    let mut derived = super::derived::item_key_derived(item, transport_key);
     derived.resource = source.resource.value(&[], Some(&event), &engine.key_secret);
     let sink = derived
         .business
         .as_ref()
         .map(|key| engine.sink_name(source, &key.effect_type));
-    let identity = super::ingest::identity_of(item.unresolved.as_ref());
+    let identity = super::derived::identity_of(item.unresolved.as_ref());
     let row = deliveries::received_row(&id.to_string(), &received, &derived);
     let journaled = journal::ReceptionText::new(&received, &derived);
     Prepared {

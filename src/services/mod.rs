@@ -9,6 +9,7 @@ pub mod cases;
 pub mod dashboard;
 pub mod decide;
 pub mod deliveries;
+pub mod derived;
 pub mod effects;
 pub mod engine;
 pub mod ingest;

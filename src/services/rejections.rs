@@ -16,10 +16,17 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::engine::{Engine, SharedEngine};
 use super::rate_limits::RateLimits;
 use crate::config::EngineConfig;
 use crate::domain::journal::{JournalEvent, Origin, RejectionsAggregated};
+use crate::store::writer::Writer;
+
+/// What the flusher needs of the engine that holds it: the counts and the
+/// writer that journals them.
+pub trait Holder: Send + Sync + 'static {
+    fn rejections(&self) -> &Rejections;
+    fn writer(&self) -> &Writer;
+}
 
 /// How often closed windows are looked for.
 const FLUSH_TICK: Duration = Duration::from_millis(500);
@@ -180,14 +187,14 @@ fn add(window: &mut Window, reason: &str, status: u16, count: u64, bytes: u64) {
 
 /// Journals the counts of closed windows (all windows with `all`); returns
 /// how many aggregates were journaled. On failure the counts are kept.
-pub async fn flush(engine: &Engine, all: bool) -> usize {
-    let events = engine.rejections.tally.take_closed(Utc::now(), all);
+pub async fn flush(engine: &impl Holder, all: bool) -> usize {
+    let events = engine.rejections().tally.take_closed(Utc::now(), all);
     if events.is_empty() {
         return 0;
     }
     let journaled = events.clone();
     let written = engine
-        .writer
+        .writer()
         .run(move |tx| {
             Box::pin(async move {
                 let at = Utc::now();
@@ -203,7 +210,7 @@ pub async fn flush(engine: &Engine, all: bool) -> usize {
         Ok(()) => events.len(),
         Err(error) => {
             tracing::warn!(%error, "rejection counts not journaled; retrying at the next tick");
-            engine.rejections.tally.restore(events);
+            engine.rejections().tally.restore(events);
             0
         }
     }
@@ -212,17 +219,17 @@ pub async fn flush(engine: &Engine, all: bool) -> usize {
 /// Flushes closed windows as they close, and forgets idle rate-limit state.
 /// Supervised: a dead flusher would leave refusals counted and never
 /// journaled.
-pub fn spawn(engine: SharedEngine) {
+pub fn spawn(engine: std::sync::Arc<impl Holder>) {
     crate::tasks::supervise("rejections", move || {
         let engine = engine.clone();
         async move {
             let mut ticks = 0u32;
             loop {
                 tokio::time::sleep(FLUSH_TICK).await;
-                flush(&engine, false).await;
+                flush(engine.as_ref(), false).await;
                 ticks = ticks.wrapping_add(1);
                 if ticks.is_multiple_of(FORGET_EVERY) {
-                    engine.rejections.limits.forget_idle();
+                    engine.rejections().limits.forget_idle();
                 }
             }
         }
