@@ -14,10 +14,9 @@ use chrono::Utc;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
-use super::decide::EffectJob;
-use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
 use super::engine::{Engine, SharedEngine, WriteEvent};
+use super::reserve::{Claim, EffectJob, reserve_effect};
 use crate::auth::{Action, Principal};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::confidence::Criticality;
@@ -413,9 +412,9 @@ async fn accounted(
     key: &KeySummary,
     matching: &[String],
 ) -> Result<Accounted, DbErr> {
-    let bases: Vec<String> = super::decide::business_keys(key)
+    let bases: Vec<String> = super::reserve::business_keys(key)
         .iter()
-        .map(|k| super::decide::base_key(k).to_owned())
+        .map(|k| super::reserve::base_key(k).to_owned())
         .collect();
     let live = tx.live_effects(&bases).await?;
     let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();

@@ -14,28 +14,16 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::engine::Engine;
+use super::reserve::{Claim, EffectJob, business_keys, derived_key, reserve_effect};
 use crate::domain::decision::{
     self, Action, Decision, DecisionInput, Existing, FailureKind, FieldDifference, Horizon,
     Identity, LedgerEvidence, Reason, TransportMatch,
 };
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{
-    EffectSettled, JournalEvent, KeyDerived, KeyReserved, KeySummary, Layer, SettlementOutcome,
-};
+use crate::domain::journal::{KeyDerived, KeySummary, Layer};
 use crate::domain::reservation::ReservationState;
-use crate::providers::sinks::{self, SinkKind};
 use crate::store::Tx;
 use crate::store::entities::reservation;
-
-/// An effect to apply once the transaction that reserved it has committed.
-#[derive(Debug, Clone)]
-pub struct EffectJob {
-    pub key: String,
-    pub effect_id: Uuid,
-    pub fencing_token: i64,
-    pub effect_type: String,
-    pub delivery_id: DeliveryId,
-}
 
 /// What the business layer decided, and the effect to run if any.
 pub struct Verdict {
@@ -195,93 +183,6 @@ pub async fn decide_keyed(
     ))
 }
 
-/// What a reservation claims: the key, the effect and its fencing token,
-/// and the provider's operation the effect consumes, if it cites one.
-pub struct Claim {
-    pub key: String,
-    pub effect_id: Uuid,
-    pub fencing_token: i64,
-    pub provider_ref: Option<String>,
-}
-
-/// Reserves `claim` for the effect `key` describes (journaled `KeyReserved`).
-/// A `record` sink's effect is its ledger row, applied with the claim; any
-/// other is returned as a job to run after commit. `None`: the claim lost (the
-/// key is taken).
-pub async fn reserve_effect(
-    tx: &mut Tx<'_>,
-    engine: &Engine,
-    sink: &str,
-    delivery_id: DeliveryId,
-    key: &KeySummary,
-    claim: Claim,
-    at: DateTime<Utc>,
-) -> Result<Option<Option<EffectJob>>, DbErr> {
-    let Claim {
-        key: claim_key,
-        effect_id,
-        fencing_token: token,
-        provider_ref,
-    } = claim;
-    let reserved = KeyReserved {
-        key: claim_key.clone(),
-        strategy: key.strategy.clone(),
-        strength: key.strength,
-        effect_type: key.effect_type.clone(),
-        criticality: key.criticality,
-        effect_id,
-        fencing_token: token,
-        lease_until: at + engine.lease(),
-        expires_at: at + horizon_of(key),
-        discriminants: key.discriminants.clone(),
-        sink: sink.to_owned(),
-        delivery_id,
-        provider_ref,
-    };
-    let applied = (sink == SinkKind::Record.name()).then(|| EffectSettled {
-        key: claim_key.clone(),
-        effect_id,
-        fencing_token: token,
-        outcome: SettlementOutcome::Applied,
-        result: Some(sinks::recorded()),
-        authoritative_ref: None,
-        error: None,
-        case_id: None,
-        delivery_id,
-    });
-    if !tx.reserve(&reserved, applied.as_ref(), at).await? {
-        return Ok(None);
-    }
-    tx.append(Some(delivery_id), &JournalEvent::KeyReserved(reserved), at);
-    Ok(Some(match applied {
-        Some(settled) => {
-            tx.append(Some(delivery_id), &JournalEvent::EffectApplied(settled), at);
-            None
-        }
-        None => Some(EffectJob {
-            key: claim_key,
-            effect_id,
-            fencing_token: token,
-            effect_type: key.effect_type.clone(),
-            delivery_id,
-        }),
-    }))
-}
-
-/// The key of an effect processed again under a matched key.
-pub fn derived_key(key: &str, delivery_id: DeliveryId) -> String {
-    format!("{key}~{delivery_id}")
-}
-
-/// The business key a reservation key was derived from.
-pub fn base_key(key: &str) -> &str {
-    key.split_once('~').map_or(key, |(base, _)| base)
-}
-
-fn horizon_of(key: &KeySummary) -> chrono::Duration {
-    chrono::Duration::seconds(i64::try_from(key.horizon_secs).unwrap_or(i64::MAX / 1000))
-}
-
 /// A reservation found for a key, with the older strategy version's key it
 /// was found under (`None`: the key itself).
 type Found = (reservation::Model, Option<String>);
@@ -291,14 +192,6 @@ type Found = (reservation::Model, Option<String>);
 async fn read_key(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Option<Found>, DbErr> {
     let found = tx.reservations(&business_keys(key)).await?;
     Ok(pick_current(key, found))
-}
-
-/// The keys a decision on `key` reads: its own, then older versions'.
-pub fn business_keys(key: &KeySummary) -> Vec<String> {
-    std::iter::once(&key.key)
-        .chain(&key.older_keys)
-        .cloned()
-        .collect()
 }
 
 /// The row of the key itself if any, else the one of the newest older

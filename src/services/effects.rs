@@ -9,8 +9,9 @@ use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::decide::{EffectJob, base_key, decide_keyed};
+use super::decide::decide_keyed;
 use super::engine::{Engine, SharedEngine, WriteEvent};
+use super::reserve::{EffectJob, base_key};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{

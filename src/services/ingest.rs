@@ -16,6 +16,7 @@ use super::derived::{identity_of, key_derived};
 use super::engine::{Engine, SharedEngine, WriteEvent};
 use super::rate_limits::RetryAfter;
 use super::rejections::{Counted, Note};
+use super::reserve::EffectJob;
 use super::{effects, items, lookups};
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity, TransportMatch};
@@ -207,7 +208,7 @@ pub async fn receive(
                     .iter()
                     .filter_map(|item| item.derived.business.as_ref()),
             )
-            .flat_map(decide::business_keys)
+            .flat_map(super::reserve::business_keys)
             .collect(),
     };
     let reception = Reception {
@@ -272,10 +273,10 @@ struct Reception {
 /// A reception's decision and effect, its key, then each item's.
 type Received = (
     DecisionMade,
-    Option<decide::EffectJob>,
+    Option<EffectJob>,
     KeyDerived,
     Vec<items::Decided>,
-    Vec<Option<decide::EffectJob>>,
+    Vec<Option<EffectJob>>,
     Vec<items::Prepared>,
 );
 
@@ -423,7 +424,7 @@ impl Event<'_> {
         engine: &SharedEngine,
         transport: TransportMatch,
         at: DateTime<Utc>,
-    ) -> Result<(DecisionMade, Option<decide::EffectJob>), DbErr> {
+    ) -> Result<(DecisionMade, Option<EffectJob>), DbErr> {
         let verdict = match (&self.derived.business, self.sink) {
             (Some(key), Some(sink)) => {
                 decide::decide_keyed(tx, engine, sink, self.id, key, transport, at).await?

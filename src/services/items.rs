@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
-use super::decide::EffectJob;
 use super::engine::Engine;
+use super::reserve::EffectJob;
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};

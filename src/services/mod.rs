@@ -21,6 +21,7 @@ pub mod rate_limits;
 pub mod raw_reads;
 pub mod reconcile;
 pub mod rejections;
+pub mod reserve;
 pub mod retention;
 pub mod search;
 pub mod status;

@@ -8,7 +8,7 @@
 //! * **failed** (the downstream never applied it) → the effect is settled
 //!   failed, and in the same transaction its key is taken back with the next
 //!   fencing token, exactly as a provider's retry would take it
-//!   (`decide::reserve_effect`); the effect is then sent again with the same
+//!   (`reserve::reserve_effect`); the effect is then sent again with the same
 //!   Idempotency-Key. The case is resolved (`effect_retried`, by `look-up`).
 //!   If that attempt's outcome is unknown again, a new case opens and is
 //!   verified the same way;
@@ -26,9 +26,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::cases::CaseError;
-use super::decide::{Claim, reserve_effect};
 use super::effects::{self, Journaled};
 use super::engine::SharedEngine;
+use super::reserve::{Claim, reserve_effect};
 use crate::domain::cases::{CaseStatus, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;

@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use sea_orm::DbErr;
 use uuid::Uuid;
 
-use super::decide::base_key;
 use super::effects::{redecide, redecide_deferred};
 use super::engine::{SharedEngine, WriteEvent};
+use super::reserve::base_key;
 use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;

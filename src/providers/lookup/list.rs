@@ -24,7 +24,9 @@ use secrecy::ExposeSecret;
 use serde_json::Value;
 use serde_json_path::JsonPath;
 
-use super::{Lookup, LookupFile, Operation, encode, field};
+use super::url::encode;
+use super::values::field;
+use super::{Lookup, LookupFile, Operation};
 
 /// At most this many pages per listing: a cursor that never ends is an error.
 const MAX_PAGES: usize = 1000;
@@ -64,7 +66,7 @@ impl EffectFields {
             self.resource
                 .as_deref()
                 .and_then(|path| field(body, path))
-                .and_then(super::text),
+                .and_then(super::values::text),
             field(body, &self.amount).cloned(),
             field(body, &self.currency).cloned(),
         )
@@ -182,7 +184,7 @@ impl Lookup {
             cursor = listing
                 .cursor
                 .as_ref()
-                .and_then(|p| p.query(&body).first().and_then(super::text))
+                .and_then(|p| p.query(&body).first().and_then(super::values::text))
                 .filter(|_| more);
             if cursor.is_none() {
                 return Some((pages, Ok(operations)));

@@ -43,12 +43,17 @@
 
 mod breaker;
 mod list;
+mod url;
+mod values;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 pub use breaker::Breakers;
 pub use list::{EffectFields, Listing, Page};
+pub(crate) use url::encode;
+use url::{fill, routes_as_written};
+use values::text;
 
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -387,117 +392,11 @@ impl Lookup {
     }
 }
 
-/// A string or number as text.
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// The delivery's field at a dotted path (`data.object.amount`).
-fn field<'v>(event: &'v Value, name: &str) -> Option<&'v Value> {
-    name.split('.').try_fold(event, |v, part| v.get(part))
-}
-
-/// The URL with each `{name}` replaced by the delivery's field, encoded; the
-/// missing field's name otherwise.
-fn fill(template: &str, event: &Value) -> Result<String, String> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let Some(close) = rest[open..].find('}') else {
-            out.push_str(&rest[open..]);
-            return Ok(out);
-        };
-        let name = &rest[open + 1..open + close];
-        let value = field(event, name).ok_or_else(|| name.to_owned())?;
-        let text = text(value).ok_or_else(|| name.to_owned())?;
-        if matches!(text.as_str(), "" | "." | "..") {
-            return Err(name.to_owned());
-        }
-        out.push_str(&encode(&text));
-        rest = &rest[open + close + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// Whether the client asks `url` with the path as written: no dot segment
-/// resolved away, nothing re-encoded.
-fn routes_as_written(url: &str) -> bool {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
-    let path = path.split(['?', '#']).next().unwrap_or(path);
-    parsed.path() == path
-}
-
-/// Percent-encodes all but unreserved characters (RFC 3986).
-pub(crate) fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn a_url_is_filled_from_the_delivery_and_encoded() {
-        let event = json!({"payment_id": "pay 1/x", "data": {"object": {"pi": "pi_9"}}, "n": 7});
-        assert_eq!(
-            fill(
-                "https://p/payments/{payment_id}/refunds?pi={data.object.pi}&n={n}",
-                &event
-            ),
-            Ok("https://p/payments/pay%201%2Fx/refunds?pi=pi_9&n=7".to_owned())
-        );
-        assert_eq!(
-            fill("https://p/{missing}", &event),
-            Err("missing".to_owned())
-        );
-    }
-
-    #[test]
-    fn a_received_value_cannot_move_the_url() {
-        let template = "https://p/payments/{payment_id}/refunds";
-        for hostile in ["..", ".", ""] {
-            let event = json!({ "payment_id": hostile });
-            assert_eq!(
-                fill(template, &event),
-                Err("payment_id".to_owned()),
-                "{hostile:?}"
-            );
-        }
-        for (hostile, encoded) in [
-            ("%2e%2e", "%252e%252e"),
-            ("../x", "..%2Fx"),
-            ("a/b", "a%2Fb"),
-            ("a?b=1", "a%3Fb%3D1"),
-            ("a#b", "a%23b"),
-            ("a\nb", "a%0Ab"),
-        ] {
-            let event = json!({ "payment_id": hostile });
-            let url = fill(template, &event).unwrap();
-            assert_eq!(url, format!("https://p/payments/{encoded}/refunds"));
-            assert!(routes_as_written(&url), "{url}");
-        }
-        assert!(!routes_as_written("https://p/payments/%2e%2e/refunds"));
-        assert!(!routes_as_written("https://p/payments/../refunds"));
-    }
 
     #[test]
     fn operations_are_read_by_the_configured_paths() {
