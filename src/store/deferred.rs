@@ -5,43 +5,24 @@
 //! effects-ledger row and the links from deliveries to effects. Collecting them
 //! and inserting each table's rows with one multi-row statement just before the
 //! commit turns a dozen statements per delivery into a handful per batch, which
-//! is what lets one SQLite writer keep up with the disk (issue 5).
+//! is what lets one SQLite writer keep up with the disk.
 //!
 //! What may be deferred is a promise of the caller: within one transaction no
 //! statement reads a deferred table before `flush`. The writer keeps it by
-//! flushing before any job that did not make that promise.
+//! flushing before any job that did not make that promise. Writing them is
+//! `store::flush`, which alone calls back into projections (retakes and
+//! settlements): this buffer only collects.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ConnectionTrait, DbErr, EntityName, EntityTrait,
-    IntoActiveModel,
-};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
 
 use super::entities::{
     case, delivery, effect, effect_delivery, raw_body, reservation, transport_link,
 };
 use super::journal as journal_store;
 use super::key_index::KeyIndex;
-use super::projections;
 use crate::domain::delivery::{BodyRef, DeliveryId};
 use crate::domain::journal::{EffectSettled, JournalEvent, KeyReserved};
-
-/// Most rows per statement: well under SQLite's 32766 and PostgreSQL's 65535
-/// bound parameters for the widest row (`deliveries`, 20 columns). On
-/// PostgreSQL a statement this large leaves in one go only because the
-/// connections have `TCP_NODELAY` (see `nodelay`); without it anything over
-/// ~16 KiB waited ~40 ms for a delayed ACK.
-const MAX_ROWS: usize = 500;
-
-/// Splits `rows` into statements of at most `MAX_ROWS` rows, in order.
-pub(super) fn statements<A>(rows: Vec<A>) -> Vec<Vec<A>> {
-    let mut out = Vec::with_capacity(rows.len().div_ceil(MAX_ROWS));
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        out.push(rows.by_ref().take(MAX_ROWS).collect());
-    }
-    out
-}
 
 /// Rows waiting for the end of their transaction, in the order they were added.
 ///
@@ -50,17 +31,17 @@ pub(super) fn statements<A>(rows: Vec<A>) -> Vec<Vec<A>> {
 /// to the database and only append-only rows wait.
 #[derive(Debug, Default)]
 pub struct Deferred {
-    links: Vec<transport_link::Model>,
-    reservations: Vec<reservation::Model>,
-    retakes: Vec<(KeyReserved, DateTime<Utc>)>,
-    settlements: Vec<(EffectSettled, DateTime<Utc>)>,
-    bodies: Vec<raw_body::ActiveModel>,
-    deliveries: Vec<delivery::ActiveModel>,
-    effects: Vec<effect::ActiveModel>,
-    effect_links: Vec<effect_delivery::ActiveModel>,
-    cases: Vec<case::ActiveModel>,
-    journal: Vec<journal_store::Row>,
-    index: Option<KeyIndex>,
+    pub(super) links: Vec<transport_link::Model>,
+    pub(super) reservations: Vec<reservation::Model>,
+    pub(super) retakes: Vec<(KeyReserved, DateTime<Utc>)>,
+    pub(super) settlements: Vec<(EffectSettled, DateTime<Utc>)>,
+    pub(super) bodies: Vec<raw_body::ActiveModel>,
+    pub(super) deliveries: Vec<delivery::ActiveModel>,
+    pub(super) effects: Vec<effect::ActiveModel>,
+    pub(super) effect_links: Vec<effect_delivery::ActiveModel>,
+    pub(super) cases: Vec<case::ActiveModel>,
+    pub(super) journal: Vec<journal_store::Row>,
+    pub(super) index: Option<KeyIndex>,
 }
 
 impl Deferred {
@@ -192,90 +173,6 @@ impl Deferred {
             && self.cases.is_empty()
             && self.journal.is_empty()
     }
-
-    /// Writes every row, one statement per table and chunk, and empties self.
-    /// A claim made in memory that the database refuses fails the flush.
-    pub async fn flush<C: ConnectionTrait>(&mut self, conn: &C) -> Result<(), DbErr> {
-        let links = std::mem::take(&mut self.links);
-        claim_all(
-            conn,
-            links.into_iter().map(|r| r.into_active_model().reset_all()),
-        )
-        .await?;
-        let reservations = std::mem::take(&mut self.reservations);
-        claim_all(
-            conn,
-            reservations
-                .into_iter()
-                .map(|r| r.into_active_model().reset_all()),
-        )
-        .await?;
-        for (claim, at) in std::mem::take(&mut self.retakes) {
-            if projections::retake(conn, &claim, at).await? != 1 {
-                return Err(stale_claim("reservation", &claim.key));
-            }
-        }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effects)).await?;
-        for (settled, at) in std::mem::take(&mut self.settlements) {
-            if projections::settle(conn, &settled, at).await? != 1 {
-                return Err(stale_claim("settlement", &settled.key));
-            }
-        }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.deliveries)).await?;
-        // Journal rows have no key to collide on: a plain insert, so that a
-        // bug can never silently drop an event.
-        journal_store::insert(conn, std::mem::take(&mut self.journal)).await?;
-        Ok(())
-    }
-}
-
-/// Inserts rows claimed in memory; every one must take.
-async fn claim_all<C, A>(conn: &C, rows: impl Iterator<Item = A>) -> Result<(), DbErr>
-where
-    C: ConnectionTrait,
-    A: ActiveModelTrait + Send,
-{
-    for chunk in statements(rows.collect()) {
-        let expected = chunk.len() as u64;
-        let inserted = match <A::Entity as EntityTrait>::insert_many(chunk)
-            .on_conflict_do_nothing()
-            .exec_without_returning(conn)
-            .await?
-        {
-            sea_orm::TryInsertResult::Inserted(n) => n,
-            _ => 0,
-        };
-        if inserted != expected {
-            let table = A::Entity::default().table_name();
-            return Err(stale_claim(table, "a batch"));
-        }
-    }
-    Ok(())
-}
-
-/// A claim made against a read the database no longer agrees with. Never
-/// expected under the batch's write lock; failing is the safe answer.
-fn stale_claim(what: &str, key: &str) -> DbErr {
-    DbErr::Custom(format!(
-        "a {what} claim for {key} was refused by the database: nothing in this batch is committed"
-    ))
-}
-
-async fn insert_ignoring_existing<C, A>(conn: &C, rows: Vec<A>) -> Result<(), DbErr>
-where
-    C: ConnectionTrait,
-    A: sea_orm::ActiveModelTrait + Send,
-{
-    for chunk in statements(rows) {
-        <A::Entity as EntityTrait>::insert_many(chunk)
-            .on_conflict_do_nothing()
-            .exec_without_returning(conn)
-            .await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -114,11 +114,11 @@ pub fn decided_row(
     }
 }
 
-/// Inserts `rows` in order, in as few statements as `deferred::statements`
+/// Inserts `rows` in order, in as few statements as `chunks::statements`
 /// allows. The payload is bound as text, cast to `jsonb` on PostgreSQL.
 pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
     let backend = conn.get_database_backend();
-    for chunk in super::deferred::statements(rows) {
+    for chunk in super::chunks::statements(rows) {
         let mut insert = Query::insert();
         insert.into_table(journal::Entity).columns([
             journal::Column::DeliveryId,
