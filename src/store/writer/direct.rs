@@ -1,0 +1,62 @@
+//! Direct mode (`group_commit = false`): each job in a transaction of its
+//! own, claims made in the database. After a storage error, or a commit or
+//! rollback that failed, the pool is presumed broken and replaced; a caller
+//! hears of success only once its transaction committed.
+
+use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
+use tokio::sync::Mutex;
+
+use super::connection::{Connection, Health, is_storage_error};
+use super::job::WriteJob;
+use crate::store::deferred::Deferred;
+use crate::store::tx::Tx;
+
+/// The pool of direct mode, replaced after a storage error like a writer's.
+pub struct Direct {
+    pub(super) connection: Mutex<Connection>,
+    pub(super) health: Health,
+}
+
+impl Direct {
+    /// One job in its own transaction. Any storage error, and any failed
+    /// commit or rollback, replaces the pool the job used.
+    pub(super) async fn run<J: WriteJob>(&self, job: J) -> Result<J::Output, DbErr> {
+        let (db, generation) = self.connection.lock().await.get().await?;
+        let outcome = Self::attempt(&db, job).await;
+        match &outcome {
+            Ok(_) => self.health.set(true),
+            Err((error, broken)) => {
+                if *broken {
+                    tracing::error!(%error, "write transaction failed; reopening its connection");
+                    self.health.set(false);
+                    self.connection.lock().await.discard(generation).await;
+                }
+            }
+        }
+        outcome.map_err(|(error, _)| error)
+    }
+
+    /// The job's result, or its error and whether the connection must go.
+    async fn attempt<J: WriteJob>(
+        db: &DatabaseConnection,
+        job: J,
+    ) -> Result<J::Output, (DbErr, bool)> {
+        let txn = db.begin().await.map_err(|error| (error, true))?;
+        let mut tx = Tx::new(&txn, Deferred::default());
+        let outcome = match job.run(&mut tx).await {
+            Ok(value) => tx.into_rows().flush(&txn).await.map(|()| value),
+            Err(error) => Err(error),
+        };
+        match outcome {
+            Ok(value) => match txn.commit().await {
+                Ok(()) => Ok(value),
+                Err(error) => Err((error, true)),
+            },
+            Err(error) => {
+                let rolled_back = txn.rollback().await.is_ok();
+                let broken = is_storage_error(&error) || !rolled_back;
+                Err((error, broken))
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Which writer a job goes to (routing shards) and what a batch owns until it
+//! commits (PostgreSQL advisory locks on its keys). Two batches wait on each
+//! other only when they share a key, and take their locks in one order, so
+//! never in a cycle. The hash and lock numbers are shared by every process on
+//! a database: changing them breaks the protocol.
+
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr};
+
+use crate::store::key_index::IndexKeys;
+
+/// Writers' queues on PostgreSQL: a job goes to the writer of its key's
+/// shard, so that the deliveries of one key meet in one batch. Routing only:
+/// what a batch owns is its keys themselves (`lock_set`).
+const ROUTING_SHARDS: u32 = 64;
+/// First key of the transaction-scoped advisory locks a batch holds on each
+/// of its keys (PostgreSQL's two-integer form: class, key hash). Part of the
+/// locking protocol every process on a database must share.
+const KEY_LOCK_CLASS: i32 = 0x756e_696b; // "unik"
+/// The lock every keyed batch holds shared and work that may touch any key
+/// holds exclusively.
+const ANY_KEY_LOCK: (i32, i32) = (0x756e_6961, 0); // "unia"
+
+/// 32-bit FNV-1a: stable across processes, builds and platforms, unlike
+/// std's hashers, which may change between Rust releases.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5, |hash: u32, byte| {
+        (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// The routing shard of a key.
+fn shard_of(key: &str) -> u32 {
+    fnv1a(key.as_bytes()) % ROUTING_SHARDS
+}
+
+/// The shard a job is routed by: its business key's, else its transport
+/// key's; `None` for a job with no key.
+pub(super) fn shard(keys: &IndexKeys) -> Option<usize> {
+    keys.business
+        .first()
+        .or(keys.transport.as_ref())
+        .map(|key| shard_of(key) as usize)
+}
+
+/// What a batch must own until it commits.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum LockSet {
+    /// The lock of every business key its jobs read (their transport keys'
+    /// if they have none), by hash, ascending, and `ANY_KEY_LOCK` shared.
+    Keys(Vec<i32>),
+    /// Everything: a job may read any key (`ANY_KEY_LOCK` exclusive).
+    Any,
+}
+
+/// The locks a batch of these jobs takes. Two batches wait on each other
+/// only when they share a key (or two keys share a 32-bit hash). Transport
+/// links are not covered: they are only ever inserted, and a link another
+/// writer inserted meanwhile makes this batch's claim of it fail at insert
+/// (`claim_all`), never act on the stale read.
+pub(super) fn lock_set<'k>(jobs: impl IntoIterator<Item = Option<&'k IndexKeys>>) -> LockSet {
+    let mut hashes = Vec::new();
+    for keys in jobs {
+        let Some(keys) = keys else {
+            return LockSet::Any;
+        };
+        let named = if keys.business.is_empty() {
+            keys.transport.as_slice()
+        } else {
+            keys.business.as_slice()
+        };
+        hashes.extend(named.iter().map(|k| fnv1a(k.as_bytes()).cast_signed()));
+    }
+    hashes.sort_unstable();
+    hashes.dedup();
+    LockSet::Keys(hashes)
+}
+
+/// Makes the batch the only writer of its keys until it commits. SQLite's
+/// `IMMEDIATE` transaction already owns the whole database; on PostgreSQL the
+/// batch takes `locks` in one statement, in ascending order of key hash (so
+/// that two batches never wait on each other in a cycle), after the shared
+/// hold on `ANY_KEY_LOCK` that keeps work touching any key out meanwhile.
+pub(super) async fn own_writes(txn: &DatabaseTransaction, locks: &LockSet) -> Result<(), DbErr> {
+    if txn.get_database_backend() != DbBackend::Postgres {
+        return Ok(());
+    }
+    let (any_class, any_key) = ANY_KEY_LOCK;
+    let statement = match locks {
+        LockSet::Any => format!("SELECT pg_advisory_xact_lock({any_class}, {any_key})"),
+        LockSet::Keys(hashes) if hashes.is_empty() => return Ok(()),
+        LockSet::Keys(hashes) => {
+            let mut calls = vec![format!(
+                "pg_advisory_xact_lock_shared({any_class}, {any_key})"
+            )];
+            calls.extend(
+                hashes
+                    .iter()
+                    .map(|h| format!("pg_advisory_xact_lock({KEY_LOCK_CLASS}, {h})")),
+            );
+            format!("SELECT {}", calls.join(", "))
+        }
+    };
+    txn.execute_unprepared(&statement).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_come_from_fnv_1a_as_published() {
+        // Published FNV-1a 32-bit vectors: every process must agree on them.
+        assert_eq!(fnv1a(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a(b"foobar"), 0xbf9c_f968);
+        assert_eq!(shard_of("a"), 0xe40c_292c % ROUTING_SHARDS);
+    }
+
+    #[test]
+    fn a_batch_locks_its_own_keys_or_everything_for_keyless_work() {
+        let keyed = IndexKeys {
+            transport: Some("t".to_owned()),
+            business: vec![
+                "stripe-refund@2:k".to_owned(),
+                "stripe-refund@1:k".to_owned(),
+            ],
+        };
+        let unkeyed = IndexKeys {
+            transport: Some("only-transport".to_owned()),
+            business: Vec::new(),
+        };
+        let hash = |k: &str| fnv1a(k.as_bytes()).cast_signed();
+        let mut expected = vec![
+            hash("stripe-refund@2:k"),
+            hash("stripe-refund@1:k"),
+            hash("only-transport"),
+        ];
+        expected.sort_unstable();
+        assert_eq!(
+            lock_set([Some(&keyed), Some(&keyed), Some(&unkeyed)]),
+            LockSet::Keys(expected)
+        );
+        // A transport key is locked only for a job without a business key.
+        assert!(!matches!(lock_set([Some(&keyed)]), LockSet::Keys(h) if h.contains(&hash("t"))));
+        // Routed by the newest business key, else the transport key.
+        assert_eq!(shard(&keyed), Some(shard_of("stripe-refund@2:k") as usize));
+        assert_eq!(shard(&unkeyed), Some(shard_of("only-transport") as usize));
+        // Work that may read any key owns everything.
+        assert_eq!(lock_set([Some(&keyed), None]), LockSet::Any);
+    }
+}
