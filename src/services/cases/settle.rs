@@ -1,12 +1,8 @@
-//! Resolving cases: a person (later, the provider's API) settles what the
-//! decision matrix could not. The rules are in `domain::cases`; who may
-//! resolve which case is decided by the caller's authorization table, and
-//! recorded here as `resolved_by`.
-//!
-//! A case resolves once: the resolution is an atomic claim on the open case,
-//! in the transaction that applies its consequence (a reservation under the
-//! case's own key, or a link to the existing effect). Two operators at once,
-//! or one form submitted twice, get one resolution and at most one effect.
+//! Settling a case, by a person or by the provider's answer: one writer job
+//! reads what the verdict needs, judges a look-up's answer against what the
+//! transaction sees, claims the open case and takes the effect's key — all
+//! or nothing. A provider operation cited is consumed by the effect it
+//! justifies, atomically with its claim.
 
 use std::collections::BTreeSet;
 
@@ -14,34 +10,19 @@ use chrono::Utc;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
-use super::effects::{self, Journaled};
-use super::engine::{Engine, SharedEngine, WriteEvent};
-use super::reserve::{Claim, EffectJob, reserve_effect};
-use crate::auth::{Action, Principal};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
-use crate::domain::confidence::Criticality;
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
-    CaseCommented, CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed,
+    CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed,
 };
 use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::providers::sinks;
+use crate::services::effects::{self, Journaled};
+use crate::services::engine::{Engine, SharedEngine};
+use crate::services::reserve::{Claim, EffectJob, reserve_effect};
 use crate::store::Tx;
 use crate::store::entities::case;
-
-/// A resolution asked for by a person (or a token).
-pub struct Resolve {
-    pub case_id: Uuid,
-    pub resolution: Resolution,
-    /// Who resolves it (an operator, a token): their role must allow it
-    /// (`may_resolve`).
-    pub by: Principal,
-    pub note: String,
-    /// The provider's operation the person cites: processed as distinct,
-    /// the effect consumes it.
-    pub authoritative_ref: Option<String>,
-}
 
 /// How a case ended, as journaled.
 #[derive(Debug, Clone)]
@@ -68,7 +49,7 @@ pub enum CaseError {
 }
 
 /// Who settles a case, and on what.
-pub(super) enum Settler {
+pub(crate) enum Settler {
     /// A person's choice, citing a provider operation or not.
     Person {
         resolution: Resolution,
@@ -85,7 +66,7 @@ pub(super) enum Settler {
 }
 
 /// What a settlement came to.
-pub(super) enum Settled {
+pub(crate) enum Settled {
     Resolved(Resolved),
     /// The look-up's answer settles nothing: the case stays for a person.
     ForAPerson(LookupVerdict),
@@ -95,17 +76,6 @@ pub(super) enum Settled {
 /// provider operation it cited between its read and its commit.
 const CONTENDED: usize = 3;
 
-/// What resolving a case takes: a case about a critical effect (money,
-/// rights, stock) is resolved by finance or an admin; any other by an
-/// engineer or an admin. Unknown criticality counts as critical.
-pub fn resolving(critical: bool) -> Action {
-    if critical {
-        Action::ResolveCriticalCases
-    } else {
-        Action::ResolveCases
-    }
-}
-
 fn forbidden_why(critical: bool) -> &'static str {
     if critical {
         "a case about money is resolved by finance or an admin"
@@ -114,38 +84,9 @@ fn forbidden_why(critical: bool) -> &'static str {
     }
 }
 
-/// Whether `caller` may resolve `case_id`, and whether it is critical.
-pub async fn may_resolve(
-    engine: &SharedEngine,
-    caller: &Principal,
-    case_id: Uuid,
-) -> Result<bool, CaseError> {
-    let critical = is_critical(engine, case_id).await?;
-    Ok(caller.may(resolving(critical)))
-}
-
-/// Resolves a case as a person asked and, when processed as distinct,
-/// starts its effect once the resolution committed. Refused unless the
-/// caller's role may resolve the case (`resolving`).
-pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved, CaseError> {
-    let critical = is_critical(engine, request.case_id).await?;
-    if !request.by.may(resolving(critical)) {
-        return Err(CaseError::Forbidden { critical });
-    }
-    let settler = Settler::Person {
-        resolution: request.resolution,
-        reference: request.authoritative_ref,
-    };
-    let by = request.by.signature();
-    match settle(engine, request.case_id, settler, by, request.note).await? {
-        Settled::Resolved(resolved) => Ok(resolved),
-        Settled::ForAPerson(_) => Err(Refusal::AlreadyResolved.into()),
-    }
-}
-
 /// Settles `case_id` by `settler`: one job reads what the verdict needs,
 /// claims the open case and takes the effect's key, or does nothing.
-pub(super) async fn settle(
+pub(crate) async fn settle(
     engine: &SharedEngine,
     case_id: Uuid,
     settler: Settler,
@@ -412,9 +353,9 @@ async fn accounted(
     key: &KeySummary,
     matching: &[String],
 ) -> Result<Accounted, DbErr> {
-    let bases: Vec<String> = super::reserve::business_keys(key)
+    let bases: Vec<String> = crate::services::reserve::business_keys(key)
         .iter()
-        .map(|k| super::reserve::base_key(k).to_owned())
+        .map(|k| crate::services::reserve::base_key(k).to_owned())
         .collect();
     let live = tx.live_effects(&bases).await?;
     let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();
@@ -432,77 +373,9 @@ async fn accounted(
     })
 }
 
-/// Adds a note to a case (journaled with its delivery).
-pub async fn comment(
-    engine: &SharedEngine,
-    case_id: Uuid,
-    by: String,
-    note: String,
-) -> Result<(), CaseError> {
-    if note.trim().is_empty() {
-        return Err(Refusal::NoteRequired.into());
-    }
-    let case = crate::store::cases::find(&engine.db, case_id)
-        .await?
-        .ok_or(CaseError::NotFound)?;
-    let delivery_id: Option<DeliveryId> = case.delivery_id.parse().ok();
-    let event = JournalEvent::CaseCommented(CaseCommented {
-        case_id,
-        commented_by: by,
-        note,
-    });
-    engine
-        .writer
-        .submit(WriteEvent::record(delivery_id, event))
-        .await?;
-    Ok(())
-}
-
-/// How long a resolution form stays valid once shown.
-const FORM_TOKEN_TTL: chrono::Duration = chrono::Duration::hours(12);
-
-/// A one-time token for the resolution form of `case_id` shown to
-/// `operator_id`: `consume_form_token` accepts it once.
-pub async fn form_token(
-    engine: &SharedEngine,
-    case_id: Uuid,
-    operator_id: Uuid,
-) -> Result<String, DbErr> {
-    let token = crate::auth::secrets::random_hex();
-    let now = Utc::now();
-    crate::store::form_tokens::issue(
-        &engine.db,
-        crate::auth::secrets::digest(&token),
-        &case_id.to_string(),
-        &operator_id.to_string(),
-        now + FORM_TOKEN_TTL,
-        now,
-    )
-    .await?;
-    Ok(token)
-}
-
-/// Whether `token` is a live form token of this case and operator, used now
-/// for the first and only time.
-pub async fn consume_form_token(
-    engine: &SharedEngine,
-    case_id: Uuid,
-    operator_id: Uuid,
-    token: &str,
-) -> Result<bool, DbErr> {
-    crate::store::form_tokens::consume(
-        &engine.db,
-        &crate::auth::secrets::digest(token),
-        &case_id.to_string(),
-        &operator_id.to_string(),
-        Utc::now(),
-    )
-    .await
-}
-
 /// Whether `case` is a finding of reconciliation (a missing or an
 /// unexpected effect), which can only be closed with a reason.
-pub(crate) fn is_finding(case: &case::Model) -> bool {
+pub(super) fn is_finding(case: &case::Model) -> bool {
     [
         DiscrepancyKind::MissingEffect.as_str(),
         DiscrepancyKind::UnexpectedEffect.as_str(),
@@ -516,19 +389,4 @@ pub(crate) fn existing_effect(case: &case::Model) -> Option<Uuid> {
         .get("effect_id")
         .and_then(|v| v.as_str())
         .and_then(|id| id.parse().ok())
-}
-
-/// Whether resolving `case_id` decides about a critical effect. Unknown
-/// (no key, a delivery that cannot be read) counts as critical.
-pub async fn is_critical(engine: &SharedEngine, case_id: Uuid) -> Result<bool, CaseError> {
-    let case = crate::store::cases::find(&engine.db, case_id)
-        .await?
-        .ok_or(CaseError::NotFound)?;
-    let Ok(delivery) = case.delivery_id.parse::<DeliveryId>() else {
-        return Ok(true);
-    };
-    let journaled = Journaled::read(&engine.db, delivery).await?;
-    Ok(journaled
-        .key
-        .is_none_or(|key| key.criticality == Criticality::Critical))
 }

@@ -3,8 +3,17 @@
 //! Invariant: a delivery is committed to the journal (with its raw body) before
 //! the provider gets any 2xx. If the database fails, the transaction rolls back
 //! and the provider gets a 503 so it retries: never a half-written delivery.
+//!
+//! `refusal.rs` names why a delivery is refused and what arrived; `refuse.rs`
+//! refuses, journaling each refusal on its own while its source's quota
+//! allows, counting it otherwise.
 
-use std::net::IpAddr;
+mod refusal;
+mod refuse;
+
+pub use refusal::{Arrival, Refusal};
+pub use refuse::{admit, refuse_headers, refuse_too_large};
+use refuse::{masked, reject};
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
@@ -13,20 +22,16 @@ use uuid::Uuid;
 
 use super::decide::{self, Verdict};
 use super::derived::{identity_of, key_derived};
-use super::engine::{Engine, SharedEngine, WriteEvent};
-use super::rate_limits::RetryAfter;
-use super::rejections::{Counted, Note};
+use super::engine::SharedEngine;
 use super::reserve::EffectJob;
 use super::{effects, items, lookups};
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity, TransportMatch};
-use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
+use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
-    DecisionMade, DeliveryReceived, DeliveryRejected, JournalEvent, KeyDerived, KeySummary, Layer,
-    Reserved,
+    DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, KeySummary, Layer, Reserved,
 };
-use crate::domain::rejection::{HeaderExcess, header_bytes, summarize};
-use crate::providers::signature::{self, SignatureError};
+use crate::providers::signature::{self};
 use crate::store::entities::delivery;
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
@@ -43,86 +48,6 @@ pub struct Accepted {
     pub decision: DecisionMade,
     /// A batch of several events: what each became, in order.
     pub items: Vec<items::Decided>,
-}
-
-/// Why a delivery was refused. Each refusal is journaled on its own while its
-/// source's quota allows and the database does, else counted (`rejections`).
-#[derive(Debug, thiserror::Error)]
-pub enum Refusal {
-    #[error("body exceeds the source's limit of {limit} bytes")]
-    TooLarge {
-        delivery_id: Option<DeliveryId>,
-        limit: usize,
-    },
-    #[error("signature check failed: {reason}")]
-    Signature {
-        delivery_id: Option<DeliveryId>,
-        reason: SignatureError,
-    },
-    #[error("request headers over the limits: {excess}")]
-    Headers {
-        delivery_id: Option<DeliveryId>,
-        excess: HeaderExcess,
-    },
-    #[error("too many requests; retry after {} s", retry_after.0)]
-    RateLimited { retry_after: RetryAfter },
-    #[error("the journal is unavailable")]
-    Storage(#[source] DbErr),
-}
-
-impl Refusal {
-    /// Stable snake_case code sent to the provider and stored in the journal.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Self::TooLarge { .. } => "payload_too_large",
-            Self::Signature { reason, .. } => reason.code(),
-            Self::Headers { .. } => "request_header_fields_too_large",
-            Self::RateLimited { .. } => "rate_limited",
-            Self::Storage(_) => "storage_unavailable",
-        }
-    }
-
-    /// The HTTP status the provider gets.
-    pub fn status(&self) -> u16 {
-        match self {
-            Self::TooLarge { .. } => 413,
-            Self::Signature { .. } => 401,
-            Self::Headers { .. } => 431,
-            Self::RateLimited { .. } => 429,
-            Self::Storage(_) => 503,
-        }
-    }
-
-    /// The id to look the refusal up by, when it was journaled on its own.
-    pub fn delivery_id(&self) -> Option<DeliveryId> {
-        match self {
-            Self::TooLarge { delivery_id, .. }
-            | Self::Signature { delivery_id, .. }
-            | Self::Headers { delivery_id, .. } => *delivery_id,
-            Self::RateLimited { .. } | Self::Storage(_) => None,
-        }
-    }
-
-    /// The same refusal, journaled nowhere on its own (only counted).
-    fn counted_only(mut self) -> Self {
-        match &mut self {
-            Self::TooLarge { delivery_id, .. }
-            | Self::Signature { delivery_id, .. }
-            | Self::Headers { delivery_id, .. } => *delivery_id = None,
-            Self::RateLimited { .. } | Self::Storage(_) => {}
-        }
-        self
-    }
-}
-
-/// One HTTP request as it reached the endpoint.
-pub struct Arrival<'a> {
-    pub delivery_id: DeliveryId,
-    pub received_at: DateTime<Utc>,
-    /// Lower-case names, values as received.
-    pub headers: &'a Headers,
-    /// The peer's address, for per-client rate limits.
-    pub client: Option<IpAddr>,
 }
 
 /// Verifies the signature on the raw bytes, derives the delivery's identity,
@@ -464,132 +389,4 @@ fn decision_made(
     made.case_id = case.then(Uuid::now_v7);
     made.first_delivery_id = first;
     made
-}
-
-/// Refuses a body over the source's limit. `seen` is the size announced by
-/// Content-Length or read before giving up; the body itself is never stored.
-pub async fn refuse_too_large(
-    engine: &Engine,
-    source: &Source,
-    arrival: Arrival<'_>,
-    seen: u64,
-) -> Refusal {
-    let refusal = Refusal::TooLarge {
-        delivery_id: Some(arrival.delivery_id),
-        limit: source.max_body_bytes,
-    };
-    reject(engine, source, &arrival, refusal, None, Some(seen)).await
-}
-
-/// Refuses a request whose headers break the limits, before its body is read.
-pub async fn refuse_headers(
-    engine: &Engine,
-    source: &Source,
-    arrival: Arrival<'_>,
-    excess: HeaderExcess,
-    declared_size: Option<u64>,
-) -> Refusal {
-    let refusal = Refusal::Headers {
-        delivery_id: Some(arrival.delivery_id),
-        excess,
-    };
-    reject(engine, source, &arrival, refusal, None, declared_size).await
-}
-
-/// Admits a request under the per-client and per-source request rates, or
-/// counts it (never journaled on its own) and says when to retry.
-pub fn admit(
-    engine: &Engine,
-    source: &Source,
-    arrival: &Arrival<'_>,
-    declared_size: Option<u64>,
-) -> Result<(), Refusal> {
-    let limits = &engine.rejections.limits;
-    limits
-        .admit_request(source.slug(), arrival.client)
-        .map_err(|retry_after| {
-            let refusal = Refusal::RateLimited { retry_after };
-            let bytes = header_bytes(arrival.headers) as u64 + declared_size.unwrap_or(0);
-            let counted = Counted {
-                reason: refusal.code(),
-                status: refusal.status(),
-                bytes,
-            };
-            engine
-                .rejections
-                .tally
-                .count(&source.origin, arrival.received_at, counted);
-            refusal
-        })
-}
-
-/// Answers a refusal. Past the per-client or per-source rejection rate it
-/// becomes a 429 and is only counted; within it, it is journaled on its own
-/// (a bounded summary: see `domain::rejection`) while the source's quota for
-/// the window lasts, and counted beyond. The provider gets its 4xx whether or
-/// not the journal write succeeds (it will retry either way); a failed write
-/// is logged and counted instead.
-async fn reject(
-    engine: &Engine,
-    source: &Source,
-    arrival: &Arrival<'_>,
-    refusal: Refusal,
-    body: Option<BodyRef>,
-    declared_size: Option<u64>,
-) -> Refusal {
-    let summary = summarize(&masked(source, arrival.headers));
-    let body_bytes = body.as_ref().map(|b| b.size).or(declared_size);
-    let counted = Counted {
-        reason: refusal.code(),
-        status: refusal.status(),
-        bytes: summary.bytes + body_bytes.unwrap_or(0),
-    };
-    let (tally, at) = (&engine.rejections.tally, arrival.received_at);
-    let admitted = engine
-        .rejections
-        .limits
-        .admit_rejection(source.slug(), arrival.client);
-    if let Err(retry_after) = admitted {
-        tally.count(
-            &source.origin,
-            at,
-            Counted {
-                status: 429,
-                ..counted
-            },
-        );
-        return Refusal::RateLimited { retry_after };
-    }
-    if tally.note(&source.origin, at, counted) == Note::Counted {
-        return refusal.counted_only();
-    }
-    let event = JournalEvent::DeliveryRejected(DeliveryRejected {
-        origin: source.origin.clone(),
-        received_at: at,
-        headers: summary.headers,
-        headers_omitted: summary.omitted,
-        header_bytes: Some(summary.bytes),
-        reason: counted.reason.to_owned(),
-        status: counted.status,
-        body,
-        declared_size,
-    });
-    let id = arrival.delivery_id;
-    let recorded = engine
-        .writer
-        .submit(WriteEvent::record(Some(id), event).at(at))
-        .await;
-    match recorded {
-        Ok(_) => refusal,
-        Err(error) => {
-            tracing::error!(delivery.id = %id, source = source.slug(), %error, "could not journal a rejection; counted instead");
-            tally.count(&source.origin, at, counted);
-            refusal.counted_only()
-        }
-    }
-}
-
-/// Secret header values never reach the journal: it cannot be edited later.
-fn masked(source: &Source, headers: &Headers) -> Headers {
-    source.mask_headers(headers)
 }

@@ -1,0 +1,164 @@
+//! Resolving cases: a person or the provider's API settles what the
+//! decision matrix could not. The rules are in `domain::cases`; who may
+//! resolve which case is decided here (`resolving`), on the caller, for
+//! every route alike, and recorded as `resolved_by`; `settle` is the one
+//! job that resolves.
+//!
+//! A case resolves once: the resolution is an atomic claim on the open case,
+//! in the transaction that applies its consequence (a reservation under the
+//! case's own key, or a link to the existing effect). Two operators at once,
+//! or one form submitted twice, get one resolution and at most one effect.
+
+mod settle;
+
+pub(crate) use settle::existing_effect;
+pub use settle::{CaseError, Resolved};
+pub(super) use settle::{Settled, Settler, settle};
+
+use chrono::Utc;
+use sea_orm::DbErr;
+use uuid::Uuid;
+
+use super::effects::Journaled;
+use super::engine::{SharedEngine, WriteEvent};
+use crate::auth::{Action, Principal};
+use crate::domain::cases::{Refusal, Resolution};
+use crate::domain::confidence::Criticality;
+use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::{CaseCommented, JournalEvent};
+
+/// A resolution asked for by a person (or a token).
+pub struct Resolve {
+    pub case_id: Uuid,
+    pub resolution: Resolution,
+    /// Who resolves it (an operator, a token): their role must allow it
+    /// (`may_resolve`).
+    pub by: Principal,
+    pub note: String,
+    /// The provider's operation the person cites: processed as distinct,
+    /// the effect consumes it.
+    pub authoritative_ref: Option<String>,
+}
+
+/// What resolving a case takes: a case about a critical effect (money,
+/// rights, stock) is resolved by finance or an admin; any other by an
+/// engineer or an admin. Unknown criticality counts as critical.
+pub fn resolving(critical: bool) -> Action {
+    if critical {
+        Action::ResolveCriticalCases
+    } else {
+        Action::ResolveCases
+    }
+}
+
+/// Whether `caller` may resolve `case_id`, and whether it is critical.
+pub async fn may_resolve(
+    engine: &SharedEngine,
+    caller: &Principal,
+    case_id: Uuid,
+) -> Result<bool, CaseError> {
+    let critical = is_critical(engine, case_id).await?;
+    Ok(caller.may(resolving(critical)))
+}
+
+/// Resolves a case as a person asked and, when processed as distinct,
+/// starts its effect once the resolution committed. Refused unless the
+/// caller's role may resolve the case (`resolving`).
+pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved, CaseError> {
+    let critical = is_critical(engine, request.case_id).await?;
+    if !request.by.may(resolving(critical)) {
+        return Err(CaseError::Forbidden { critical });
+    }
+    let settler = Settler::Person {
+        resolution: request.resolution,
+        reference: request.authoritative_ref,
+    };
+    let by = request.by.signature();
+    match settle(engine, request.case_id, settler, by, request.note).await? {
+        Settled::Resolved(resolved) => Ok(resolved),
+        Settled::ForAPerson(_) => Err(Refusal::AlreadyResolved.into()),
+    }
+}
+
+/// Adds a note to a case (journaled with its delivery).
+pub async fn comment(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    by: String,
+    note: String,
+) -> Result<(), CaseError> {
+    if note.trim().is_empty() {
+        return Err(Refusal::NoteRequired.into());
+    }
+    let case = crate::store::cases::find(&engine.db, case_id)
+        .await?
+        .ok_or(CaseError::NotFound)?;
+    let delivery_id: Option<DeliveryId> = case.delivery_id.parse().ok();
+    let event = JournalEvent::CaseCommented(CaseCommented {
+        case_id,
+        commented_by: by,
+        note,
+    });
+    engine
+        .writer
+        .submit(WriteEvent::record(delivery_id, event))
+        .await?;
+    Ok(())
+}
+
+/// How long a resolution form stays valid once shown.
+const FORM_TOKEN_TTL: chrono::Duration = chrono::Duration::hours(12);
+
+/// A one-time token for the resolution form of `case_id` shown to
+/// `operator_id`: `consume_form_token` accepts it once.
+pub async fn form_token(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    operator_id: Uuid,
+) -> Result<String, DbErr> {
+    let token = crate::auth::secrets::random_hex();
+    let now = Utc::now();
+    crate::store::form_tokens::issue(
+        &engine.db,
+        crate::auth::secrets::digest(&token),
+        &case_id.to_string(),
+        &operator_id.to_string(),
+        now + FORM_TOKEN_TTL,
+        now,
+    )
+    .await?;
+    Ok(token)
+}
+
+/// Whether `token` is a live form token of this case and operator, used now
+/// for the first and only time.
+pub async fn consume_form_token(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    operator_id: Uuid,
+    token: &str,
+) -> Result<bool, DbErr> {
+    crate::store::form_tokens::consume(
+        &engine.db,
+        &crate::auth::secrets::digest(token),
+        &case_id.to_string(),
+        &operator_id.to_string(),
+        Utc::now(),
+    )
+    .await
+}
+
+/// Whether resolving `case_id` decides about a critical effect. Unknown
+/// (no key, a delivery that cannot be read) counts as critical.
+pub async fn is_critical(engine: &SharedEngine, case_id: Uuid) -> Result<bool, CaseError> {
+    let case = crate::store::cases::find(&engine.db, case_id)
+        .await?
+        .ok_or(CaseError::NotFound)?;
+    let Ok(delivery) = case.delivery_id.parse::<DeliveryId>() else {
+        return Ok(true);
+    };
+    let journaled = Journaled::read(&engine.db, delivery).await?;
+    Ok(journaled
+        .key
+        .is_none_or(|key| key.criticality == Criticality::Critical))
+}
