@@ -137,7 +137,9 @@ pub async fn decide_keyed(
             differences,
             missing_fields: missing,
             criticality: key.criticality,
-            lookup_available: false,
+            // Whether the provider's API can be asked before a person: a
+            // held delivery's case is then put to it at once.
+            lookup_available: engine.lookup_for(key).is_some(),
             breaker_tripped: engine.is_tripped(&key.strategy),
         };
         let mut decision = decision::decide(&input);

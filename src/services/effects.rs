@@ -185,10 +185,7 @@ impl WriteJob for Redecision {
             if verdict.decision.action == Action::Defer {
                 return Ok(None);
             }
-            let case = matches!(
-                verdict.decision.action,
-                Action::Quarantine | Action::Reconcile
-            );
+            let case = verdict.decision.action.opens_case();
             let mut made = DecisionMade::new(
                 verdict.decision,
                 verdict.layer,

@@ -12,7 +12,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 use crate::config::{EngineConfig, Source};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
-use crate::domain::journal::JournalEvent;
+use crate::domain::journal::{JournalEvent, KeySummary};
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::{self, Rejections};
@@ -99,6 +99,20 @@ impl Engine {
         if let Ok(mut set) = self.tripped.write() {
             *set = strategies;
         }
+    }
+
+    /// The look-up configured for the provider of the strategy that keyed
+    /// `key` and for its effect type, with that provider's name: whether the
+    /// provider's API can be asked before a person.
+    pub fn lookup_for(&self, key: &KeySummary) -> Option<(String, &Lookup)> {
+        let (name, version) = key.strategy.split_once('@')?;
+        let provider = self
+            .catalog
+            .strategy(name, version.parse().ok()?)?
+            .provider
+            .clone();
+        let found = crate::providers::lookup::find(&self.lookups, &provider, &key.effect_type)?;
+        Some((provider, found))
     }
 
     /// The sink name an effect of this type from this source goes through.

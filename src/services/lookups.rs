@@ -174,9 +174,7 @@ fn configured<'a>(
     engine: &'a SharedEngine,
     key: &KeySummary,
 ) -> Option<(String, &'a lookup::Lookup)> {
-    let provider = provider_of(engine, key)?;
-    let found = lookup::find(&engine.lookups, &provider, &key.effect_type)?;
-    Some((provider, found))
+    engine.lookup_for(key)
 }
 
 /// Starts `settle` for each case in the background, when any look-up is
@@ -246,10 +244,10 @@ async fn provider_breaker_open(
         return Ok(false);
     };
     let journaled = Journaled::read(&engine.db, delivery).await?;
-    let Some(provider) = journaled
+    let Some((provider, _)) = journaled
         .key
         .as_ref()
-        .and_then(|key| provider_of(engine, key))
+        .and_then(|key| engine.lookup_for(key))
     else {
         return Ok(false);
     };
@@ -270,13 +268,4 @@ pub async fn retry_due(engine: &SharedEngine) -> Result<usize, CaseError> {
         }
     }
     Ok(due.len())
-}
-
-/// The provider of the strategy that keyed `key`.
-fn provider_of(engine: &SharedEngine, key: &KeySummary) -> Option<String> {
-    let (name, version) = key.strategy.split_once('@')?;
-    engine
-        .catalog
-        .strategy(name, version.parse().ok()?)
-        .map(|s| s.provider.clone())
 }

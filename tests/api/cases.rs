@@ -64,6 +64,9 @@ impl Setup {
             .await;
         assert_eq!(second.json["decision"], "reconcile", "{}", second.json);
         assert_eq!(second.json["reason"], "weak_match_critical");
+        // No look-up configured: a person reviews it.
+        let summary = second.json["summary"].as_str().unwrap_or_default();
+        assert!(summary.contains("a human must review it"), "{summary}");
         let case_id = second.json["case_id"].as_str().unwrap().parse().unwrap();
         (
             first.json["key"].as_str().unwrap().to_owned(),

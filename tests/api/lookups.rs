@@ -141,6 +141,12 @@ async fn two_equal_refunds(app: &TestApp) -> String {
         "{}",
         second.json
     );
+    // A look-up is configured: the decision says the provider is asked first.
+    let summary = second.json["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.contains("ask the provider's API first"),
+        "{summary}"
+    );
     second.json["case_id"].as_str().expect("a case").to_owned()
 }
 

@@ -30,6 +30,12 @@ impl Action {
         Action::Defer,
     ];
 
+    /// Whether a delivery decided so opens a case: what is held aside or
+    /// waits for the provider or a person is in the queue, every time.
+    pub fn opens_case(self) -> bool {
+        matches!(self, Action::Quarantine | Action::Reconcile)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Process => "process",

@@ -379,7 +379,7 @@ fn decision_made(
     matched_key: Option<String>,
     first: Option<DeliveryId>,
 ) -> DecisionMade {
-    let case = matches!(decision.action, Action::Quarantine | Action::Reconcile);
+    let case = decision.action.opens_case();
     let mut made = DecisionMade::new(
         decision,
         layer,

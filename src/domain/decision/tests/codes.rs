@@ -19,6 +19,12 @@ fn given_every_action_when_serialised_then_its_name_is_as_str() {
 }
 
 #[test]
+fn given_every_action_then_only_what_is_held_aside_or_waits_for_someone_opens_a_case() {
+    let opening: Vec<Action> = Action::ALL.into_iter().filter(|a| a.opens_case()).collect();
+    assert_eq!(opening, vec![Action::Quarantine, Action::Reconcile]);
+}
+
+#[test]
 fn given_every_reason_when_serialised_then_its_name_is_a_distinct_as_str() {
     let mut names = HashSet::new();
     for reason in Reason::ALL {
