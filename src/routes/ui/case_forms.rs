@@ -1,6 +1,6 @@
 //! The case page's forms: `POST /cases/{id}/resolve`, `/comments` and
 //! `/lookup`, each checked for the session's CSRF token, then answered with
-//! a `303` back to the case page and a fixed notice (`case::notice`).
+//! a `303` back to the case page and a fixed notice (`case_page::notice`).
 //!
 //! A case resolves once: the resolution form carries a one-time token,
 //! consumed before the service is called, so the same form posted twice

@@ -7,6 +7,7 @@ pub mod admin;
 pub mod assets;
 pub mod case;
 pub mod case_forms;
+pub mod case_page;
 pub mod cases;
 pub mod charts;
 pub mod csrf;
