@@ -1,0 +1,18 @@
+//! Operator access: accounts, API tokens, sign-in and the first-run setup
+//! link. Every change is journaled (an audit event naming who acted) in the
+//! transaction that writes it; passwords are hashed before the transaction
+//! begins, so none is held open across an argon2 computation.
+
+mod errors;
+mod operators;
+mod setup;
+mod sign_in;
+mod tokens;
+
+pub use errors::{AccessError, LoginError, SETUP_LINK_VALIDITY};
+pub use operators::{
+    check_password, create_operator, disable_operator, operators, set_password, set_role,
+};
+pub use setup::{complete_setup, open_setup, setup_open};
+pub use sign_in::{login, logout, operator};
+pub use tokens::{issue_token, revoke_token, token, tokens};

@@ -1,0 +1,166 @@
+//! Operator accounts: created, disabled, their role and password changed —
+//! each change journaled with who made it, in the transaction that writes it;
+//! a disabled operator or a new password ends their sessions.
+
+use chrono::Utc;
+use sea_orm::DatabaseConnection;
+use secrecy::SecretString;
+use uuid::Uuid;
+
+use super::errors::{AccessError, check_name, role_of, taken, uuid_of};
+use crate::auth::Role;
+use crate::auth::password::{self};
+use crate::domain::journal::{
+    Actor, JournalEvent, OperatorCreated, OperatorDisabled, OperatorPasswordChanged,
+    OperatorRoleChanged,
+};
+use crate::store::access::{self as store, OperatorRow};
+use crate::store::{Tx, transaction};
+
+/// Creates an enabled operator.
+pub async fn create_operator(
+    db: &DatabaseConnection,
+    name: &str,
+    role: Role,
+    password: SecretString,
+    by: Actor,
+) -> Result<Uuid, AccessError> {
+    check_name(name)?;
+    password::check(&password)?;
+    let hash = password::hash(password).await?;
+    transaction(db, async |tx| {
+        insert_operator(tx, name, role, hash, by).await
+    })
+    .await
+}
+
+pub(super) async fn insert_operator(
+    tx: &mut Tx<'_>,
+    name: &str,
+    role: Role,
+    password_hash: String,
+    by: Actor,
+) -> Result<Uuid, AccessError> {
+    let now = Utc::now();
+    let id = Uuid::now_v7();
+    let row = OperatorRow {
+        id: id.to_string(),
+        name: name.to_owned(),
+        role: role.as_str().to_owned(),
+        password_hash,
+        enabled: true,
+        created_at: now,
+        last_login_at: None,
+    };
+    store::insert_operator(tx.connection(), row)
+        .await
+        .map_err(|e| taken(e, name))?;
+    let event = JournalEvent::OperatorCreated(OperatorCreated {
+        operator_id: id,
+        name: name.to_owned(),
+        role: role.as_str().to_owned(),
+        by,
+    });
+    tx.record(None, event, now).await?;
+    Ok(id)
+}
+
+async fn existing<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    name: &str,
+) -> Result<OperatorRow, AccessError> {
+    store::operator_by_name(conn, name)
+        .await?
+        .ok_or_else(|| AccessError::UnknownOperator(name.to_owned()))
+}
+
+/// Disables an operator and ends their sessions. Disabling a disabled
+/// operator changes nothing and journals nothing.
+pub async fn disable_operator(
+    db: &DatabaseConnection,
+    name: &str,
+    by: Actor,
+) -> Result<bool, AccessError> {
+    transaction(db, async |tx| {
+        let operator = existing(tx.connection(), name).await?;
+        if !operator.enabled {
+            return Ok(false);
+        }
+        store::disable_operator(tx.connection(), &operator.id).await?;
+        store::delete_sessions_of(tx.connection(), &operator.id).await?;
+        let event = JournalEvent::OperatorDisabled(OperatorDisabled {
+            operator_id: uuid_of(&operator.id)?,
+            name: operator.name,
+            by,
+        });
+        tx.record(None, event, Utc::now()).await?;
+        Ok(true)
+    })
+    .await
+}
+
+/// Changes an operator's role; returns the previous one.
+pub async fn set_role(
+    db: &DatabaseConnection,
+    name: &str,
+    role: Role,
+    by: Actor,
+) -> Result<Role, AccessError> {
+    transaction(db, async |tx| {
+        let operator = existing(tx.connection(), name).await?;
+        let from = role_of(&operator.role)?;
+        if from != role {
+            store::set_role(tx.connection(), &operator.id, role.as_str()).await?;
+            let event = JournalEvent::OperatorRoleChanged(OperatorRoleChanged {
+                operator_id: uuid_of(&operator.id)?,
+                name: operator.name,
+                from: from.as_str().to_owned(),
+                to: role.as_str().to_owned(),
+                by,
+            });
+            tx.record(None, event, Utc::now()).await?;
+        }
+        Ok(from)
+    })
+    .await
+}
+
+/// Sets an operator's password and ends every session they have.
+pub async fn set_password(
+    db: &DatabaseConnection,
+    name: &str,
+    password: SecretString,
+    by: Actor,
+) -> Result<(), AccessError> {
+    password::check(&password)?;
+    let hash = password::hash(password).await?;
+    transaction(db, async |tx| {
+        let operator = existing(tx.connection(), name).await?;
+        store::set_password_hash(tx.connection(), &operator.id, &hash).await?;
+        store::delete_sessions_of(tx.connection(), &operator.id).await?;
+        let event = JournalEvent::OperatorPasswordChanged(OperatorPasswordChanged {
+            operator_id: uuid_of(&operator.id)?,
+            name: operator.name,
+            by,
+        });
+        tx.record(None, event, Utc::now()).await?;
+        Ok(())
+    })
+    .await
+}
+
+/// Whether `password` is the current password of `operator`.
+pub async fn check_password(
+    db: &DatabaseConnection,
+    operator: Uuid,
+    password: SecretString,
+) -> Result<bool, AccessError> {
+    let stored = store::operator_by_id(db, &operator.to_string())
+        .await?
+        .map(|o| o.password_hash);
+    Ok(password::verify(password, stored).await?)
+}
+
+pub async fn operators(db: &DatabaseConnection) -> Result<Vec<OperatorRow>, AccessError> {
+    Ok(store::operators(db).await?)
+}

@@ -1,0 +1,91 @@
+//! Signing in and out, and the operator a session stands for. Every sign-in
+//! costs one argon2 verification, known name or not; a refusal is journaled
+//! with its reason, never the password.
+
+use chrono::Utc;
+use sea_orm::DatabaseConnection;
+use secrecy::SecretString;
+
+use super::errors::{AccessError, LoginError, MAX_NAME, role_of, uuid_of};
+use crate::auth::password::{self};
+use crate::auth::{Principal, PrincipalKind};
+use crate::domain::journal::{JournalEvent, LoginFailed, OperatorLoggedIn, OperatorLoggedOut};
+use crate::store::access::{self as store};
+use crate::store::transaction;
+
+/// Checks a name and password. Every outcome costs one argon2 verification;
+/// a refusal is journaled with its reason (never the password).
+pub async fn login(
+    db: &DatabaseConnection,
+    name: &str,
+    password: SecretString,
+    client: Option<String>,
+) -> Result<Principal, LoginError> {
+    let operator = store::operator_by_name(db, name).await?;
+    let stored = operator.as_ref().map(|o| o.password_hash.clone());
+    let matches = password::verify(password, stored).await?;
+    let now = Utc::now();
+    let refusal = match &operator {
+        None => Some("unknown_name"),
+        Some(_) if !matches => Some("wrong_password"),
+        Some(o) if !o.enabled => Some("disabled"),
+        Some(_) => None,
+    };
+    // A refusal is journaled too: the transaction commits either way.
+    transaction(db, async |tx| {
+        Ok::<_, LoginError>(match (operator, refusal) {
+            (Some(operator), None) => {
+                let principal = Principal {
+                    kind: PrincipalKind::Operator,
+                    id: operator.id.parse().map_err(anyhow::Error::from)?,
+                    name: operator.name,
+                    role: operator.role.parse().map_err(anyhow::Error::from)?,
+                };
+                store::touch_login(tx.connection(), &operator.id, now).await?;
+                let event = JournalEvent::OperatorLoggedIn(OperatorLoggedIn {
+                    operator_id: principal.id,
+                    name: principal.name.clone(),
+                    client,
+                });
+                tx.record(None, event, now).await?;
+                Ok(principal)
+            }
+            (operator, reason) => {
+                let event = JournalEvent::LoginFailed(LoginFailed {
+                    name: name.chars().take(MAX_NAME).collect(),
+                    operator_id: operator.and_then(|o| o.id.parse().ok()),
+                    reason: reason.unwrap_or("unknown_name").to_owned(),
+                    client,
+                });
+                tx.record(None, event, now).await?;
+                Err(LoginError::Refused)
+            }
+        })
+    })
+    .await?
+}
+
+pub async fn logout(db: &DatabaseConnection, principal: &Principal) -> Result<(), AccessError> {
+    let event = JournalEvent::OperatorLoggedOut(OperatorLoggedOut {
+        operator_id: principal.id,
+        name: principal.name.clone(),
+    });
+    transaction(db, async |tx| tx.record(None, event, Utc::now()).await).await?;
+    Ok(())
+}
+
+/// The enabled operator with this id, as a caller.
+pub async fn operator(db: &DatabaseConnection, id: &str) -> Result<Option<Principal>, AccessError> {
+    let Some(row) = store::operator_by_id(db, id).await? else {
+        return Ok(None);
+    };
+    if !row.enabled {
+        return Ok(None);
+    }
+    Ok(Some(Principal {
+        kind: PrincipalKind::Operator,
+        id: uuid_of(&row.id)?,
+        name: row.name,
+        role: role_of(&row.role)?,
+    }))
+}
