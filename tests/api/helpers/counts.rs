@@ -161,7 +161,7 @@ pub trait Counts {
         self.count("SELECT COUNT(*) FROM journal").await
     }
 
-    /// Journal rows about a delivery (one per delivery received).
+    /// Journal rows that name a delivery.
     async fn delivery_rows(&self) -> i64 {
         self.count("SELECT COUNT(*) FROM journal WHERE delivery_id IS NOT NULL")
             .await
