@@ -10,7 +10,7 @@ use unicity::domain::journal::Actor;
 use unicity::services::access;
 
 use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
-use crate::helpers::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
+use crate::helpers::{Counts, TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
 
 /// Who may call each route, written from the issue rather than read from
 /// the code: `None` for routes open to anyone (or to signed webhooks).
@@ -169,13 +169,6 @@ async fn every_route_answers_each_role_and_anonymous_as_the_table_says() {
     }
 }
 
-async fn journaled(app: &TestApp, event_type: &str) -> i64 {
-    app.count(&format!(
-        "SELECT COUNT(*) FROM journal WHERE event_type = '{event_type}'"
-    ))
-    .await
-}
-
 #[tokio::test]
 async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     let app = spawn_app().await;
@@ -193,7 +186,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     assert_eq!(signed_in.status, StatusCode::SEE_OTHER);
     assert_eq!(signed_in.location, "/");
     let first = browser.cookie.clone().expect("a session cookie");
-    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);
+    assert_eq!(app.sessions().await, 1);
 
     // Signing in again from a session gives it a new id; the old one opens nothing.
     assert_eq!(
@@ -202,7 +195,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     );
     let session = browser.cookie.clone().expect("a session cookie");
     assert_ne!(session, first, "a new session id at sign-in");
-    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);
+    assert_eq!(app.sessions().await, 1);
 
     let account = browser.get("/account").await;
     assert_eq!(account.status, StatusCode::OK);
@@ -234,9 +227,9 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     replay.cookie = Some(session);
     assert_eq!(replay.get("/account").await.location, "/login");
 
-    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 2);
-    assert_eq!(journaled(&app, "OperatorLoggedOut").await, 1);
-    assert_eq!(journaled(&app, "OperatorCreated").await, 1);
+    assert_eq!(app.journal_count("OperatorLoggedIn").await, 2);
+    assert_eq!(app.journal_count("OperatorLoggedOut").await, 1);
+    assert_eq!(app.journal_count("OperatorCreated").await, 1);
     let data = app
         .count("SELECT COUNT(*) FROM journal WHERE CAST(data AS TEXT) LIKE '%correct horse%'")
         .await;
@@ -254,7 +247,7 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
         .post("/login", &[("name", "eve"), ("password", PASSWORD)])
         .await;
     assert_eq!(no_token.status, StatusCode::FORBIDDEN);
-    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 0);
+    assert_eq!(app.journal_count("OperatorLoggedIn").await, 0);
 
     assert_eq!(
         browser.login("eve", PASSWORD).await.status,
@@ -274,7 +267,7 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
         )
         .await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN);
-    assert_eq!(journaled(&app, "OperatorPasswordChanged").await, 0);
+    assert_eq!(app.journal_count("OperatorPasswordChanged").await, 0);
     assert_eq!(
         browser.get("/account").await.status,
         StatusCode::OK,
@@ -290,7 +283,7 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
         )
         .await;
     assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
-    assert_eq!(journaled(&app, "OperatorPasswordChanged").await, 1);
+    assert_eq!(app.journal_count("OperatorPasswordChanged").await, 1);
     assert_eq!(browser.get("/account").await.location, "/login");
     let mut again = Browser::new(&app);
     assert_eq!(
@@ -330,11 +323,11 @@ async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
         .unwrap();
     assert!(wait >= 1, "{wait}");
     assert_eq!(
-        journaled(&app, "LoginFailed").await,
+        app.journal_count("LoginFailed").await,
         2,
         "the throttled attempt checked nothing"
     );
-    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 0);
+    assert_eq!(app.journal_count("OperatorLoggedIn").await, 0);
 }
 
 #[tokio::test]
@@ -362,7 +355,7 @@ async fn a_disabled_operator_loses_their_sessions_and_cannot_sign_in() {
         browser.login("nobody", PASSWORD).await.status,
         StatusCode::UNAUTHORIZED
     );
-    assert_eq!(journaled(&app, "OperatorDisabled").await, 1);
+    assert_eq!(app.journal_count("OperatorDisabled").await, 1);
     let reasons = app
         .count(
             "SELECT COUNT(*) FROM journal WHERE event_type = 'LoginFailed' \
@@ -468,11 +461,11 @@ async fn an_api_token_works_until_revoked_and_only_for_its_role() {
         &call(&app, "GET", path, Some(&token)).await
     ));
     assert_eq!(
-        journaled(&app, "TokenIssued").await,
+        app.journal_count("TokenIssued").await,
         2,
         "the suite's own token and ci"
     );
-    assert_eq!(journaled(&app, "TokenRevoked").await, 1);
+    assert_eq!(app.journal_count("TokenRevoked").await, 1);
 }
 
 #[tokio::test]
@@ -518,7 +511,7 @@ async fn the_first_run_setup_link_works_once_and_then_never_again() {
     let admin = browser.get("/admin").await;
     assert_eq!(admin.status, StatusCode::OK);
     assert!(admin.body.contains("root"));
-    assert_eq!(journaled(&app, "SetupCompleted").await, 1);
+    assert_eq!(app.journal_count("SetupCompleted").await, 1);
 
     let restarted = spawn_on(&app.database_url, "", None).await;
     assert!(

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use unicity::providers::signature::sign_adyen_notification;
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Reply, TestApp, spawn_app_with};
+use crate::helpers::{Counts, Reply, TestApp, spawn_app_with};
 
 /// A sink for GoCardless events only (`event.handle`), and one for Adyen
 /// payment events: no catch-all, so an effect of any other type is lost.
@@ -70,13 +70,6 @@ fn per_key(downstream: &Downstream) -> HashMap<String, usize> {
     counts
 }
 
-/// Waits until `n` effects are applied: a retry sent while its first
-/// attempt is still in flight is deferred, not ignored (checked elsewhere).
-async fn applied(app: &TestApp, n: i64) {
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", n)
-        .await;
-}
-
 async fn settle(downstream: &Downstream, expected: usize) {
     downstream.wait_calls(expected).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -100,12 +93,14 @@ async fn gocardless_regroupings_apply_each_event_exactly_once() {
     assert_eq!(ab.status, 202, "{}", ab.json);
     assert_eq!(decisions(&ab), ["process", "process"]);
     assert!(ab.json["key"].is_null(), "a batch has no key of its own");
-    applied(&app, 2).await;
+    // Each step waits for the applied effects: a retry sent while its first
+    // attempt is still in flight is deferred, not ignored (checked elsewhere).
+    app.wait_applied(2).await;
 
     let bc = deliver_ids(&app, &["EV_B", "EV_C"]).await;
     assert_eq!(decisions(&bc), ["ignore", "process"], "{}", bc.json);
     assert_eq!(bc.json["items"][0]["reason"], "duplicate_of_applied");
-    applied(&app, 3).await;
+    app.wait_applied(3).await;
 
     let ca = deliver_ids(&app, &["EV_C", "EV_A"]).await;
     assert_eq!(decisions(&ca), ["ignore", "ignore"], "{}", ca.json);
@@ -115,7 +110,7 @@ async fn gocardless_regroupings_apply_each_event_exactly_once() {
     // [D] alone, then [D, E]: D once.
     let d = deliver_ids(&app, &["EV_D"]).await;
     assert_eq!(d.json["decision"], "process", "{}", d.json);
-    applied(&app, 4).await;
+    app.wait_applied(4).await;
     let de = deliver_ids(&app, &["EV_D", "EV_E"]).await;
     assert_eq!(decisions(&de), ["ignore", "process"], "{}", de.json);
     assert_eq!(
@@ -150,7 +145,7 @@ async fn a_batch_and_its_items_can_be_read_back_one_by_one() {
     assert_eq!(item.json["item_of"]["index"], 1);
     assert_eq!(item.json["body"]["id"], "EV_R2");
     settle(&downstream, 2).await;
-    applied(&app, 2).await;
+    app.wait_applied(2).await;
 
     // Rebuilt from the journal, the projections hold what the live path wrote.
     let live = projections(&app).await;
@@ -207,11 +202,7 @@ async fn an_unresolved_item_is_quarantined_on_its_own_and_its_sibling_is_applied
         reply.json["decision"], "quarantine",
         "the batch reports what waits"
     );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE status = 'open'")
-            .await,
-        1
-    );
+    assert_eq!(app.open_cases().await, 1);
     settle(&downstream, 1).await;
 }
 
@@ -246,7 +237,7 @@ async fn an_adyen_batch_with_an_already_applied_item_sends_the_capture_once() {
     let capture = adyen(&app, &[("CAP_1", "CAPTURE", 1000)]);
     let first = app.post_signed("adyen", &capture).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    applied(&app, 1).await;
+    app.wait_applied(1).await;
     let resend = app.post_signed("adyen", &capture).await;
     assert_eq!(resend.json["decision"], "ignore", "{}", resend.json);
     let batch = adyen(

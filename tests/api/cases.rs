@@ -8,7 +8,7 @@ use unicity::services::cases::{self, CaseError, Resolve};
 use unicity::services::engine::{Engine, SharedEngine};
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{TestApp, fresh_database, refund, spawn_on, test_settings};
+use crate::helpers::{Counts, TestApp, fresh_database, refund, spawn_on, test_settings};
 
 struct Setup {
     app: TestApp,
@@ -55,9 +55,7 @@ impl Setup {
         let first = self.app.post_signed("hmac", &body).await;
         assert_eq!(first.json["decision"], "process", "{}", first.json);
         self.downstream.wait_calls(1).await;
-        self.app
-            .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-            .await;
+        self.app.wait_applied(1).await;
         let second = self
             .app
             .post_signed("hmac", &refund("pay_case", 700, None))
@@ -273,9 +271,7 @@ async fn a_collision_case_shows_both_deliveries_and_the_discriminating_field_tha
         .post_signed("hmac", &refund("pay_q", 800, Some("rr_q")))
         .await;
     assert_eq!(first.json["decision"], "process");
-    s.app
-        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    s.app.wait_applied(1).await;
     let second = s
         .app
         .post_signed("hmac", &refund("pay_q", 900, Some("rr_q")))
@@ -349,9 +345,7 @@ async fn the_queue_lists_open_cases_oldest_first_filtered_and_counted_per_reason
     s.app
         .post_signed("hmac", &refund("pay_c", 800, Some("rr_c")))
         .await;
-    s.app
-        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 2)
-        .await;
+    s.app.wait_applied(2).await;
     let collision = s
         .app
         .post_signed("hmac", &refund("pay_c", 900, Some("rr_c")))

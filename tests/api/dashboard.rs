@@ -9,7 +9,7 @@ use unicity::auth::Role;
 
 use crate::downstream::{Behaviour, Downstream};
 use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{refund, spawn_app_with};
+use crate::helpers::{Counts, refund, spawn_app_with};
 
 /// The `<figure id="{id}">` of a page.
 fn figure<'a>(html: &'a str, id: &str) -> &'a str {
@@ -88,12 +88,10 @@ async fn the_dashboard_draws_well_formed_svg_labelled_with_the_counts_of_known_d
     for payment in ["pay_1", "pay_2", "pay_3"] {
         post(refund(payment, 300, Some(&format!("rr_{payment}")))).await;
     }
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 3)
-        .await;
+    app.wait_applied(3).await;
     post(refund("pay_1", 300, Some("rr_pay_1"))).await;
     post(refund("pay_w", 700, None)).await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 4)
-        .await;
+    app.wait_applied(4).await;
     post(refund("pay_w", 700, None)).await;
     assert_eq!(
         decided,
@@ -167,13 +165,11 @@ async fn a_breaker_reset_needs_a_reason_and_is_journaled_with_who_reset_it() {
         .await;
     app.post_signed("hmac", &refund("pay_c", 100, Some("rr_c")))
         .await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 2)
-        .await;
+    app.wait_applied(2).await;
     app.post_signed("hmac", &refund("pay_b", 999, Some("rr_b")))
         .await;
     app.wait_for_count("SELECT COUNT(*) FROM strategy_breakers", 1)
         .await;
-    let resets = "SELECT COUNT(*) FROM journal WHERE event_type = 'StrategyReset'";
 
     // Support sees the tripped breaker, no reset form, and cannot post one.
     let mut support = signed_in(&app, "sol", Role::Support).await;
@@ -210,7 +206,7 @@ async fn a_breaker_reset_needs_a_reason_and_is_journaled_with_who_reset_it() {
         )
         .await;
     assert_eq!(no_reason.location, "/dashboard?done=reason_required");
-    assert_eq!(app.count(resets).await, 0);
+    assert_eq!(app.journal_count("StrategyReset").await, 0);
 
     let done = engineer
         .post(
@@ -223,7 +219,7 @@ async fn a_breaker_reset_needs_a_reason_and_is_journaled_with_who_reset_it() {
         )
         .await;
     assert_eq!(done.location, "/dashboard?done=reset");
-    assert_eq!(app.count(resets).await, 1);
+    assert_eq!(app.journal_count("StrategyReset").await, 1);
     let journaled = app
         .count(
             "SELECT COUNT(*) FROM journal WHERE event_type = 'StrategyReset' AND event_version = 2 \

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{id_of, refund, spawn_app, spawn_app_with};
+use crate::helpers::{Counts, id_of, refund, spawn_app, spawn_app_with};
 
 const FAST_SWEEP: &str = "[engine]\nlease_secs = 30\nsweep_interval_ms = 100\n";
 
@@ -27,8 +27,7 @@ async fn a_new_strong_key_is_processed_and_its_provider_retry_ignored_even_re_en
     );
     assert!(first.json["transport_key"].is_string());
     let effect_id = first.json["effect_id"].clone();
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
 
     // The retry: members reordered, whitespace, a new send time.
     let retry = format!(
@@ -52,7 +51,7 @@ async fn a_new_strong_key_is_processed_and_its_provider_retry_ignored_even_re_en
     assert_eq!(second.json["key"], first.json["key"]);
     // The duplicate is linked to the effect, never deleted; the first
     // delivery is the effect's own `first_delivery_id`.
-    assert_eq!(app.count("SELECT COUNT(*) FROM effect_deliveries").await, 1);
+    assert_eq!(app.effect_deliveries().await, 1);
     let first_id = first.json["delivery_id"].as_str().unwrap();
     assert_eq!(
         app.count(&format!(
@@ -61,7 +60,7 @@ async fn a_new_strong_key_is_processed_and_its_provider_retry_ignored_even_re_en
         .await,
         1
     );
-    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 2);
+    assert_eq!(app.deliveries().await, 2);
 }
 
 #[tokio::test]
@@ -70,21 +69,16 @@ async fn two_legitimate_identical_refunds_without_reference_are_never_merged() {
     let first = app.post_signed("hmac", &refund("pay_2", 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     assert_eq!(first.json["strength"], "weak");
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
 
     let second = app.post_signed("hmac", &refund("pay_2", 700, None)).await;
     assert_eq!(second.status, 202, "{}", second.json);
     assert_eq!(second.json["decision"], "reconcile", "{}", second.json);
     assert_eq!(second.json["reason"], "weak_match_critical");
     assert!(second.json["case_id"].is_string());
+    assert_eq!(app.open_cases().await, 1);
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE status = 'open'")
-            .await,
-        1
-    );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM effects").await,
+        app.effects().await,
         1,
         "no second refund without a decision"
     );
@@ -95,8 +89,7 @@ async fn the_same_reference_with_another_amount_is_a_collision_kept_in_quarantin
     let app = spawn_app().await;
     app.post_signed("hmac", &refund("pay_3", 1500, Some("rr_3")))
         .await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     let clash = app
         .post_signed("hmac", &refund("pay_3", 9900, Some("rr_3")))
         .await;
@@ -143,7 +136,7 @@ async fn an_unparseable_body_is_quarantined_with_a_case_not_dropped() {
     assert_eq!(reply.json["layer"], "transport");
     let shown = app.delivery(&id_of(&reply)).await;
     assert_eq!(shown.json["decision"]["reason"], "unparseable_body");
-    assert_eq!(app.count("SELECT COUNT(*) FROM cases").await, 1);
+    assert_eq!(app.cases().await, 1);
 }
 
 #[tokio::test]
@@ -185,32 +178,17 @@ async fn fifty_concurrent_identical_deliveries(engine: &str) {
     );
 
     // Deferred deliveries are re-decided once the effect settles.
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM deliveries WHERE decision = 'defer'",
-        0,
-    )
-    .await;
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM deliveries WHERE decision = 'ignore'",
-        49,
-    )
-    .await;
+    app.wait_decided("defer", 0).await;
+    app.wait_decided("ignore", 49).await;
     assert_eq!(downstream.calls().len(), 1, "one downstream call");
     assert!(
         downstream.calls()[0].starts_with("\"norefid-refund-ref@1:"),
         "{:?}",
         downstream.calls()
     );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM effects WHERE status = 'applied'")
-            .await,
-        1
-    );
+    assert_eq!(app.applied_effects().await, 1);
     // The 49 others are linked to the effect the first one created.
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM effect_deliveries").await,
-        49
-    );
+    assert_eq!(app.effect_deliveries().await, 49);
 }
 
 #[tokio::test]
@@ -220,13 +198,8 @@ async fn an_effect_applied_downstream_then_timed_out_is_unknown_and_never_retrie
     let body = refund("pay_t", 1000, Some("rr_t"));
     let first = app.post_signed("hmac", &body).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'unknown'", 1)
-        .await;
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE reason = 'outcome_unknown'")
-            .await,
-        1
-    );
+    app.wait_effects_in("unknown", 1).await;
+    assert_eq!(app.cases_with("outcome_unknown").await, 1);
 
     let retry = app.post_signed("hmac", &body).await;
     assert_eq!(retry.json["decision"], "reconcile", "{}", retry.json);
@@ -245,8 +218,7 @@ async fn a_definitive_refusal_without_effect_lets_the_next_delivery_try_again() 
     let app = spawn_app_with(&downstream.sink_toml(2000)).await;
     let body = refund("pay_f", 300, Some("rr_f"));
     app.post_signed("hmac", &body).await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'failed'", 1)
-        .await;
+    app.wait_effects_in("failed", 1).await;
     let retry = app.post_signed("hmac", &body).await;
     assert_eq!(retry.json["decision"], "process", "{}", retry.json);
     assert_eq!(
@@ -307,8 +279,7 @@ async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset
     app.post_signed("hmac", &body).await;
     app.post_signed("hmac", &refund("pay_c", 100, Some("rr_c")))
         .await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 2)
-        .await;
+    app.wait_applied(2).await;
     let clash = app
         .post_signed("hmac", &refund("pay_b", 999, Some("rr_b")))
         .await;
@@ -319,11 +290,7 @@ async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset
     );
     app.wait_for_count("SELECT COUNT(*) FROM strategy_breakers", 1)
         .await;
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'StrategyTripped'")
-            .await,
-        1
-    );
+    assert_eq!(app.journal_count("StrategyTripped").await, 1);
 
     // A plain provider retry would be ignored; with the breaker tripped it is checked.
     let retry = app.post_signed("hmac", &body).await;
@@ -342,11 +309,7 @@ async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset
     );
     // The server re-reads breakers at its next evaluation; the collision is
     // still in the window, so it trips again: the rate, not a flag, decides.
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'StrategyTripped'",
-        2,
-    )
-    .await;
+    app.wait_journal("StrategyTripped", 2).await;
 }
 
 #[tokio::test]
@@ -363,8 +326,7 @@ async fn a_weak_key_is_processed_again_flagged_on_a_reversible_type_and_reconcil
     let first = app.post_raw("github", ping.to_vec(), &headers).await;
     assert_eq!(first.json["strength"], "weak", "{}", first.json);
     assert_eq!(first.json["decision"], "process");
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     let again = app.post_raw("github", ping.to_vec(), &headers).await;
     assert_eq!(again.json["decision"], "process", "{}", again.json);
     assert_eq!(again.json["reason"], "weak_match_reversible_flagged");
@@ -376,8 +338,7 @@ async fn a_weak_key_is_processed_again_flagged_on_a_reversible_type_and_reconcil
 
     // The same weakness on money: reconcile, never a second refund.
     app.post_signed("hmac", &refund("pay_w", 100, None)).await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 3)
-        .await;
+    app.wait_applied(3).await;
     let money = app.post_signed("hmac", &refund("pay_w", 100, None)).await;
     assert_eq!(money.json["decision"], "reconcile", "{}", money.json);
     assert_eq!(money.json["reason"], "weak_match_critical");
@@ -405,8 +366,7 @@ async fn a_differing_discriminant_is_quarantined_on_every_path_that_finds_a_reco
     let app = spawn_app_with(&format!("{FAST_SWEEP}{}", hung.sink_toml(200))).await;
     app.post_signed("hmac", &refund("pay_u", 100, Some("rr_u")))
         .await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'unknown'", 1)
-        .await;
+    app.wait_effects_in("unknown", 1).await;
     let unknown = app
         .post_signed("hmac", &refund("pay_u", 200, Some("rr_u")))
         .await;

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use futures_util::stream;
 use serde_json::json;
 
-use crate::helpers::{Reply, TestApp, spawn_app_with, spawn_on};
+use crate::helpers::{Counts, Reply, TestApp, spawn_app_with, spawn_on};
 
 /// A tmpfs of a chosen size, mounted for one test and unmounted when dropped.
 struct SmallDisk {
@@ -186,9 +186,7 @@ async fn assert_all_journaled_after_restart(url: &str, ledger: &Ledger) {
     }
     let references = ledger.replies.len() as i64;
     assert_eq!(
-        restarted
-            .count("SELECT COUNT(*) FROM effects WHERE status = 'applied'")
-            .await,
+        restarted.applied_effects().await,
         references,
         "one refund per reference, no more"
     );

@@ -9,7 +9,7 @@ use unicity::domain::journal::{JournalEvent, RejectionsAggregated};
 use unicity::domain::rejection::{KEPT_VALUE_BYTES, MAX_HEADER_VALUE_BYTES};
 use unicity::store::journal;
 
-use crate::helpers::{TestApp, refund, spawn_app_with};
+use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
 
 /// No rate limit on refusals, so that every request reaches the journal path.
 const NO_REJECTION_LIMITS: &str =
@@ -105,9 +105,7 @@ async fn bad_signatures_with_large_headers_leave_a_bounded_trace() {
     ))
     .await;
     let body = refund("pay_flood", 100, Some("rr_flood"));
-    let before = app
-        .count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryRejected'")
-        .await;
+    let before = app.journal_count("DeliveryRejected").await;
     assert_eq!(before, 0);
 
     // 100 KB headers are refused before the body is read, the largest value
@@ -306,9 +304,7 @@ async fn valid_deliveries_are_accepted_during_a_flood_whose_trace_stays_within_t
         "{statuses:?}"
     );
     assert!(statuses.contains(&429), "the flood was never limited");
-    let journaled = app
-        .count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryRejected'")
-        .await;
+    let journaled = app.journal_count("DeliveryRejected").await;
     // The flood may straddle two windows.
     assert!(
         journaled <= 120,

@@ -1,5 +1,9 @@
 //! `spawn_app` and the `TestApp` driver shared by every integration test.
 
+mod counts;
+
+pub use counts::Counts;
+
 use std::sync::Arc;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};
@@ -284,20 +288,6 @@ impl TestApp {
     pub async fn delivery(&self, id: &str) -> Reply {
         self.get(&format!("/api/deliveries/{id}")).await
     }
-
-    /// Runs a query returning one integer (counts).
-    pub async fn count(&self, sql: &str) -> i64 {
-        let row = self
-            .db
-            .query_one_raw(sea_orm::Statement::from_string(
-                self.db.get_database_backend(),
-                sql.to_owned(),
-            ))
-            .await
-            .expect("count query")
-            .expect("one row");
-        row.try_get_by_index::<i64>(0).expect("integer")
-    }
 }
 
 /// The `delivery_id` a webhook answer names.
@@ -322,24 +312,6 @@ async fn reply(response: reqwest::Response) -> Reply {
     let text = response.text().await.expect("body read");
     let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Reply { status, json }
-}
-
-impl TestApp {
-    /// Waits until `sql` (a count) reaches `expected`, or fails after 15 s.
-    pub async fn wait_for_count(&self, sql: &str, expected: i64) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        loop {
-            let value = self.count(sql).await;
-            if value == expected {
-                return;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out waiting for `{sql}` = {expected} (still {value})"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-    }
 }
 
 /// A norefid refund body; `reference` is the provider's refund request id.

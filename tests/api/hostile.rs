@@ -7,7 +7,7 @@ use unicity::domain::strict_json::{self, Limits, MAX_BODY_DEPTH};
 use unicity::services::projections;
 use unicity::store::journal;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{Counts, spawn_app};
 
 /// A norefid refund without reference (keyed on its canonical body, which
 /// the journal keeps inside the key material) nesting `depth` levels deep.
@@ -56,14 +56,14 @@ async fn every_depth_from_1_to_300_is_accepted_read_back_and_rebuilt() {
     }
     // Every body too deep is journaled raw, none keyed.
     let too_deep = (300 - MAX_BODY_DEPTH) as i64;
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 300);
+    assert_eq!(app.raw_bodies().await, 300);
     assert_eq!(
         app.count("SELECT COUNT(*) FROM deliveries WHERE reason = 'body_too_deep' AND business_key IS NULL")
             .await,
         too_deep
     );
 
-    let journaled = app.count("SELECT COUNT(*) FROM journal").await;
+    let journaled = app.journal_rows().await;
     let replayed = projections::rebuild(&app.db)
         .await
         .expect("the rebuild reads every row");
@@ -111,8 +111,8 @@ async fn duplicate_member_names_at_any_depth_are_quarantined_and_never_keyed() {
         assert_eq!(types, ["DeliveryReceived", "KeyDerived", "DecisionMade"]);
     }
     // Journaled raw: both bodies kept, byte for byte.
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 2);
-    assert_eq!(app.count("SELECT COUNT(*) FROM reservations").await, 0);
+    assert_eq!(app.raw_bodies().await, 2);
+    assert_eq!(app.reservations().await, 0);
 
     // Nothing was reserved for refund rr_1: its first clean delivery is new.
     let clean = json!({"type": "refund.created", "payment_id": "pay_1",
@@ -184,7 +184,7 @@ async fn rows_nested_past_serde_json_limit_written_before_the_limit_stay_readabl
     let deep = &events[before]["data"]["derivation"]["business"]["material"]["body"];
     assert_eq!(deep.pointer(&"/0".repeat(127)), Some(&json!(1)));
 
-    let journaled = app.count("SELECT COUNT(*) FROM journal").await;
+    let journaled = app.journal_rows().await;
     let replayed = projections::rebuild(&app.db)
         .await
         .expect("the rebuild reads every row");

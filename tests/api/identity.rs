@@ -1,6 +1,6 @@
 //! Identity over the whole system: horizons, versions, `key explain`.
 
-use crate::helpers::{fresh_database, refund, spawn_app_with, spawn_on, test_settings};
+use crate::helpers::{Counts, fresh_database, refund, spawn_app_with, spawn_on, test_settings};
 
 const SHORT_STRATEGY: &str = r#"
 [engine]
@@ -41,13 +41,8 @@ async fn a_late_replay_after_the_horizon_finds_its_effect_in_the_ledger_or_asks_
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     assert_eq!(first.json["strategy"], "short-refund@1");
     // Past the horizon the fast index forgets the key (journaled)...
-    app.wait_for_count("SELECT COUNT(*) FROM reservations", 0)
-        .await;
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'KeysPurged'")
-            .await,
-        1
-    );
+    app.wait_reservations(0).await;
+    assert_eq!(app.journal_count("KeysPurged").await, 1);
 
     // ...but the effects ledger still proves the refund happened.
     let late = app.post_signed("hmac", &body).await;
@@ -67,11 +62,7 @@ async fn a_late_replay_after_the_horizon_finds_its_effect_in_the_ledger_or_asks_
     let later = app.post_signed("hmac", &body).await;
     assert_eq!(later.json["decision"], "reconcile", "{}", later.json);
     assert_eq!(later.json["reason"], "evidence_purged");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM effects").await,
-        1,
-        "never a second refund"
-    );
+    assert_eq!(app.effects().await, 1, "never a second refund");
 }
 
 #[tokio::test]
@@ -85,9 +76,7 @@ async fn a_strategy_changed_without_a_new_version_stops_the_server_with_what_cha
         1
     );
     assert_eq!(
-        first
-            .count("SELECT COUNT(*) FROM journal WHERE event_type = 'StrategyVersionRecorded'")
-            .await,
+        first.journal_count("StrategyVersionRecorded").await,
         first.count("SELECT COUNT(*) FROM strategy_versions").await
     );
     let changed = unicity::startup::Application::build(test_settings(&url, &short("60d"))).await;
@@ -163,8 +152,7 @@ async fn past_the_horizon_the_ledger_still_catches_a_differing_discriminant() {
     let app = spawn_app_with(&short("1s")).await;
     app.post_signed("hmac", &refund("pay_l", 800, Some("rr_l")))
         .await;
-    app.wait_for_count("SELECT COUNT(*) FROM reservations", 0)
-        .await;
+    app.wait_reservations(0).await;
     let late = app
         .post_signed("hmac", &refund("pay_l", 900, Some("rr_l")))
         .await;

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::helpers::{STRIPE_SECRETS, spawn_app};
+use crate::helpers::{Counts, STRIPE_SECRETS, spawn_app};
 
 fn refund_body() -> Vec<u8> {
     serde_json::to_vec(&json!({
@@ -39,18 +39,10 @@ async fn a_signed_delivery_is_journaled_before_it_is_acknowledged_for_every_sche
         assert!(types.contains(&"DecisionMade"), "{slug}: {types:?}");
     }
     // Each reception, its key and its decision are one journal row.
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE delivery_id IS NOT NULL")
-            .await,
-        5
-    );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryDecided'")
-            .await,
-        5
-    );
+    assert_eq!(app.delivery_rows().await, 5);
+    assert_eq!(app.journal_count("DeliveryDecided").await, 5);
     // Same bytes, one stored body: bodies are addressed by their hash.
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 1);
+    assert_eq!(app.raw_bodies().await, 1);
 }
 
 #[tokio::test]
@@ -95,7 +87,7 @@ async fn a_bad_signature_is_refused_with_401_and_journaled_as_rejected_without_i
         "invalid_signature"
     );
     assert_eq!(shown.json["body"], serde_json::Value::Null);
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 0);
+    assert_eq!(app.raw_bodies().await, 0);
 }
 
 #[tokio::test]
@@ -170,7 +162,7 @@ async fn a_body_over_the_limit_gets_413_and_a_rejection_without_the_body() {
     assert_eq!(event["data"]["reason"], "payload_too_large");
     assert_eq!(event["data"]["declared_size"], big.len());
     assert_eq!(event["data"]["body"], serde_json::Value::Null);
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 0);
+    assert_eq!(app.raw_bodies().await, 0);
 }
 
 #[tokio::test]
@@ -179,11 +171,7 @@ async fn an_unknown_source_gets_404() {
     let reply = app.post_raw("nope", refund_body(), &[]).await;
     assert_eq!(reply.status, 404);
     assert_eq!(reply.json["code"], "unknown_source");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE delivery_id IS NOT NULL")
-            .await,
-        0
-    );
+    assert_eq!(app.delivery_rows().await, 0);
 }
 
 #[tokio::test]
@@ -203,7 +191,7 @@ async fn a_signed_body_that_is_not_json_or_not_utf8_is_kept_and_marked_unparseab
         assert_eq!(shown.json["body"], serde_json::Value::Null);
         assert_eq!(shown.json["body_ref"]["size"], body.len());
     }
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 2);
+    assert_eq!(app.raw_bodies().await, 2);
 }
 
 #[tokio::test]
@@ -233,13 +221,9 @@ async fn a_failing_journal_write_answers_503_and_leaves_no_half_written_delivery
         "internal error leaked"
     );
     // The body insert ran in the same transaction: it must have rolled back.
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 0);
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE delivery_id IS NOT NULL")
-            .await,
-        0
-    );
-    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 0);
+    assert_eq!(app.raw_bodies().await, 0);
+    assert_eq!(app.delivery_rows().await, 0);
+    assert_eq!(app.deliveries().await, 0);
 }
 
 #[tokio::test]
@@ -254,6 +238,6 @@ async fn a_database_without_its_journal_answers_503_and_is_not_ready() {
     let reply = app.post_signed("std", &refund_body()).await;
     assert_eq!(reply.status, 503);
     assert_eq!(reply.json["code"], "storage_unavailable");
-    assert_eq!(app.count("SELECT COUNT(*) FROM raw_bodies").await, 0);
+    assert_eq!(app.raw_bodies().await, 0);
     assert_eq!(app.get("/readyz").await.status, 503);
 }

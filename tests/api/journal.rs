@@ -2,7 +2,7 @@
 
 use sea_orm::ConnectionTrait;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{Counts, spawn_app};
 
 #[tokio::test]
 async fn the_database_refuses_to_update_or_delete_journal_rows() {
@@ -25,11 +25,7 @@ async fn the_database_refuses_to_update_or_delete_journal_rows() {
         let truncate = app.db.execute_unprepared("TRUNCATE journal").await;
         assert!(truncate.is_err(), "TRUNCATE must be refused");
     }
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DeliveryDecided'")
-            .await,
-        1
-    );
+    assert_eq!(app.journal_count("DeliveryDecided").await, 1);
 }
 
 #[tokio::test]
@@ -45,8 +41,7 @@ async fn journal_positions_grow_with_each_append() {
         3
     );
     // Each delivery appends one row: its reception, key and decision folded.
-    let per_delivery = "SELECT COUNT(*) FROM journal WHERE delivery_id IS NOT NULL";
-    assert_eq!(app.count(per_delivery).await, 3);
+    assert_eq!(app.delivery_rows().await, 3);
     let first = app.count(&format!("SELECT MIN(position) {received}")).await;
     let last = app.count(&format!("SELECT MAX(position) {received}")).await;
     assert!(last > first, "positions grow: {first} then {last}");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, TransactionTrait};
 
-use crate::helpers::{refund, spawn_app};
+use crate::helpers::{Counts, refund, spawn_app};
 
 /// The lock protocol, as published: class `0x756e696b`, FNV-1a 32-bit of
 /// the key read as a signed integer.

@@ -7,14 +7,7 @@ use reqwest::StatusCode;
 use unicity::auth::Role;
 
 use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator, signed_in};
-use crate::helpers::{TestApp, spawn_app, spawn_app_with};
-
-async fn journaled(app: &TestApp, event_type: &str) -> i64 {
-    app.count(&format!(
-        "SELECT COUNT(*) FROM journal WHERE event_type = '{event_type}'"
-    ))
-    .await
-}
+use crate::helpers::{Counts, TestApp, spawn_app, spawn_app_with};
 
 /// Signs in as `name` with `password`, as a client at `from` behind the
 /// test's proxy (`X-Forwarded-For`); the status and `Retry-After`.
@@ -49,7 +42,7 @@ async fn showing_the_login_form_stores_no_session_and_its_token_is_still_require
             .expect("answered");
         assert_eq!(page.status(), StatusCode::OK);
     }
-    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 0);
+    assert_eq!(app.sessions().await, 0);
 
     // The token without its cookie, the cookie with another form's token,
     // and a token not signed by this server are all refused unchecked.
@@ -80,21 +73,21 @@ async fn showing_the_login_form_stores_no_session_and_its_token_is_still_require
         assert_eq!(answer.status, StatusCode::FORBIDDEN, "{what}");
     }
     assert_eq!(
-        journaled(&app, "LoginFailed").await,
+        app.journal_count("LoginFailed").await,
         0,
         "nothing was checked"
     );
-    assert_eq!(journaled(&app, "OperatorLoggedIn").await, 0);
-    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 0);
+    assert_eq!(app.journal_count("OperatorLoggedIn").await, 0);
+    assert_eq!(app.sessions().await, 0);
 
     // A failed attempt stores nothing either; the real form signs in.
     let failed = browser.login("sam", "not the password").await;
     assert_eq!(failed.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 0);
+    assert_eq!(app.sessions().await, 0);
     let answer = browser.login("sam", PASSWORD).await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
     assert_eq!(browser.login_cookie, None, "the form's cookie is removed");
-    assert_eq!(app.count("SELECT COUNT(*) FROM sessions").await, 1);
+    assert_eq!(app.sessions().await, 1);
     assert_eq!(browser.get("/account").await.status, StatusCode::OK);
 }
 
@@ -110,7 +103,7 @@ async fn an_overlong_name_is_refused_before_it_is_throttled_or_checked() {
         assert!(answer.body.contains("name is too long"), "{}", answer.body);
     }
     assert_eq!(
-        journaled(&app, "LoginFailed").await,
+        app.journal_count("LoginFailed").await,
         0,
         "no password checked"
     );
@@ -157,7 +150,7 @@ async fn failures_from_one_address_slow_it_down_but_never_lock_the_operator_out_
     let (status, wait) = login_from(&app, attacker, "ops", "guess guess guess").await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(wait, 2);
-    assert_eq!(journaled(&app, "LoginFailed").await, 6);
+    assert_eq!(app.journal_count("LoginFailed").await, 6);
     let client = "SELECT COUNT(*) FROM journal WHERE event_type = 'LoginFailed' \
                   AND CAST(data AS TEXT) LIKE '%203.0.113.7%'";
     assert_eq!(
@@ -193,7 +186,7 @@ async fn a_cross_origin_form_naming_the_attackers_host_in_x_forwarded_host_is_re
         .header("x-forwarded-host", "evil.example");
     assert_eq!(browser.send(forged).await.status, StatusCode::FORBIDDEN);
     assert_eq!(browser.get("/account").await.status, StatusCode::OK);
-    assert_eq!(journaled(&app, "OperatorLoggedOut").await, 0);
+    assert_eq!(app.journal_count("OperatorLoggedOut").await, 0);
 
     let own = browser
         .form("/logout", &[("csrf", &csrf)])

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::downstream::{Behaviour, Downstream};
 use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{TestApp, refund, spawn_app_with};
+use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
 
 /// A test server standing for the provider's API: it lists the refunds of
 /// the payment asked for (`/payments/{payment}/refunds`), or every refund
@@ -133,8 +133,7 @@ async fn start(provider: &ProviderApi) -> (TestApp, Downstream) {
 async fn two_equal_refunds(app: &TestApp) -> String {
     let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     let second = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
     assert_eq!(
         second.json["reason"], "weak_match_critical",
@@ -151,11 +150,7 @@ async fn two_equal_refunds(app: &TestApp) -> String {
 }
 
 async fn case_field(app: &TestApp, case_id: &str, column: &str) -> String {
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'",
-        1,
-    )
-    .await;
+    app.wait_journal("LookupPerformed", 1).await;
     let shown = app.get(&format!("/api/cases/{case_id}")).await;
     shown.json[column].as_str().unwrap_or_default().to_owned()
 }
@@ -166,11 +161,7 @@ async fn two_legitimate_equal_refunds_are_both_applied_the_second_with_the_provi
     let (app, downstream) = start(&provider).await;
     let case_id = two_equal_refunds(&app).await;
     downstream.wait_calls(2).await;
-    app.wait_for_count(
-        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
-        1,
-    )
-    .await;
+    app.wait_case_resolved(&case_id).await;
     assert_eq!(
         case_field(&app, &case_id, "resolution").await,
         "process_as_distinct"
@@ -194,11 +185,7 @@ async fn a_retry_of_one_refund_is_confirmed_as_a_duplicate_by_the_provider() {
     let provider = ProviderApi::start(200, refunds(&["re_1"])).await;
     let (app, downstream) = start(&provider).await;
     let case_id = two_equal_refunds(&app).await;
-    app.wait_for_count(
-        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
-        1,
-    )
-    .await;
+    app.wait_case_resolved(&case_id).await;
     assert_eq!(
         case_field(&app, &case_id, "resolution").await,
         "confirm_duplicate"
@@ -244,15 +231,10 @@ async fn after_a_provider_outage_the_look_up_is_retried_with_backoff_and_settles
     );
     let app = spawn_app_with(&extra).await;
     let case_id = two_equal_refunds(&app).await;
-    app.wait_for_count(
-        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
-        1,
-    )
-    .await;
+    app.wait_case_resolved(&case_id).await;
     downstream.wait_calls(2).await;
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'")
-            .await,
+        app.journal_count("LookupPerformed").await,
         3,
         "two failed questions, then the answer"
     );
@@ -274,11 +256,7 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
     let case_id = two_equal_refunds(&app).await;
     // Two failed questions open the breaker; the next due retry is journaled
     // without asking.
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'",
-        3,
-    )
-    .await;
+    app.wait_journal("LookupPerformed", 3).await;
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
     assert_eq!(
         app.count(
@@ -323,24 +301,6 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2, "still not asked");
 }
 
-/// Waits until `n` effects are settled applied.
-async fn wait_applied(app: &TestApp, n: i64) {
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", n)
-        .await;
-}
-
-/// The effects under any key in a state that may have moved money.
-async fn live_effects(app: &TestApp) -> i64 {
-    app.count("SELECT COUNT(*) FROM effects WHERE status <> 'failed'")
-        .await
-}
-
-/// Waits until `n` cases are resolved.
-async fn resolved_cases(app: &TestApp, n: i64) {
-    app.wait_for_count("SELECT COUNT(*) FROM cases WHERE status = 'resolved'", n)
-        .await;
-}
-
 #[tokio::test]
 async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
     // Given a provider listing two 700 EUR refunds on pay_b, and its webhook
@@ -355,7 +315,7 @@ async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
     let first = app.post_signed("hmac", &body).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     // Settled, not only sent: a retry before then is deferred.
-    wait_applied(&app, 1).await;
+    app.wait_applied(1).await;
     // When the same bytes arrive three times at once
     let (a, b, c) = tokio::join!(
         app.post_signed("hmac", &body),
@@ -371,11 +331,11 @@ async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
     }
     // Then the three look-ups settle every case, and one refund is added:
     // as many effects as the provider lists operations
-    resolved_cases(&app, 3).await;
+    app.wait_resolved_cases(3).await;
     downstream.wait_calls(2).await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 2, "refunds applied downstream");
-    assert_eq!(live_effects(&app).await, 2, "effects = provider operations");
+    assert_eq!(app.live_effects().await, 2, "effects = provider operations");
     assert_eq!(
         app.count("SELECT COUNT(*) FROM cases WHERE resolution = 'process_as_distinct'")
             .await,
@@ -408,17 +368,15 @@ async fn a_retry_while_the_distinct_refund_is_in_flight_is_a_duplicate() {
     .await;
     let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     // When the second refund's case is settled as distinct by its look-up
     let second = refund("pay_l", 700, None);
     let held = app.post_signed("hmac", &second).await;
     assert_eq!(held.json["reason"], "weak_match_critical", "{}", held.json);
-    resolved_cases(&app, 1).await;
+    app.wait_resolved_cases(1).await;
     // and its webhook is retried while that refund is still being applied
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM effects WHERE status = 'pending'")
-            .await,
+        app.effects_in("pending").await,
         1,
         "the distinct refund is in flight"
     );
@@ -429,11 +387,11 @@ async fn a_retry_while_the_distinct_refund_is_in_flight_is_a_duplicate() {
         retry.json
     );
     // Then the retry's look-up counts the pending refund: a duplicate
-    resolved_cases(&app, 2).await;
+    app.wait_resolved_cases(2).await;
     downstream.wait_calls(2).await;
     tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
     assert_eq!(downstream.calls().len(), 2, "refunds applied downstream");
-    assert_eq!(live_effects(&app).await, 2);
+    assert_eq!(app.live_effects().await, 2);
     let retry_case = retry.json["case_id"].as_str().unwrap();
     let shown = app.get(&format!("/api/cases/{retry_case}")).await;
     assert_eq!(
@@ -496,7 +454,7 @@ async fn retried_700(compare: &str) -> (TestApp, Downstream, ProviderApi, String
         "process"
     );
     // Settled, not only sent: a retry before then is deferred.
-    wait_applied(&app, 2).await;
+    app.wait_applied(2).await;
     let retry = app.post_signed("hmac", &seven).await;
     assert_eq!(
         retry.json["reason"], "weak_match_critical",
@@ -514,11 +472,7 @@ async fn a_look_up_compares_discriminants_by_the_names_the_configuration_maps() 
         retried_700("pay = \"resource\"\nvalue = \"amount\"\nccy = \"currency\"\n").await;
     // Then the retried 700 is a duplicate of the 700, not a second refund
     // justified by the 900
-    app.wait_for_count(
-        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
-        1,
-    )
-    .await;
+    app.wait_case_resolved(&case_id).await;
     assert_eq!(
         case_field(&app, &case_id, "resolution").await,
         "confirm_duplicate"
@@ -532,11 +486,7 @@ async fn a_discriminant_the_look_up_cannot_compare_leaves_the_case_for_a_person(
     // Given a look-up that maps value and pay but says nothing of ccy
     let (app, downstream, provider, case_id) =
         retried_700("pay = \"resource\"\nvalue = \"amount\"\n").await;
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'",
-        1,
-    )
-    .await;
+    app.wait_journal("LookupPerformed", 1).await;
     // Then the provider was asked, but the case stays open, saying why
     assert_eq!(provider.asked.load(Ordering::SeqCst), 1);
     assert_eq!(case_field(&app, &case_id, "status").await, "open");
@@ -571,22 +521,14 @@ async fn a_received_value_never_moves_the_look_up_to_another_url() {
             app.post_signed("hmac", &body).await.json["decision"],
             "process"
         );
-        app.wait_for_count(
-            "SELECT COUNT(*) FROM effects WHERE status = 'applied'",
-            (n + 1) as i64,
-        )
-        .await;
+        app.wait_applied((n + 1) as i64).await;
         let retry = app.post_signed("hmac", &body).await;
         assert_eq!(
             retry.json["reason"], "weak_match_critical",
             "{}",
             retry.json
         );
-        app.wait_for_count(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'",
-            (n + 1) as i64,
-        )
-        .await;
+        app.wait_journal("LookupPerformed", (n + 1) as i64).await;
     }
     // Then no question left the payment's own refunds URL
     for path in provider.paths.lock().unwrap().iter() {
@@ -600,11 +542,7 @@ async fn a_received_value_never_moves_the_look_up_to_another_url() {
     // and nothing was settled on another payment's refunds
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(downstream.calls().len(), 7, "one refund per first delivery");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE status = 'open'")
-            .await,
-        7
-    );
+    assert_eq!(app.open_cases().await, 7);
 }
 
 #[tokio::test]
@@ -631,15 +569,11 @@ async fn an_answer_about_another_payment_is_not_taken_for_this_one() {
         "process"
     );
     // Settled, not only sent: a retry before then is deferred.
-    wait_applied(&app, 1).await;
+    app.wait_applied(1).await;
     // When its webhook is retried
     let retry = app.post_signed("hmac", &body).await;
     let case_id = retry.json["case_id"].as_str().unwrap().to_owned();
-    app.wait_for_count(
-        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
-        1,
-    )
-    .await;
+    app.wait_case_resolved(&case_id).await;
     // Then only pay_r's refund counts: a duplicate, not a second refund
     assert_eq!(
         case_field(&app, &case_id, "resolution").await,

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use unicity::providers::signature;
 
-use crate::helpers::{TestApp, logs, refund, spawn_app, spawn_app_with};
+use crate::helpers::{Counts, TestApp, logs, refund, spawn_app, spawn_app_with};
 
 /// A signed source that masks one header of its own on top of the defaults.
 const PARTNER: &str = r#"
@@ -219,11 +219,7 @@ async fn the_raw_body_is_refused_while_reads_are_disabled() {
     let reply = app.get(&format!("/api/deliveries/{id}/raw")).await;
     assert_eq!(reply.status, 403, "{}", reply.json);
     assert_eq!(reply.json["code"], "raw_body_reads_disabled");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'RawBodyRead'")
-            .await,
-        0
-    );
+    assert_eq!(app.journal_count("RawBodyRead").await, 0);
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use unicity::auth::Role;
 
 use crate::downstream::{Behaviour, Downstream};
 use crate::forms::{Browser, csrf_in, signed_in};
-use crate::helpers::{TestApp, refund, spawn_app_with};
+use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
 
 /// A reversible effect beside the money ones: notices keyed by their
 /// reference, discriminated by their text.
@@ -53,12 +53,7 @@ impl Pages {
             .await;
         assert_eq!(first.json["decision"], "process", "{}", first.json);
         self.downstream.wait_calls(applied + 1).await;
-        self.app
-            .wait_for_count(
-                "SELECT COUNT(*) FROM effects WHERE status = 'applied'",
-                applied as i64 + 1,
-            )
-            .await;
+        self.app.wait_applied(applied as i64 + 1).await;
         let second = self
             .app
             .post_signed("hmac", &refund(payment, 700, None))
@@ -412,9 +407,7 @@ async fn webhook_markup_in_a_value_a_header_and_a_field_name_renders_as_text() {
     )];
     let first = p.app.post_raw("open", hostile("t1"), &headers).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    p.app
-        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    p.app.wait_applied(1).await;
     let second = p.app.post_raw("open", hostile("t2"), &headers).await;
     let case = second.json["case_id"].as_str().expect("a case").to_owned();
 

@@ -23,7 +23,7 @@ use unicity::store::projections::TABLES;
 
 use crate::downstream::{Behaviour, Downstream};
 use crate::helpers::{
-    self, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, TEST_SOURCES, refund, secret_of,
+    self, Counts, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, TEST_SOURCES, refund, secret_of,
 };
 use crate::provider::Provider;
 
@@ -40,9 +40,6 @@ const FILLED: [&str; 7] = [
     "cases",
     "reconciliation_runs",
 ];
-
-/// How long a condition may take to come true before a test fails.
-const PATIENCE: Duration = Duration::from_secs(15);
 
 // ---------------------------------------------------------------------------
 // Tests
@@ -109,18 +106,9 @@ async fn two_server_processes_on_one_database_apply_a_burst_exactly_once() {
     // effect settles: ignored, linked to the one effect. (On a starved machine
     // the 2 s lease may run out before the 200 ms effect settles: then they
     // go to reconciliation instead, and the late settlement still lands.)
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM deliveries WHERE decision = 'defer'",
-            0,
-        )
-        .await;
-    probe
-        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
-    let ignored = probe
-        .count("SELECT COUNT(*) FROM deliveries WHERE decision = 'ignore'")
-        .await;
+    probe.wait_decided("defer", 0).await;
+    probe.wait_applied(1).await;
+    let ignored = probe.decided("ignore").await;
     let reconciled = probe
         .count(
             "SELECT COUNT(*) FROM deliveries WHERE decision = 'reconcile' \
@@ -136,16 +124,11 @@ async fn two_server_processes_on_one_database_apply_a_burst_exactly_once() {
         reconciled_only_after_their_lease(&first, &probe).await,
         reconciled
     );
+    assert_eq!(probe.decided("process").await, 1);
+    assert_eq!(probe.effects().await, 1);
+    assert_eq!(probe.reservations().await, 1);
     assert_eq!(
-        probe
-            .count("SELECT COUNT(*) FROM deliveries WHERE decision = 'process'")
-            .await,
-        1
-    );
-    assert_eq!(probe.count("SELECT COUNT(*) FROM effects").await, 1);
-    assert_eq!(probe.count("SELECT COUNT(*) FROM reservations").await, 1);
-    assert_eq!(
-        probe.count("SELECT COUNT(*) FROM effect_deliveries").await,
+        probe.effect_deliveries().await,
         ignored,
         "every ignored delivery is linked to the effect the processed one created"
     );
@@ -258,12 +241,7 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
             0,
         )
         .await;
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM deliveries WHERE decision = 'defer'",
-            0,
-        )
-        .await;
+    probe.wait_decided("defer", 0).await;
     assert_eq!(
         probe
             .count("SELECT COUNT(*) FROM deliveries WHERE decision IS NULL")
@@ -389,12 +367,7 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
             other => panic!("a retry after the crash got {other}: {}", reply.json),
         }
     }
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM deliveries WHERE decision = 'defer'",
-            0,
-        )
-        .await;
+    probe.wait_decided("defer", 0).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let unknown_outcomes = reconciled_only_after_their_lease(&restarted, &probe).await;
     if unknown > 0 {
@@ -477,12 +450,8 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     assert_eq!(forged.status, 401, "{}", forged.json);
     assert_eq!(oversized.status, 413, "{}", oversized.json);
 
-    probe
-        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 4)
-        .await;
-    probe
-        .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'failed'", 1)
-        .await;
+    probe.wait_applied(4).await;
+    probe.wait_effects_in("failed", 1).await;
 
     // Round 2: a re-encoded retry, a collision, an equal weak refund, and a
     // retry of the refused effect (a second attempt, fencing token 2).
@@ -522,18 +491,8 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     );
     assert_eq!(decision_of(&h2), "reconcile", "{}", h2.json);
     assert_eq!(decision_of(&h3), "quarantine", "{}", h3.json);
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'EffectOutcomeUnknown'",
-            1,
-        )
-        .await;
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM deliveries WHERE decision = 'defer'",
-            0,
-        )
-        .await;
+    probe.wait_journal("EffectOutcomeUnknown", 1).await;
+    probe.wait_decided("defer", 0).await;
 
     // The live state, counted. Only the hanging effect's lease is meant to
     // run out; on a starved machine another may too (its effect then settles
@@ -577,7 +536,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     if on_time {
         assert_eq!(ignored, 8, "A's retry and the burst's 7 copies");
     }
-    assert_eq!(probe.count("SELECT COUNT(*) FROM deliveries").await, 22);
+    assert_eq!(probe.deliveries().await, 22);
     let effects = probe
         .rows("SELECT status, CAST(COUNT(*) AS TEXT) FROM effects GROUP BY status ORDER BY 1")
         .await;
@@ -588,14 +547,14 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
             .collect::<Vec<_>>(),
         ["applied=4", "failed=1", "unknown=1"]
     );
-    assert_eq!(probe.count("SELECT COUNT(*) FROM reservations").await, 6);
+    assert_eq!(probe.reservations().await, 6);
     assert_eq!(
         probe.count("SELECT COUNT(*) FROM transport_links").await,
         11,
         "one per distinct raw body (the burst shares one), one per message id"
     );
     assert_eq!(
-        probe.count("SELECT COUNT(*) FROM effect_deliveries").await,
+        probe.effect_deliveries().await,
         ignored,
         "every ignored delivery is linked to its effect (each effect names the delivery that created it)"
     );
@@ -617,10 +576,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
         "the hung effect: its expiry, its late settlement, its retry"
     );
     if on_time {
-        assert_eq!(
-            probe.count("SELECT COUNT(*) FROM cases").await,
-            6 + hung_expired
-        );
+        assert_eq!(probe.cases().await, 6 + hung_expired);
     }
     assert_eq!(apply.calls().len(), 4, "{:?}", apply.calls());
     assert_eq!(refuse.calls().len(), 2);
@@ -628,17 +584,12 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
 
     let reconciled = deployment.reconcile().await;
     assert!(reconciled.contains("1 missing"), "{reconciled}");
-    assert!(
-        probe
-            .count("SELECT COUNT(*) FROM cases WHERE reason = 'unexpected_effect'")
-            .await
-            >= 1
-    );
+    assert!(probe.cases_with("unexpected_effect").await >= 1);
 
     // Stop the server, rebuild from the journal, compare.
     server.kill();
     let live = probe.snapshot().await;
-    let journal = probe.count("SELECT COUNT(*) FROM journal").await;
+    let journal = probe.journal_rows().await;
     let printed = deployment.rebuild().await;
     assert!(
         printed.contains(&format!(
@@ -1084,6 +1035,12 @@ pub(crate) struct Probe {
     db: DatabaseConnection,
 }
 
+impl Counts for Probe {
+    fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+}
+
 impl Probe {
     /// A reader of `db`'s tables.
     pub(crate) fn of(db: &DatabaseConnection) -> Self {
@@ -1111,31 +1068,6 @@ impl Probe {
                     .collect()
             })
             .collect()
-    }
-
-    async fn count(&self, sql: &str) -> i64 {
-        let row = self
-            .db
-            .query_one_raw(Statement::from_string(self.backend(), sql.to_owned()))
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"))
-            .expect("one row");
-        row.try_get_by_index::<i64>(0).expect("an integer")
-    }
-
-    async fn wait_for_count(&self, sql: &str, expected: i64) {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let value = self.count(sql).await;
-            if value == expected {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for `{sql}` = {expected} (still {value})"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
     }
 
     /// The `DecisionMade` payloads of every delivery, in journal order, as

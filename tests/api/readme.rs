@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::spawn_demo;
+use crate::helpers::{Counts, spawn_demo};
 
 const README: &str = include_str!("../../README.md");
 const SECTION: &str = "## Quick start";
@@ -146,14 +146,12 @@ async fn the_readme_quick_start_gives_the_answers_it_shows_run_after_run() {
         }
     }
 
-    let collisions = app
-        .count("SELECT COUNT(*) FROM cases WHERE reason = 'transport_id_collision'")
-        .await;
+    let collisions = app.cases_with("transport_id_collision").await;
     assert_eq!(
         collisions, 0,
         "running the quick start again reused a delivery id"
     );
-    let cases = app.count("SELECT COUNT(*) FROM cases").await;
+    let cases = app.cases().await;
     assert_eq!(
         cases, 0,
         "the quick start opened a case it does not mention"

@@ -9,18 +9,14 @@ use unicity::services::cases::{self, Resolve};
 use unicity::services::engine::Engine;
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{TestApp, refund, spawn_app_with, test_settings};
+use crate::helpers::{Counts, TestApp, refund, spawn_app_with, test_settings};
 use crate::processes::{Probe, assert_same_projections};
 
 /// A weak match on pay_rb held in a case; returns the case.
 async fn look_alike(app: &TestApp, payment: &str, applied: i64) -> uuid::Uuid {
     let first = app.post_signed("hmac", &refund(payment, 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM effects WHERE status = 'applied'",
-        applied,
-    )
-    .await;
+    app.wait_applied(applied).await;
     let second = app.post_signed("hmac", &refund(payment, 700, None)).await;
     assert_eq!(
         second.json["reason"], "weak_match_critical",

@@ -10,7 +10,7 @@ use unicity::auth::Role;
 
 use crate::downstream::{Behaviour, Downstream};
 use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{TestApp, cli, finished, refund, spawn_app_with};
+use crate::helpers::{Counts, TestApp, cli, finished, refund, spawn_app_with};
 use crate::pages::form_token;
 use crate::provider::Provider;
 
@@ -69,8 +69,7 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
             .await;
         assert_eq!(sent.json["decision"], "process", "{}", sent.json);
     }
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 3)
-        .await;
+    app.wait_applied(3).await;
 
     let first = reconcile(&app, &extra).await;
     assert!(
@@ -142,11 +141,7 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
         .await,
         2
     );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'DiscrepancyFound'")
-            .await,
-        2
-    );
+    assert_eq!(app.journal_count("DiscrepancyFound").await, 2);
     assert_eq!(
         app.count("SELECT COUNT(*) FROM reconciliation_runs WHERE missing = 1 AND unexpected = 1")
             .await,
@@ -184,8 +179,7 @@ async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_
         .post_signed("hmac", &refund("pay_u", 900, Some("rr_u")))
         .await;
     assert_eq!(sent.json["decision"], "process", "{}", sent.json);
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     let ran = reconcile(&app, &extra).await;
     assert!(
         ran.contains("1 missing, 1 unexpected, 2 cases opened"),

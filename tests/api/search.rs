@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 use unicity::auth::Role;
 
-use crate::helpers::{TestApp, id_of, issue_token, refund, spawn_app, spawn_app_with};
+use crate::helpers::{Counts, TestApp, id_of, issue_token, refund, spawn_app, spawn_app_with};
 
 /// The delivery ids a search answers, in order.
 pub async fn found(app: &TestApp, query: &str) -> Vec<String> {
@@ -47,8 +47,7 @@ async fn a_delivery_is_found_by_its_id_its_provider_ids_its_key_and_its_payment(
         .post_signed("hmac", &refund("pay_search_1", 1500, Some("rr_1")))
         .await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     let retry = app
         .post_signed("hmac", &refund("pay_search_1", 1500, Some("rr_1")))
         .await;

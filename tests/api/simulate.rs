@@ -3,7 +3,7 @@
 //! loopback. It must exit 0, and its report must agree with what Unicity
 //! recorded and what its own downstream counted.
 
-use crate::helpers::{cli, spawn_app_with};
+use crate::helpers::{Counts, cli, spawn_app_with};
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -80,8 +80,7 @@ status_not_found = "failed"
     );
     assert_eq!(
         applied,
-        app.count("SELECT COUNT(*) FROM effects WHERE status = 'applied'")
-            .await,
+        app.applied_effects().await,
         "the downstream counted the effects Unicity applied"
     );
     let total = report

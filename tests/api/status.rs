@@ -4,7 +4,7 @@
 //! side: Unicity, a downstream that applies (or not) and answers for its keys.
 
 use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{TestApp, refund, spawn_app_with};
+use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
 
 /// Short sink timeout, frequent sweeps.
 async fn start(downstream: &Downstream, with_status: bool) -> TestApp {
@@ -25,11 +25,7 @@ async fn an_unknown_outcome(app: &TestApp) -> String {
         .post_signed("hmac", &refund("pay_s", 700, Some("rr_1")))
         .await;
     assert_eq!(sent.json["decision"], "process", "{}", sent.json);
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'EffectOutcomeUnknown'",
-        1,
-    )
-    .await;
+    app.wait_journal("EffectOutcomeUnknown", 1).await;
     let row = app
         .get("/api/cases?reason=outcome_unknown&status=open")
         .await;
@@ -44,11 +40,7 @@ async fn an_unknown_outcome(app: &TestApp) -> String {
 }
 
 async fn wait_resolved(app: &TestApp, case_id: &str) -> serde_json::Value {
-    app.wait_for_count(
-        &format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND status = 'resolved'"),
-        1,
-    )
-    .await;
+    app.wait_case_resolved(case_id).await;
     app.get(&format!("/api/cases/{case_id}")).await.json
 }
 
@@ -61,8 +53,7 @@ async fn an_unknown_outcome_the_downstream_reports_applied_is_settled_applied_wi
     let case = wait_resolved(&app, &case_id).await;
     assert_eq!(case["resolution"], "effect_confirmed", "{case}");
     assert_eq!(case["resolved_by"], "look-up");
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     assert_eq!(
         app.count(
             "SELECT COUNT(*) FROM journal WHERE event_type = 'StatusLookupPerformed' \
@@ -85,8 +76,7 @@ async fn an_unknown_outcome_the_downstream_never_applied_is_sent_again_under_its
     let case = wait_resolved(&app, &case_id).await;
     assert_eq!(case["resolution"], "effect_retried", "{case}");
     assert_eq!(case["resolved_by"], "look-up");
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     // Settled failed, taken back with the next fencing token, applied.
     assert_eq!(
         app.count(
@@ -95,21 +85,13 @@ async fn an_unknown_outcome_the_downstream_never_applied_is_sent_again_under_its
         .await,
         1
     );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'EffectFailed'")
-            .await,
-        1
-    );
+    assert_eq!(app.journal_count("EffectFailed").await, 1);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let calls = downstream.calls();
     assert_eq!(calls.len(), 2, "the lost attempt, then one more");
     assert_eq!(calls[0], calls[1], "both with the same Idempotency-Key");
     assert_eq!(downstream.applied().len(), 1, "one effect in the end");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE status = 'open'")
-            .await,
-        0
-    );
+    assert_eq!(app.open_cases().await, 0);
 }
 
 #[tokio::test]
@@ -126,14 +108,9 @@ async fn without_a_status_url_an_unknown_outcome_stays_for_a_person() {
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let case = app.get(&format!("/api/cases/{case_id}")).await.json;
     assert_eq!(case["status"], "open", "{case}");
+    assert_eq!(app.effects_in("unknown").await, 1);
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM effects WHERE status = 'unknown'")
-            .await,
-        1
-    );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'StatusLookupPerformed'")
-            .await,
+        app.journal_count("StatusLookupPerformed").await,
         1,
         "asked once, not again and again"
     );

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::spawn_app;
+use crate::helpers::{Counts, spawn_app};
 
 /// A `checkout.session.completed` Event object, shaped as Stripe documents it,
 /// for Checkout Session `session`.
@@ -44,8 +44,7 @@ async fn two_event_objects_for_one_completed_checkout_session_fulfil_it_once() {
     assert_eq!(first.json["decision"], "process");
     assert_eq!(first.json["reason"], "new_key");
     assert_eq!(first.json["strategy"], "stripe-checkout-session@1");
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
 
     // A second Event object for the same change: another evt_ id, another time.
     let second = app
@@ -78,10 +77,9 @@ async fn two_event_objects_for_one_completed_checkout_session_fulfil_it_once() {
         )
         .await;
     assert_eq!(other.json["decision"], "process", "{}", other.json);
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 2)
-        .await;
-    assert_eq!(app.count("SELECT COUNT(*) FROM effects").await, 2);
-    assert_eq!(app.count("SELECT COUNT(*) FROM deliveries").await, 3);
+    app.wait_applied(2).await;
+    assert_eq!(app.effects().await, 2);
+    assert_eq!(app.deliveries().await, 3);
 }
 
 #[tokio::test]

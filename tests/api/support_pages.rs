@@ -8,7 +8,7 @@ use serde_json::json;
 use unicity::auth::Role;
 
 use crate::forms::{Browser, PASSWORD, operator};
-use crate::helpers::{TestApp, id_of, refund, spawn_app};
+use crate::helpers::{Counts, TestApp, id_of, refund, spawn_app};
 use crate::search::found;
 
 const SCRIPT: &str = "<script>alert(1)</script>";
@@ -36,8 +36,7 @@ async fn a_support_agent_reads_why_a_refund_was_ignored_and_which_delivery_was_f
     let first = app
         .post_signed("hmac", &refund("pay_support", 1500, Some("rr_s")))
         .await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
     let retry = app
         .post_signed("hmac", &refund("pay_support", 1500, Some("rr_s")))
         .await;

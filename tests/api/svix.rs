@@ -3,7 +3,7 @@
 
 use unicity::providers::signature;
 
-use crate::helpers::{Reply, TestApp, secret_of, spawn_app};
+use crate::helpers::{Counts, Reply, TestApp, secret_of, spawn_app};
 
 const BODY: &[u8] = br#"{"type":"contact.created","timestamp":"2022-11-03T20:26:10.344522Z","data":{"id":"1f81eb52-5198-4599-803e-771906343485","type":"contact"}}"#;
 
@@ -29,8 +29,7 @@ async fn a_svix_delivery_is_accepted_and_its_retries_are_duplicates_of_it() {
     assert_eq!(first.status, 202, "{}", first.json);
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     assert_eq!(first.json["strategy"], "standard-webhooks-id@1");
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
 
     // Svix's retry: same id, a new timestamp and signature.
     let retry = post_as_svix(&app, &secret, "msg_svix_1", now + 30).await;

@@ -8,7 +8,7 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use crate::browser::Browser;
 use crate::downstream::{Behaviour, Downstream};
 use crate::forms::{PASSWORD, operator};
-use crate::helpers::{Reply, TestApp, refund, spawn_app, spawn_app_with};
+use crate::helpers::{Counts, Reply, TestApp, refund, spawn_app, spawn_app_with};
 
 #[tokio::test]
 async fn each_role_signs_in_sees_its_navigation_and_signs_out() {
@@ -71,8 +71,7 @@ impl Story {
             .await;
         assert_eq!(applied.json["decision"], "process", "{}", applied.json);
         downstream.wait_calls(1).await;
-        app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-            .await;
+        app.wait_applied(1).await;
         let retry = app
             .post_signed("hmac", &refund("pay_ui", 1250, Some("rr_ui_1")))
             .await;
@@ -92,8 +91,7 @@ impl Story {
             .await;
         assert_eq!(original.json["decision"], "process", "{}", original.json);
         downstream.wait_calls(3).await;
-        app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 3)
-            .await;
+        app.wait_applied(3).await;
         let twin = app
             .post_signed("hmac", &refund("pay_case", 700, None))
             .await;

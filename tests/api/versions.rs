@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::downstream::{Behaviour, Downstream};
 use sea_orm::ConnectionTrait;
 
-use crate::helpers::{Reply, TestApp, fresh_database, spawn_on, test_settings};
+use crate::helpers::{Counts, Reply, TestApp, fresh_database, spawn_on, test_settings};
 
 /// A refund strategy version: its number, horizon, discriminating fields and
 /// criticality.
@@ -152,24 +152,20 @@ impl Scenario {
         let first = self.send(1500).await;
         assert_eq!(first.json["decision"], "process", "{}", first.json);
         self.downstream.wait_calls(1).await;
-        self.app()
-            .wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-            .await;
+        self.app().wait_applied(1).await;
         first
     }
 
     /// Past the horizon the sweeper purges the key from the fast index.
     async fn wait_for_purge(&self) {
-        self.app()
-            .wait_for_count("SELECT COUNT(*) FROM reservations", 0)
-            .await;
+        self.app().wait_reservations(0).await;
     }
 
     /// Exactly one refund reached the downstream, however long we look.
     async fn assert_one_refund(&self) {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert_eq!(self.downstream.calls().len(), 1, "a second refund was sent");
-        assert_eq!(self.app().count("SELECT COUNT(*) FROM effects").await, 1);
+        assert_eq!(self.app().effects().await, 1);
     }
 }
 
@@ -360,12 +356,7 @@ async fn retiring_a_version_first_migrates_its_keys_and_a_purged_body_asks_for_a
     .await
     .expect("migration runs");
     assert_eq!((done.migrated, done.unmigrated), (1, 1));
-    assert_eq!(
-        s.app()
-            .count("SELECT COUNT(*) FROM journal WHERE event_type = 'KeyMigrated'")
-            .await,
-        2
-    );
+    assert_eq!(s.app().journal_count("KeyMigrated").await, 2);
 
     s.restart(&retired()).await;
     // The kept refund is found under its migrated key...
@@ -448,8 +439,7 @@ async fn a_strategy_added_above_another_in_the_hierarchy_never_reprocesses_what_
     assert_eq!(first.json["strategy"], "refund-event@1", "{}", first.json);
     assert_eq!(first.json["decision"], "process");
     downstream.wait_calls(1).await;
-    app.wait_for_count("SELECT COUNT(*) FROM effects WHERE status = 'applied'", 1)
-        .await;
+    app.wait_applied(1).await;
 
     let after = format!(
         "{}{EVENT_KEYED}{REFERENCE_KEYED}{}",
