@@ -168,7 +168,12 @@ pub async fn decide_keyed(
             fencing_token: token,
             provider_ref: None,
         };
-        let Some(job) = reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await? else {
+        // Lost: another delivery took the key meanwhile; decide again
+        // against its row.
+        let Ok(job) = reserve_effect(tx, engine, sink, delivery_id, key, claim, at)
+            .await?
+            .won()
+        else {
             continue;
         };
         decision.effect_id = Some(effect_id);

@@ -135,15 +135,14 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
         at: Utc::now(),
     };
     let redecided = engine.writer.submit(redecision).await?;
-    if let Some(Some(job)) = redecided {
+    if let Redecided::Decided(Some(job)) = redecided {
         let event = journaled.body(&engine.db).await?;
         spawn(engine.clone(), job, row.source.clone(), event);
     }
     Ok(())
 }
 
-/// A deferred delivery decided again, as a writer job: `None` when another
-/// re-decider had it or it stays deferred, else the effect to run, if any.
+/// A deferred delivery decided again, as a writer job.
 struct Redecision {
     engine: SharedEngine,
     delivery_id: DeliveryId,
@@ -154,8 +153,16 @@ struct Redecision {
     at: DateTime<Utc>,
 }
 
+/// What a re-decision came to.
+enum Redecided {
+    /// Another re-decider had it, or it stays deferred.
+    NotNow,
+    /// Decided; the effect to run after commit, if any.
+    Decided(Option<EffectJob>),
+}
+
 impl WriteJob for Redecision {
-    type Output = Option<Option<EffectJob>>;
+    type Output = Redecided;
 
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
         Box::pin(async move {
@@ -169,7 +176,7 @@ impl WriteJob for Redecision {
             } = self;
             // Claim the re-decision: only one re-decider per deferred delivery.
             if !tx.claim_redecision(&id).await? {
-                return Ok(None);
+                return Ok(Redecided::NotNow);
             }
             let sink = sinks::select(&engine.sinks, &source, &key.effect_type).name();
             let verdict = decide_keyed(
@@ -183,7 +190,7 @@ impl WriteJob for Redecision {
             )
             .await?;
             if verdict.decision.action == Action::Defer {
-                return Ok(None);
+                return Ok(Redecided::NotNow);
             }
             let case = verdict.decision.action.opens_case();
             let mut made = DecisionMade::new(
@@ -196,7 +203,7 @@ impl WriteJob for Redecision {
             made.redecided = true;
             tx.record(Some(delivery_id), JournalEvent::DecisionMade(made), at)
                 .await?;
-            Ok(Some(verdict.job))
+            Ok(Redecided::Decided(verdict.job))
         })
     }
 }

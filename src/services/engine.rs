@@ -3,6 +3,7 @@
 //! (a writer job's, or `store::transaction`'s outside the writer).
 
 use std::collections::HashSet;
+use std::marker::PhantomData;
 use std::sync::{Arc, RwLock};
 
 use chrono::{DateTime, Utc};
@@ -131,32 +132,44 @@ impl rejections::Holder for Engine {
     }
 }
 
-/// A writer job that writes one event through its projections: a record
-/// always takes; a claim (a settlement, an expiry, a breaker trip…) only if
-/// exactly one row took it, and is journaled only then. Its output says
-/// whether it took.
-pub struct WriteEvent {
+/// A writer job that writes one event through its projections, of one of
+/// two kinds fixed by its type: a record (`WriteEvent::record`) always
+/// takes; a claim (`WriteEvent::claim`: a settlement, an expiry, a breaker
+/// trip…) takes only if exactly one row took it, is journaled only then, and
+/// says whether it took.
+pub struct WriteEvent<Kind> {
     delivery_id: Option<DeliveryId>,
     event: JournalEvent,
     /// `None`: the time it is written.
     at: Option<DateTime<Utc>>,
-    claim: bool,
+    kind: PhantomData<Kind>,
 }
 
-impl WriteEvent {
+/// A `WriteEvent` that always takes.
+pub struct Record;
+
+/// A `WriteEvent` that takes only if exactly one row took its claim.
+pub struct IfClaimed;
+
+impl WriteEvent<Record> {
     pub fn record(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
+        WriteEvent::new(delivery_id, event)
+    }
+}
+
+impl WriteEvent<IfClaimed> {
+    pub fn claim(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
+        WriteEvent::new(delivery_id, event)
+    }
+}
+
+impl<Kind> WriteEvent<Kind> {
+    fn new(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
         Self {
             delivery_id,
             event,
             at: None,
-            claim: false,
-        }
-    }
-
-    pub fn claim(delivery_id: Option<DeliveryId>, event: JournalEvent) -> Self {
-        Self {
-            claim: true,
-            ..Self::record(delivery_id, event)
+            kind: PhantomData,
         }
     }
 
@@ -169,19 +182,24 @@ impl WriteEvent {
     }
 }
 
-impl WriteJob for WriteEvent {
+impl WriteJob for WriteEvent<Record> {
+    type Output = ();
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<(), DbErr>> {
+        Box::pin(async move {
+            let at = self.at.unwrap_or_else(Utc::now);
+            tx.record(self.delivery_id, self.event, at).await
+        })
+    }
+}
+
+impl WriteJob for WriteEvent<IfClaimed> {
     type Output = bool;
 
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
         Box::pin(async move {
             let at = self.at.unwrap_or_else(Utc::now);
-            if self.claim {
-                tx.claim(self.delivery_id, &self.event, at).await
-            } else {
-                tx.record(self.delivery_id, self.event, at)
-                    .await
-                    .map(|()| true)
-            }
+            tx.claim(self.delivery_id, &self.event, at).await
         })
     }
 }

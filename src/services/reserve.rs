@@ -35,10 +35,36 @@ pub struct Claim {
     pub provider_ref: Option<String>,
 }
 
+/// What taking a key came to.
+#[derive(Debug)]
+pub enum Reserved {
+    /// The key is taken by someone else: nothing was written.
+    Lost,
+    /// A `record` sink's effect: its ledger row, applied with the claim.
+    Applied,
+    /// The effect to apply once the transaction has committed.
+    ToApply(EffectJob),
+}
+
+impl Reserved {
+    /// The effect to run after commit; `None` when there is none (applied
+    /// with the claim), or `Err` when the claim was lost.
+    pub fn won(self) -> Result<Option<EffectJob>, Lost> {
+        match self {
+            Self::Lost => Err(Lost),
+            Self::Applied => Ok(None),
+            Self::ToApply(job) => Ok(Some(job)),
+        }
+    }
+}
+
+/// The key was taken by someone else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost;
+
 /// Reserves `claim` for the effect `key` describes (journaled `KeyReserved`).
 /// A `record` sink's effect is its ledger row, applied with the claim; any
-/// other is returned as a job to run after commit. `None`: the claim lost (the
-/// key is taken).
+/// other is returned as a job to run after commit.
 pub async fn reserve_effect(
     tx: &mut Tx<'_>,
     engine: &Engine,
@@ -47,7 +73,7 @@ pub async fn reserve_effect(
     key: &KeySummary,
     claim: Claim,
     at: DateTime<Utc>,
-) -> Result<Option<Option<EffectJob>>, DbErr> {
+) -> Result<Reserved, DbErr> {
     let Claim {
         key: claim_key,
         effect_id,
@@ -81,22 +107,22 @@ pub async fn reserve_effect(
         delivery_id,
     });
     if !tx.reserve(&reserved, applied.as_ref(), at).await? {
-        return Ok(None);
+        return Ok(Reserved::Lost);
     }
     tx.append(Some(delivery_id), &JournalEvent::KeyReserved(reserved), at);
-    Ok(Some(match applied {
+    Ok(match applied {
         Some(settled) => {
             tx.append(Some(delivery_id), &JournalEvent::EffectApplied(settled), at);
-            None
+            Reserved::Applied
         }
-        None => Some(EffectJob {
+        None => Reserved::ToApply(EffectJob {
             key: claim_key,
             effect_id,
             fencing_token: token,
             effect_type: key.effect_type.clone(),
             delivery_id,
         }),
-    }))
+    })
 }
 
 /// The key of an effect processed again under a matched key.

@@ -207,7 +207,8 @@ pub async fn settle(
                 };
                 let job = reserve_effect(tx, &shared, sink_name, first, &summary, claimed, at)
                     .await?
-                    .ok_or_else(|| DbErr::Custom("the effect's key was taken back".to_owned()))?;
+                    .won()
+                    .map_err(|_| DbErr::Custom("the effect's key was taken back".to_owned()))?;
                 Ok(job)
             })
         })

@@ -337,9 +337,9 @@ impl Context {
             let reserved = reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await?;
             // The case's own key taken while the case was open: nothing
             // commits.
-            job = reserved.ok_or_else(|| {
-                DbErr::Custom("the case's effect key is already taken".to_owned())
-            })?;
+            job = reserved
+                .won()
+                .map_err(|_| DbErr::Custom("the case's effect key is already taken".to_owned()))?;
         }
         Ok(Outcome::Resolved(resolved, job))
     }
