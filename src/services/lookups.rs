@@ -25,7 +25,7 @@ use super::engine::SharedEngine;
 use crate::domain::cases::{CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{KeySummary, LookupPerformed};
+use crate::domain::journal::LookupPerformed;
 use crate::domain::lookup::{self as lookup_policy, LookupVerdict};
 use crate::providers::lookup;
 use crate::store::entities::case;
@@ -50,7 +50,7 @@ pub async fn settle(
     let Some(key) = journaled.key.clone() else {
         return Ok(None);
     };
-    let Some((provider, configured)) = configured(engine, &key) else {
+    let Some((provider, configured)) = engine.lookup_for(&key) else {
         return Ok(None);
     };
     let Some(event) = journaled.body(&engine.db).await? else {
@@ -150,7 +150,7 @@ pub async fn available(engine: &SharedEngine, case_id: Uuid) -> Result<bool, Cas
     };
     Ok(journaled
         .key
-        .is_some_and(|key| configured(engine, &key).is_some()))
+        .is_some_and(|key| engine.lookup_for(&key).is_some()))
 }
 
 /// The open case `case_id` and its delivery, when its reason is askable.
@@ -167,14 +167,6 @@ async fn askable(
     let delivery: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;
     let journaled = Journaled::read(&engine.db, delivery).await?;
     Ok(Some((case, delivery, journaled)))
-}
-
-/// The provider of `key`'s strategy and the look-up configured for it.
-fn configured<'a>(
-    engine: &'a SharedEngine,
-    key: &KeySummary,
-) -> Option<(String, &'a lookup::Lookup)> {
-    engine.lookup_for(key)
 }
 
 /// Starts `settle` for each case in the background, when any look-up is

@@ -176,7 +176,7 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         short: ShortId::new(view.case_id.clone()),
         id: view.case_id,
         open: view.status == "open",
-        close_only: ["missing_effect", "unexpected_effect"].contains(&view.reason.as_str()),
+        close_only: crate::services::cases::closes_only(&view.reason),
         reason: view.reason,
         action: view.action,
         critical: view.critical,

@@ -11,9 +11,9 @@
 
 mod settle;
 
-pub(crate) use settle::existing_effect;
 pub use settle::{CaseError, Resolved};
 pub(super) use settle::{Settled, Settler, settle};
+pub(crate) use settle::{closes_only, existing_effect};
 
 use chrono::Utc;
 use sea_orm::DbErr;

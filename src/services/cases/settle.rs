@@ -376,11 +376,17 @@ async fn accounted(
 /// Whether `case` is a finding of reconciliation (a missing or an
 /// unexpected effect), which can only be closed with a reason.
 pub(super) fn is_finding(case: &case::Model) -> bool {
+    closes_only(&case.reason)
+}
+
+/// Whether a case of `reason` is a reconciliation finding, closed only with
+/// a reason.
+pub(crate) fn closes_only(reason: &str) -> bool {
     [
         DiscrepancyKind::MissingEffect.as_str(),
         DiscrepancyKind::UnexpectedEffect.as_str(),
     ]
-    .contains(&case.reason.as_str())
+    .contains(&reason)
 }
 
 /// The effect a case's delivery was compared with, when there is one.
