@@ -14,22 +14,24 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::engine::Engine;
-use super::reserve::{Claim, EffectJob, business_keys, derived_key, reserve_effect};
+use super::reserve::{Claim, EffectJob, Reserved, derived_key, reserve_effect};
 use crate::domain::decision::{
     self, Action, Decision, DecisionInput, Existing, FailureKind, FieldDifference, Horizon,
     Identity, LedgerEvidence, Reason, TransportMatch,
 };
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{KeyDerived, KeySummary, Layer};
+use crate::domain::journal::{KeyDerived, KeySummary, KeyTaken, Layer};
 use crate::domain::reservation::ReservationState;
-use crate::store::Tx;
-use crate::store::entities::reservation;
+use crate::store::entities::{effect, reservation};
+use crate::store::{KeyState, Tx};
 
-/// What the business layer decided, and the effect to run if any.
+/// What the business layer decided: the key it took, if any, to journal
+/// in the same transaction, and the effect to run after commit.
 pub struct Verdict {
     pub decision: Decision,
     pub layer: Layer,
     pub matched_key: Option<String>,
+    pub taken: Option<KeyTaken>,
     pub job: Option<EffectJob>,
 }
 
@@ -84,9 +86,12 @@ pub fn decide_unkeyed(identity: Identity, transport: TransportMatch) -> Decision
     })
 }
 
-/// Decides a keyed delivery and, on `process`, reserves its key. An effect
-/// whose sink is `record` (the ledger itself, no external call) is applied in
-/// the same transaction; any other is returned as a job to run after commit.
+/// Decides a keyed delivery and, on `process`, reserves its key: read what
+/// exists for the key (`Tx::key_state`), run the pure decision matrix on it,
+/// and take the key the decision names. An effect whose sink is `record`
+/// (the ledger itself, no external call) is applied with the claim; any
+/// other is returned as a job to run after commit. What the claim journals
+/// comes back in the verdict, for the caller to record.
 pub async fn decide_keyed(
     tx: &mut Tx<'_>,
     engine: &Engine,
@@ -99,43 +104,21 @@ pub async fn decide_keyed(
     // On PostgreSQL a loser of the insert race waits for the winner's commit,
     // then sees its row: two passes always suffice; the third is a safety net.
     for _ in 0..3 {
-        let found = read_key(tx, key).await?;
-        let (existing, differences, missing, horizon, matched_key) = match &found {
-            Some((row, matched)) => {
-                let seen = seen_by(key, matched.as_deref());
-                (
-                    existing_of(row, at),
-                    seen.differences(&row.discriminants),
-                    seen.missing,
-                    Horizon::Within,
-                    matched.clone(),
-                )
-            }
-            None => match ledger(tx, key).await? {
-                Some(answer) => answer,
-                // A reservation committed between the two reads: look again.
-                None => continue,
-            },
+        // `None`: a reservation committed between two reads; look again.
+        let Some(state) = tx.key_state(key).await? else {
+            continue;
         };
-        let layer = if matches!(existing, Existing::Nothing)
-            && !matches!(horizon, Horizon::Passed { .. })
-        {
-            match transport {
-                TransportMatch::FirstSeen => Layer::Business,
-                _ => Layer::Transport,
-            }
-        } else {
-            Layer::Business
-        };
+        let evidence = evidence_of(&state, key, at);
+        let layer = layer_of(&evidence, &transport);
         let input = DecisionInput {
             identity: Identity::Keyed {
                 strength: key.strength,
             },
             transport: transport.clone(),
-            existing,
-            horizon,
-            differences,
-            missing_fields: missing,
+            existing: evidence.existing,
+            horizon: evidence.horizon,
+            differences: evidence.differences,
+            missing_fields: evidence.missing,
             criticality: key.criticality,
             // Whether the provider's API can be asked before a person: a
             // held delivery's case is then put to it at once.
@@ -143,36 +126,22 @@ pub async fn decide_keyed(
             breaker_tripped: engine.is_tripped(&key.strategy),
         };
         let mut decision = decision::decide(&input);
+        let matched_key = state.through().map(str::to_owned);
         if decision.action != Action::Process {
             return Ok(Verdict {
                 decision,
                 layer,
                 matched_key,
+                taken: None,
                 job: None,
             });
         }
-        let (claim_key, effect_id, token) = match (decision.reason, &found) {
-            (Reason::NewKey, _) => (key.key.clone(), Uuid::now_v7(), 1),
-            (Reason::PreviousAttemptFailedWithoutEffect, Some((row, _))) => (
-                row.key.clone(),
-                row.effect_id.parse().unwrap_or_else(|_| Uuid::now_v7()),
-                row.fencing_token + 1,
-            ),
-            // Processing under uncertainty (a flagged reversible effect): a
-            // distinct effect with a key of its own, never the matched one.
-            _ => (derived_key(&key.key, delivery_id), Uuid::now_v7(), 1),
-        };
-        let claim = Claim {
-            key: claim_key,
-            effect_id,
-            fencing_token: token,
-            provider_ref: None,
-        };
+        let claim = claim_for(decision.reason, &state, key, delivery_id);
+        let effect_id = claim.effect_id;
         // Lost: another delivery took the key meanwhile; decide again
         // against its row.
-        let Ok(job) = reserve_effect(tx, engine, sink, delivery_id, key, claim, at)
-            .await?
-            .won()
+        let Reserved::Won { taken, job } =
+            reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await?
         else {
             continue;
         };
@@ -181,6 +150,7 @@ pub async fn decide_keyed(
             decision,
             layer,
             matched_key,
+            taken: Some(*taken),
             job,
         });
     }
@@ -190,36 +160,123 @@ pub async fn decide_keyed(
     ))
 }
 
-/// A reservation found for a key, with the older strategy version's key it
-/// was found under (`None`: the key itself).
-type Found = (reservation::Model, Option<String>);
-
-/// Reads the reservation for the key, else for the key of an older strategy
-/// version still in the index.
-async fn read_key(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Option<Found>, DbErr> {
-    let found = tx.reservations(&business_keys(key)).await?;
-    Ok(pick_current(key, found))
-}
-
-/// The row of the key itself if any, else the one of the newest older
-/// version that has one (`older_keys` is newest first), with the older key
-/// it was found under.
-fn pick<T>(
-    key: &KeySummary,
-    mut rows: Vec<T>,
-    key_of: fn(&T) -> &str,
-) -> Option<(T, Option<String>)> {
-    for (n, wanted) in business_keys(key).iter().enumerate() {
-        if let Some(at) = rows.iter().position(|row| key_of(row) == wanted) {
-            let row = rows.swap_remove(at);
-            return Some((row, (n > 0).then(|| wanted.clone())));
-        }
+/// The key a `process` decision takes: a new key for a new effect; the
+/// failed reservation's own key with the next fencing token when a
+/// definitive failure without effect is retried; otherwise (processing under
+/// uncertainty, a flagged reversible effect) a distinct effect with a key of
+/// its own, never the matched one.
+fn claim_for(reason: Reason, state: &KeyState, key: &KeySummary, delivery_id: DeliveryId) -> Claim {
+    let (claim_key, effect_id, fencing_token) = match (reason, state) {
+        (Reason::NewKey, _) => (key.key.clone(), Uuid::now_v7(), 1),
+        (Reason::PreviousAttemptFailedWithoutEffect, KeyState::Reserved { row, .. }) => (
+            row.key.clone(),
+            row.effect_id.parse().unwrap_or_else(|_| Uuid::now_v7()),
+            row.fencing_token + 1,
+        ),
+        _ => (derived_key(&key.key, delivery_id), Uuid::now_v7(), 1),
+    };
+    Claim {
+        key: claim_key,
+        effect_id,
+        fencing_token,
+        provider_ref: None,
     }
-    None
 }
 
-fn pick_current(key: &KeySummary, rows: Vec<reservation::Model>) -> Option<Found> {
-    pick(key, rows, |row| &row.key)
+/// What the decision matrix is told about a key's state.
+struct Evidence {
+    existing: Existing,
+    differences: Vec<FieldDifference>,
+    missing: Vec<String>,
+    horizon: Horizon,
+}
+
+/// Which layer decided: the transport layer when nothing exists for the key
+/// within its horizon and the delivery was already seen; otherwise the
+/// business layer.
+fn layer_of(evidence: &Evidence, transport: &TransportMatch) -> Layer {
+    let unknown_key = matches!(evidence.existing, Existing::Nothing)
+        && !matches!(evidence.horizon, Horizon::Passed { .. });
+    match transport {
+        TransportMatch::FirstSeen => Layer::Business,
+        _ if unknown_key => Layer::Transport,
+        _ => Layer::Business,
+    }
+}
+
+/// What `state` says to a decision on `key` at `at`.
+fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidence {
+    let nothing = || Evidence {
+        existing: Existing::Nothing,
+        differences: Vec::new(),
+        missing: key.missing_discriminants.clone(),
+        horizon: Horizon::Within,
+    };
+    match state {
+        KeyState::Nothing => nothing(),
+        KeyState::Reserved { row, through } => {
+            let seen = seen_by(key, through.as_deref());
+            Evidence {
+                existing: existing_of(row, at),
+                differences: seen.differences(&row.discriminants),
+                missing: seen.missing,
+                horizon: Horizon::Within,
+            }
+        }
+        // Beyond the fast index: what the effects ledger still proves,
+        // searched with every key in force (the current version's, then
+        // older ones'), so a version bump never turns a late retry into a
+        // second effect.
+        KeyState::Ledger { effect, through } => {
+            let seen = seen_by(key, through.as_deref());
+            Evidence {
+                existing: Existing::Nothing,
+                differences: seen.differences(&effect.discriminants),
+                missing: seen.missing,
+                horizon: Horizon::Passed {
+                    ledger: ledger_evidence(effect, true),
+                },
+            }
+        }
+        // A migrated key stands for the effect its retained body was
+        // re-derived from, judged on that body's discriminants under the
+        // current version.
+        KeyState::Migrated { alias, effect } => Evidence {
+            existing: Existing::Nothing,
+            differences: differences(&alias.discriminants, &key.discriminants),
+            missing: key.missing_discriminants.clone(),
+            horizon: Horizon::Passed {
+                ledger: ledger_evidence(
+                    effect,
+                    effect.status == ReservationState::Applied.as_str(),
+                ),
+            },
+        },
+        // Found only through a retired version's own key: its body was gone
+        // when it was migrated, so nothing proves what it was; an approval
+        // is needed, never a silent second effect.
+        KeyState::Retired { .. } => Evidence {
+            existing: Existing::Nothing,
+            differences: Vec::new(),
+            missing: Vec::new(),
+            horizon: Horizon::Passed {
+                ledger: LedgerEvidence::Purged,
+            },
+        },
+    }
+}
+
+/// What a ledger row proves: its first delivery and effect while its
+/// evidence is kept and it is `applied`; nothing past its purge.
+fn ledger_evidence(effect: &effect::Model, applied: bool) -> LedgerEvidence {
+    if applied && effect.evidence_purged_at.is_none() {
+        LedgerEvidence::Found {
+            reference_delivery: uuid_of(&effect.first_delivery_id),
+            effect_id: uuid_of(&effect.effect_id),
+        }
+    } else {
+        LedgerEvidence::Purged
+    }
 }
 
 /// The delivery as the version that keyed a match sees it.
@@ -297,105 +354,6 @@ fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
     }
 }
 
-/// What the decision reads for a key: what exists, the discriminating
-/// fields that disagree, those missing, the horizon, and the older version's
-/// key the match was made through.
-type Answer = (
-    Existing,
-    Vec<FieldDifference>,
-    Vec<String>,
-    Horizon,
-    Option<String>,
-);
-
-/// Beyond the fast index: what the effects ledger still proves, searched
-/// with every key in force (the current version's, then older ones'), so a
-/// version bump never turns a late retry into a second effect.
-///
-/// Only applied effects leave the fast index, so an effect found here in any
-/// other state belongs to a reservation that committed after the index was
-/// read: `None` asks the caller to read the index again.
-async fn ledger(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Option<Answer>, DbErr> {
-    let rows = tx.ledger(&business_keys(key)).await?;
-    let Some((effect, matched)) = pick(key, rows, |row| &row.key) else {
-        return retired(tx, key).await.map(Some);
-    };
-    if effect.status != ReservationState::Applied.as_str() {
-        return Ok(None);
-    }
-    let evidence = if effect.evidence_purged_at.is_some() {
-        LedgerEvidence::Purged
-    } else {
-        LedgerEvidence::Found {
-            reference_delivery: uuid_of(&effect.first_delivery_id),
-            effect_id: uuid_of(&effect.effect_id),
-        }
-    };
-    let seen = seen_by(key, matched.as_deref());
-    Ok(Some((
-        Existing::Nothing,
-        seen.differences(&effect.discriminants),
-        seen.missing,
-        Horizon::Passed { ledger: evidence },
-        matched,
-    )))
-}
-
-/// Past every key in force: the effects that retired versions keyed. A
-/// migrated key stands for the effect its retained body was re-derived from,
-/// judged on that body's discriminants under the current version; an effect
-/// found only through a retired version's own key could not be migrated (its
-/// body was gone), so nothing proves what it was: an approval is needed,
-/// never a silent second effect.
-async fn retired(tx: &Tx<'_>, key: &KeySummary) -> Result<Answer, DbErr> {
-    let nothing = (
-        Existing::Nothing,
-        Vec::new(),
-        key.missing_discriminants.clone(),
-        Horizon::Within,
-        None,
-    );
-    if key.retired_keys.is_empty() {
-        return Ok(nothing);
-    }
-    if let Some((alias, effect)) = tx
-        .migrated_effects(&business_keys(key))
-        .await?
-        .into_iter()
-        .next()
-    {
-        let applied = effect.status == ReservationState::Applied.as_str();
-        let evidence = if applied && effect.evidence_purged_at.is_none() {
-            LedgerEvidence::Found {
-                reference_delivery: uuid_of(&effect.first_delivery_id),
-                effect_id: uuid_of(&effect.effect_id),
-            }
-        } else {
-            LedgerEvidence::Purged
-        };
-        return Ok((
-            Existing::Nothing,
-            differences(&alias.discriminants, &key.discriminants),
-            key.missing_discriminants.clone(),
-            Horizon::Passed { ledger: evidence },
-            Some(effect.key),
-        ));
-    }
-    let found = tx.retired_ledger(&key.retired_keys).await?;
-    Ok(match found.into_iter().next() {
-        Some(effect) => (
-            Existing::Nothing,
-            Vec::new(),
-            Vec::new(),
-            Horizon::Passed {
-                ledger: LedgerEvidence::Purged,
-            },
-            Some(effect.key),
-        ),
-        None => nothing,
-    })
-}
-
 /// Discriminating fields whose values disagree (an absent field reads as null).
 pub fn differences(existing: &Value, new: &BTreeMap<String, Value>) -> Vec<FieldDifference> {
     let empty = serde_json::Map::new();
@@ -422,6 +380,152 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::domain::confidence::{Criticality, Strength};
+
+    fn key() -> KeySummary {
+        KeySummary {
+            key: "refund@2:aa".to_owned(),
+            strategy: "refund@2".to_owned(),
+            strength: Strength::Weak,
+            effect_type: "refund".to_owned(),
+            criticality: Criticality::Critical,
+            horizon_secs: 3600,
+            discriminants: BTreeMap::from([("amount".to_owned(), json!(700))]),
+            missing_discriminants: Vec::new(),
+            older_keys: vec!["refund@1:bb".to_owned()],
+            older: BTreeMap::from([(
+                "refund@1:bb".to_owned(),
+                crate::domain::journal::OlderKey {
+                    discriminants: BTreeMap::from([("value".to_owned(), json!(700))]),
+                    missing_discriminants: Vec::new(),
+                },
+            )]),
+            retired_keys: Vec::new(),
+        }
+    }
+
+    fn reservation(key: &str, state: ReservationState, token: i64) -> reservation::Model {
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        reservation::Model {
+            key: key.to_owned(),
+            strategy: "refund@1".to_owned(),
+            strength: "weak".to_owned(),
+            effect_type: "refund".to_owned(),
+            criticality: "critical".to_owned(),
+            state: state.as_str().to_owned(),
+            fencing_token: token,
+            lease_until: Some(at),
+            first_delivery_id: Uuid::now_v7().to_string(),
+            effect_id: Uuid::now_v7().to_string(),
+            discriminants: json!({ "value": 700 }),
+            expires_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[test]
+    fn a_new_key_is_claimed_itself_a_failed_one_again_with_the_next_token_else_a_key_of_its_own() {
+        let key = key();
+        let delivery = DeliveryId::from_uuid(Uuid::now_v7());
+        // Given nothing under the key, when it is processed, then the key
+        // itself is taken with the first token.
+        let new = claim_for(Reason::NewKey, &KeyState::Nothing, &key, delivery);
+        assert_eq!((new.key.as_str(), new.fencing_token), ("refund@2:aa", 1));
+        // Given a reservation that failed without effect, when it is retried,
+        // then its own key and effect are taken with the next token.
+        let failed = reservation("refund@1:bb", ReservationState::Failed, 4);
+        let state = KeyState::Reserved {
+            through: Some(failed.key.clone()),
+            row: failed.clone(),
+        };
+        let again = claim_for(
+            Reason::PreviousAttemptFailedWithoutEffect,
+            &state,
+            &key,
+            delivery,
+        );
+        assert_eq!(again.key, failed.key);
+        assert_eq!(again.effect_id.to_string(), failed.effect_id);
+        assert_eq!(again.fencing_token, 5);
+        // Given a match processed under uncertainty, then a distinct effect
+        // under a key derived for this delivery, never the matched one.
+        let flagged = claim_for(Reason::WeakMatchReversibleFlagged, &state, &key, delivery);
+        assert_eq!(flagged.key, format!("refund@2:aa~{delivery}"));
+        assert_eq!(flagged.fencing_token, 1);
+        assert_ne!(flagged.effect_id.to_string(), failed.effect_id);
+    }
+
+    #[test]
+    fn a_match_through_an_older_key_is_judged_on_that_versions_discriminants() {
+        let key = key();
+        let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let applied = reservation("refund@1:bb", ReservationState::Applied, 1);
+        let state = KeyState::Reserved {
+            through: Some(applied.key.clone()),
+            row: applied,
+        };
+        let evidence = evidence_of(&state, &key, at);
+        assert!(matches!(evidence.existing, Existing::Applied { .. }));
+        // Judged on `value` (version 1's field), which agrees: no difference,
+        // though the current version names `amount`.
+        assert!(
+            evidence.differences.is_empty(),
+            "{:?}",
+            evidence.differences
+        );
+        assert_eq!(state.through(), Some("refund@1:bb"));
+        // The same row under the current key is compared field by field.
+        let state = KeyState::Reserved {
+            through: None,
+            row: reservation("refund@2:aa", ReservationState::Applied, 1),
+        };
+        let fields: Vec<String> = evidence_of(&state, &key, at)
+            .differences
+            .into_iter()
+            .map(|d| d.field)
+            .collect();
+        assert_eq!(fields, ["amount", "value"]);
+    }
+
+    #[test]
+    fn a_reservation_whose_lease_ran_out_reads_as_an_unknown_outcome() {
+        let key = key();
+        let row = reservation("refund@2:aa", ReservationState::Reserved, 1);
+        let until = row.lease_until.unwrap();
+        let state = KeyState::Reserved { row, through: None };
+        let before = evidence_of(&state, &key, until - chrono::Duration::seconds(1));
+        assert!(matches!(before.existing, Existing::LeaseAlive { .. }));
+        let after = evidence_of(&state, &key, until);
+        assert!(matches!(after.existing, Existing::OutcomeUnknown { .. }));
+    }
+
+    #[test]
+    fn the_transport_layer_decides_only_a_seen_delivery_whose_key_is_unknown() {
+        let nothing = Evidence {
+            existing: Existing::Nothing,
+            differences: Vec::new(),
+            missing: Vec::new(),
+            horizon: Horizon::Within,
+        };
+        assert_eq!(
+            layer_of(&nothing, &TransportMatch::RawBodyMatch),
+            Layer::Transport
+        );
+        assert_eq!(
+            layer_of(&nothing, &TransportMatch::FirstSeen),
+            Layer::Business
+        );
+        let past = Evidence {
+            horizon: Horizon::Passed {
+                ledger: LedgerEvidence::Purged,
+            },
+            ..nothing
+        };
+        assert_eq!(
+            layer_of(&past, &TransportMatch::RawBodyMatch),
+            Layer::Business
+        );
+    }
 
     #[test]
     fn differences_name_each_disagreeing_field_and_treat_absence_as_null() {

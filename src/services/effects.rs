@@ -201,6 +201,9 @@ impl WriteJob for Redecision {
             );
             made.case_id = case.then(Uuid::now_v7);
             made.redecided = true;
+            if let Some(taken) = verdict.taken {
+                tx.append_taken(taken, at);
+            }
             tx.record(Some(delivery_id), JournalEvent::DecisionMade(made), at)
                 .await?;
             Ok(Redecided::Decided(verdict.job))

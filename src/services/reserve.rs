@@ -3,6 +3,9 @@
 //! effect sent again alike. The claim is atomic (an insert that does nothing
 //! on conflict, or a compare-and-set on the fencing token): the caller that
 //! loses it decides again against the winner's row, never applies.
+//!
+//! What a claim journals is planned here as values (`planned`) and given
+//! back only when the claim took (`Reserved::Won`); the caller records it.
 
 use chrono::{DateTime, Utc};
 use sea_orm::DbErr;
@@ -10,9 +13,7 @@ use uuid::Uuid;
 
 use super::engine::Engine;
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{
-    EffectSettled, JournalEvent, KeyReserved, KeySummary, SettlementOutcome,
-};
+use crate::domain::journal::{EffectSettled, KeyReserved, KeySummary, KeyTaken, SettlementOutcome};
 use crate::providers::sinks::{self, SinkKind};
 use crate::store::Tx;
 
@@ -28,6 +29,7 @@ pub struct EffectJob {
 
 /// What a reservation claims: the key, the effect and its fencing token,
 /// and the provider's operation the effect consumes, if it cites one.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Claim {
     pub key: String,
     pub effect_id: Uuid,
@@ -40,31 +42,17 @@ pub struct Claim {
 pub enum Reserved {
     /// The key is taken by someone else: nothing was written.
     Lost,
-    /// A `record` sink's effect: its ledger row, applied with the claim.
-    Applied,
-    /// The effect to apply once the transaction has committed.
-    ToApply(EffectJob),
+    /// The key is ours: the events to journal in this transaction, and the
+    /// effect to apply once it has committed (`None`: a `record` sink's
+    /// effect, applied with the claim).
+    Won {
+        taken: Box<KeyTaken>,
+        job: Option<EffectJob>,
+    },
 }
 
-impl Reserved {
-    /// The effect to run after commit; `None` when there is none (applied
-    /// with the claim), or `Err` when the claim was lost.
-    pub fn won(self) -> Result<Option<EffectJob>, Lost> {
-        match self {
-            Self::Lost => Err(Lost),
-            Self::Applied => Ok(None),
-            Self::ToApply(job) => Ok(Some(job)),
-        }
-    }
-}
-
-/// The key was taken by someone else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lost;
-
-/// Reserves `claim` for the effect `key` describes (journaled `KeyReserved`).
-/// A `record` sink's effect is its ledger row, applied with the claim; any
-/// other is returned as a job to run after commit.
+/// Reserves `claim` for the effect `key` describes. Nothing is journaled
+/// here: on `Won`, the caller records `taken` in the same transaction.
 pub async fn reserve_effect(
     tx: &mut Tx<'_>,
     engine: &Engine,
@@ -74,31 +62,53 @@ pub async fn reserve_effect(
     claim: Claim,
     at: DateTime<Utc>,
 ) -> Result<Reserved, DbErr> {
-    let Claim {
-        key: claim_key,
-        effect_id,
-        fencing_token: token,
-        provider_ref,
-    } = claim;
+    let planned = planned(key, claim, sink, engine.lease(), delivery_id, at);
+    let Some(taken) = tx.reserve(planned, at).await? else {
+        return Ok(Reserved::Lost);
+    };
+    let job = taken.applied.is_none().then(|| EffectJob {
+        key: taken.reserved.key.clone(),
+        effect_id: taken.reserved.effect_id,
+        fencing_token: taken.reserved.fencing_token,
+        effect_type: key.effect_type.clone(),
+        delivery_id,
+    });
+    Ok(Reserved::Won {
+        taken: Box::new(taken),
+        job,
+    })
+}
+
+/// What claiming `claim` for `key` journals: its reservation, leased for
+/// `lease` and kept for the key's horizon, and, when the sink is `record`
+/// (the ledger itself, no external call), the effect applied with it.
+fn planned(
+    key: &KeySummary,
+    claim: Claim,
+    sink: &str,
+    lease: chrono::Duration,
+    delivery_id: DeliveryId,
+    at: DateTime<Utc>,
+) -> KeyTaken {
     let reserved = KeyReserved {
-        key: claim_key.clone(),
+        key: claim.key,
         strategy: key.strategy.clone(),
         strength: key.strength,
         effect_type: key.effect_type.clone(),
         criticality: key.criticality,
-        effect_id,
-        fencing_token: token,
-        lease_until: at + engine.lease(),
+        effect_id: claim.effect_id,
+        fencing_token: claim.fencing_token,
+        lease_until: at + lease,
         expires_at: at + horizon_of(key),
         discriminants: key.discriminants.clone(),
         sink: sink.to_owned(),
         delivery_id,
-        provider_ref,
+        provider_ref: claim.provider_ref,
     };
     let applied = (sink == SinkKind::Record.name()).then(|| EffectSettled {
-        key: claim_key.clone(),
-        effect_id,
-        fencing_token: token,
+        key: reserved.key.clone(),
+        effect_id: reserved.effect_id,
+        fencing_token: reserved.fencing_token,
         outcome: SettlementOutcome::Applied,
         result: Some(sinks::recorded()),
         authoritative_ref: None,
@@ -106,23 +116,7 @@ pub async fn reserve_effect(
         case_id: None,
         delivery_id,
     });
-    if !tx.reserve(&reserved, applied.as_ref(), at).await? {
-        return Ok(Reserved::Lost);
-    }
-    tx.append(Some(delivery_id), &JournalEvent::KeyReserved(reserved), at);
-    Ok(match applied {
-        Some(settled) => {
-            tx.append(Some(delivery_id), &JournalEvent::EffectApplied(settled), at);
-            Reserved::Applied
-        }
-        None => Reserved::ToApply(EffectJob {
-            key: claim_key,
-            effect_id,
-            fencing_token: token,
-            effect_type: key.effect_type.clone(),
-            delivery_id,
-        }),
-    })
+    KeyTaken { reserved, applied }
 }
 
 /// The key of an effect processed again under a matched key.
@@ -137,12 +131,4 @@ pub fn base_key(key: &str) -> &str {
 
 fn horizon_of(key: &KeySummary) -> chrono::Duration {
     chrono::Duration::seconds(i64::try_from(key.horizon_secs).unwrap_or(i64::MAX / 1000))
-}
-
-/// The keys a decision on `key` reads: its own, then older versions'.
-pub fn business_keys(key: &KeySummary) -> Vec<String> {
-    std::iter::once(&key.key)
-        .chain(&key.older_keys)
-        .cloned()
-        .collect()
 }

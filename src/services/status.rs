@@ -28,7 +28,7 @@ use uuid::Uuid;
 use super::cases::CaseError;
 use super::effects::{self, Journaled};
 use super::engine::SharedEngine;
-use super::reserve::{Claim, reserve_effect};
+use super::reserve::{Claim, Reserved, reserve_effect};
 use crate::domain::cases::{CaseStatus, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
@@ -205,10 +205,12 @@ pub async fn settle(
                     fencing_token: token + 1,
                     provider_ref: None,
                 };
-                let job = reserve_effect(tx, &shared, sink_name, first, &summary, claimed, at)
-                    .await?
-                    .won()
-                    .map_err(|_| DbErr::Custom("the effect's key was taken back".to_owned()))?;
+                let Reserved::Won { taken, job } =
+                    reserve_effect(tx, &shared, sink_name, first, &summary, claimed, at).await?
+                else {
+                    return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
+                };
+                tx.append_taken(*taken, at);
                 Ok(job)
             })
         })

@@ -13,6 +13,7 @@ mod flush;
 pub mod form_tokens;
 pub mod journal;
 pub mod key_index;
+pub mod key_state;
 pub mod ledger;
 pub mod links;
 pub mod nodelay;
@@ -24,7 +25,8 @@ pub mod strategy_versions;
 mod tx;
 pub mod writer;
 
-pub use tx::{Mark, Tx, transaction};
+pub use key_state::KeyState;
+pub use tx::{Tx, transaction};
 
 use std::time::Duration;
 

@@ -17,18 +17,17 @@ use super::deferred::Deferred;
 use super::entities::{delivery, effect, migrated_key, reservation, transport_link};
 use super::key_index::IndexKeys;
 use super::projections::{self, deliveries, migrations};
-use super::{journal, ledger, links, reservations};
+use super::{KeyState, journal, key_state, ledger, links, reservations};
 use crate::domain::delivery::{BodyRef, DeliveryId};
-use crate::domain::journal::{DecisionMade, EffectSettled, JournalEvent, KeyDerived, KeyReserved};
+use crate::domain::journal::{DecisionMade, JournalEvent, KeyDerived, KeySummary, KeyTaken};
 
 /// A job's handle on the write transaction it runs in.
 pub struct Tx<'t> {
     txn: &'t DatabaseTransaction,
     rows: Deferred,
-    /// Events journaled through this handle, appended after the rows
-    /// journaled ahead (`journal_row`), in the order they were recorded;
-    /// serialised only at the end, so that a reception can still fold its
-    /// own (`take_since`).
+    /// Events and rows journaled through this handle, appended after the
+    /// rows journaled ahead (`journal_row`), in the order they were
+    /// recorded; events are serialised only at the end.
     events: Vec<Entry>,
 }
 
@@ -57,10 +56,6 @@ where
     txn.commit().await?;
     Ok(value)
 }
-
-/// Where a job's journal stood (`Tx::mark`).
-#[derive(Debug, Clone, Copy)]
-pub struct Mark(usize);
 
 impl<'t> Tx<'t> {
     /// A job's handle: claims go through `rows`' index if it has one.
@@ -125,7 +120,7 @@ impl<'t> Tx<'t> {
 
     /// The reservations of `keys` (a key and older versions' keys). Without
     /// an index, on PostgreSQL, they stay locked until the commit.
-    pub async fn reservations(
+    pub(super) async fn reservations(
         &mut self,
         keys: &[String],
     ) -> Result<Vec<reservation::Model>, DbErr> {
@@ -139,7 +134,7 @@ impl<'t> Tx<'t> {
     }
 
     /// The effects ledger's rows of `keys`.
-    pub async fn ledger(&mut self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
+    pub(super) async fn ledger(&mut self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
         let Some(index) = self.indexed(keys).await? else {
             return ledger::of_keys(self.txn, keys).await;
         };
@@ -168,7 +163,10 @@ impl<'t> Tx<'t> {
     }
 
     /// The ledger rows of keys no index holds (retired versions' keys).
-    pub async fn retired_ledger(&self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
+    pub(super) async fn retired_ledger(
+        &self,
+        keys: &[String],
+    ) -> Result<Vec<effect::Model>, DbErr> {
         ledger::of_keys(self.txn, keys).await
     }
 
@@ -190,7 +188,7 @@ impl<'t> Tx<'t> {
     }
 
     /// The effects migrated keys among `keys` stand for (see `migrations`).
-    pub async fn migrated_effects(
+    pub(super) async fn migrated_effects(
         &self,
         keys: &[String],
     ) -> Result<Vec<(migrated_key::Model, effect::Model)>, DbErr> {
@@ -203,15 +201,28 @@ impl<'t> Tx<'t> {
         reservations::find(self.txn, key).await
     }
 
-    /// Claims `reserved`'s key (see `projections::reserve`); false when it
-    /// is taken. The caller appends the events.
+    /// Claims `taken`'s key (see `projections::reserve`) and gives it back
+    /// to be journaled; `None` when the key is taken.
     pub async fn reserve(
         &mut self,
-        reserved: &KeyReserved,
-        applied: Option<&EffectSettled>,
+        taken: KeyTaken,
         at: DateTime<Utc>,
-    ) -> Result<bool, DbErr> {
-        Ok(projections::reserve(self.txn, &mut self.rows, reserved, applied, at).await? == 1)
+    ) -> Result<Option<KeyTaken>, DbErr> {
+        let took = projections::reserve(
+            self.txn,
+            &mut self.rows,
+            &taken.reserved,
+            taken.applied.as_ref(),
+            at,
+        )
+        .await?;
+        Ok((took == 1).then_some(taken))
+    }
+
+    /// What exists for `key` (see `KeyState`); `None` asks the caller to
+    /// read again.
+    pub async fn key_state(&mut self, key: &KeySummary) -> Result<Option<KeyState>, DbErr> {
+        key_state::read(self, key).await
     }
 
     /// Claims the re-decision of a deferred delivery; false when another
@@ -259,31 +270,18 @@ impl<'t> Tx<'t> {
             .push(Entry::Event(delivery_id, Box::new(event.clone()), at));
     }
 
-    /// Where the job's journal stands now.
-    pub fn mark(&self) -> Mark {
-        Mark(self.events.len())
-    }
-
-    /// The events appended through this handle since `mark`, taken back
-    /// (for the caller to journal them folded, or again as they were). Rows
-    /// appended since stay where they are.
-    pub fn take_since(&mut self, mark: Mark) -> Vec<(Option<DeliveryId>, JournalEvent)> {
-        let tail = self.events.split_off(mark.0.min(self.events.len()));
-        let mut taken = Vec::with_capacity(tail.len());
-        for entry in tail {
-            match entry {
-                Entry::Event(delivery_id, event, _) => taken.push((delivery_id, *event)),
-                row @ Entry::Row(_) => self.events.push(row),
-            }
+    /// Journals a key this transaction took (`reserve`), whose projection
+    /// the claim wrote.
+    pub fn append_taken(&mut self, taken: KeyTaken, at: DateTime<Utc>) {
+        let delivery_id = taken.reserved.delivery_id;
+        for event in taken.events() {
+            self.append(Some(delivery_id), &event, at);
         }
-        taken
     }
 
-    /// Journals rows the job made where its journal stood at `mark`, before
-    /// what was appended since.
-    pub fn append_rows_at(&mut self, mark: Mark, rows: Vec<journal::Row>) {
-        let at = mark.0.min(self.events.len());
-        self.events.splice(at..at, rows.into_iter().map(Entry::Row));
+    /// Journals rows the job made, in order, after what it journaled so far.
+    pub fn journal_rows(&mut self, rows: Vec<journal::Row>) {
+        self.events.extend(rows.into_iter().map(Entry::Row));
     }
 
     /// A journal row serialised ahead, recorded at `at`, before the events

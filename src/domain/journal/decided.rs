@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{
-    DecisionMade, DeliveryReceived, EffectSettled, JournalEvent, KeyDerived, KeyReserved,
+    DecisionMade, DeliveryReceived, EffectSettled, JournalEvent, KeyDerived, KeyReserved, KeyTaken,
     SettlementOutcome,
 };
 use crate::domain::delivery::DeliveryId;
@@ -61,18 +61,17 @@ pub struct Unfoldable;
 
 impl DeliveryDecided {
     /// Folds a reception's events: its `DeliveryReceived` and `KeyDerived`,
-    /// what its decision appended (nothing, or `KeyReserved` then possibly
-    /// `EffectApplied`) and its `DecisionMade`. `None` when `appended` is
-    /// anything else or holds a field this form would not give back as it
+    /// the key its decision took, if any, and its `DecisionMade`. `None`
+    /// when the key taken holds a field this form would not give back as it
     /// is: those events are then journaled one row each.
     pub fn compact(
         received: &DeliveryReceived,
         key: &KeyDerived,
-        appended: &[JournalEvent],
+        taken: Option<&KeyTaken>,
         decision: &DecisionMade,
         delivery_id: DeliveryId,
     ) -> Option<Self> {
-        let reserved = Reserved::fold(appended, key, delivery_id).ok()?;
+        let reserved = Reserved::fold(taken, key, delivery_id).ok()?;
         Some(Self {
             received: received.clone(),
             key: key.clone(),
@@ -105,20 +104,18 @@ impl DeliveryDecided {
 }
 
 impl Reserved {
-    /// What a decision appended (see `DeliveryDecided::compact`) in this
-    /// form: `Ok(None)` for nothing.
+    /// The key a decision took (see `DeliveryDecided::compact`) in this
+    /// form: `Ok(None)` for none.
     pub fn fold(
-        appended: &[JournalEvent],
+        taken: Option<&KeyTaken>,
         key: &KeyDerived,
         delivery_id: DeliveryId,
     ) -> Result<Option<Self>, Unfoldable> {
-        match appended {
-            [] => Ok(None),
-            [JournalEvent::KeyReserved(r)] => Self::of(r, None, key, delivery_id).map(Some),
-            [JournalEvent::KeyReserved(r), JournalEvent::EffectApplied(s)] => {
-                Self::of(r, Some(s), key, delivery_id).map(Some)
+        match taken {
+            None => Ok(None),
+            Some(taken) => {
+                Self::of(&taken.reserved, taken.applied.as_ref(), key, delivery_id).map(Some)
             }
-            _ => Err(Unfoldable),
         }
     }
 
@@ -278,20 +275,24 @@ mod tests {
         DateTime::from_timestamp(1_800_000_000, 0).unwrap()
     }
 
-    /// Folds the events `appended(key, id)` gives, stores, reads back and
+    fn taken(reserved: KeyReserved, applied: Option<EffectSettled>) -> Option<KeyTaken> {
+        Some(KeyTaken { reserved, applied })
+    }
+
+    /// Folds the key `taken(key, id)` gives, stores, reads back and
     /// expands: the events come back as they were.
     fn round_trip(
-        appended: impl Fn(&KeyDerived, DeliveryId) -> Vec<JournalEvent>,
+        taken: impl Fn(&KeyDerived, DeliveryId) -> Option<KeyTaken>,
     ) -> Option<(String, Vec<JournalEvent>)> {
         let (received, key, decision, id) = reception();
-        let appended = appended(&key, id);
+        let taken = taken(&key, id);
         let mut expected = vec![
             JournalEvent::DeliveryReceived(received.clone()),
             JournalEvent::KeyDerived(key.clone()),
         ];
-        expected.extend(appended.iter().cloned());
+        expected.extend(taken.clone().map(KeyTaken::events).unwrap_or_default());
         expected.push(JournalEvent::DecisionMade(decision.clone()));
-        let folded = DeliveryDecided::compact(&received, &key, &appended, &decision, id)?;
+        let folded = DeliveryDecided::compact(&received, &key, taken.as_ref(), &decision, id)?;
         let stored = JournalEvent::DeliveryDecided(Box::new(folded));
         let back = JournalEvent::from_stored(stored.event_type(), stored.version(), stored.data())
             .unwrap();
@@ -302,7 +303,7 @@ mod tests {
 
     #[test]
     fn a_decision_that_reserved_nothing_folds_and_reads_back_as_its_three_events() {
-        let (_, parts) = round_trip(|_, _| Vec::new()).expect("folds");
+        let (_, parts) = round_trip(|_, _| None).expect("folds");
         assert_eq!(parts.len(), 3);
     }
 
@@ -311,7 +312,7 @@ mod tests {
         let (stored, parts) = round_trip(|key, id| {
             let r = reserved(key, id);
             let s = applied(&r);
-            vec![JournalEvent::KeyReserved(r), JournalEvent::EffectApplied(s)]
+            taken(r, Some(s))
         })
         .expect("folds");
         assert_eq!(parts.len(), 5);
@@ -321,14 +322,11 @@ mod tests {
             1,
             "{stored}"
         );
-        let (_, parts) = round_trip(|key, id| vec![JournalEvent::KeyReserved(reserved(key, id))])
-            .expect("folds");
+        let (_, parts) = round_trip(|key, id| taken(reserved(key, id), None)).expect("folds");
         assert_eq!(parts.len(), 4);
         // A reservation made for another delivery does not fold.
         let other = DeliveryId::from_uuid(Uuid::now_v7());
-        assert!(
-            round_trip(|key, _| vec![JournalEvent::KeyReserved(reserved(key, other))]).is_none()
-        );
+        assert!(round_trip(|key, _| taken(reserved(key, other), None)).is_none());
     }
 
     #[test]
@@ -337,8 +335,9 @@ mod tests {
         let mut r = reserved(&key, id);
         r.key = format!("{}~{id}", r.key);
         r.fencing_token = 2;
-        let appended = vec![JournalEvent::KeyReserved(r.clone())];
-        let folded = DeliveryDecided::compact(&received, &key, &appended, &decision, id).unwrap();
+        let one = taken(r.clone(), None);
+        let folded =
+            DeliveryDecided::compact(&received, &key, one.as_ref(), &decision, id).unwrap();
         assert_eq!(
             folded.reserved.as_ref().and_then(|r| r.key.as_deref()),
             Some(r.key.as_str())
@@ -358,43 +357,36 @@ mod tests {
         with_case.case_id = Some(Uuid::now_v7());
         let mut failed = applied(&base);
         failed.outcome = SettlementOutcome::Failed;
-        let refused: Vec<Vec<JournalEvent>> = vec![
-            vec![JournalEvent::KeyReserved(other_strategy)],
-            vec![JournalEvent::KeyReserved(other_discriminants)],
-            vec![
-                JournalEvent::KeyReserved(base.clone()),
-                JournalEvent::EffectApplied(with_case),
-            ],
-            vec![
-                JournalEvent::KeyReserved(base.clone()),
-                JournalEvent::EffectApplied(failed),
-            ],
-            vec![JournalEvent::EffectApplied(applied(&base))],
-            vec![
-                JournalEvent::KeyReserved(base.clone()),
-                JournalEvent::KeyReserved(base.clone()),
-            ],
+        let mut other_key = applied(&base);
+        other_key.key = format!("{}~{id}", base.key);
+        let refused = [
+            taken(other_strategy, None),
+            taken(other_discriminants, None),
+            taken(base.clone(), Some(with_case)),
+            taken(base.clone(), Some(failed)),
+            taken(base.clone(), Some(other_key)),
         ];
-        for appended in refused {
+        for one in refused {
             assert!(
-                DeliveryDecided::compact(&received, &key, &appended, &decision, id).is_none(),
-                "{appended:?}"
+                DeliveryDecided::compact(&received, &key, one.as_ref(), &decision, id).is_none(),
+                "{one:?}"
             );
         }
         // A delivery without a business key has nothing to reserve under.
         let mut unkeyed = key;
         unkeyed.business = None;
-        let appended = [JournalEvent::KeyReserved(base)];
-        assert!(DeliveryDecided::compact(&received, &unkeyed, &appended, &decision, id).is_none());
+        let one = taken(base, None);
+        assert!(
+            DeliveryDecided::compact(&received, &unkeyed, one.as_ref(), &decision, id).is_none()
+        );
     }
 
     #[test]
     fn a_folded_row_without_a_delivery_id_or_with_a_keyless_reservation_is_refused() {
         let (received, key, decision, id) = reception();
-        let r = reserved(&key, id);
-        let appended = [JournalEvent::KeyReserved(r)];
+        let one = taken(reserved(&key, id), None);
         let mut folded =
-            DeliveryDecided::compact(&received, &key, &appended, &decision, id).unwrap();
+            DeliveryDecided::compact(&received, &key, one.as_ref(), &decision, id).unwrap();
         let event = JournalEvent::DeliveryDecided(Box::new(folded.clone()));
         assert!(event.into_parts(None).is_err());
         folded.key.business = None;

@@ -43,6 +43,17 @@ pub struct KeySummary {
     pub retired_keys: Vec<String>,
 }
 
+impl KeySummary {
+    /// The keys a decision on this key reads, in the order it reads them:
+    /// its own, then `older_keys`.
+    pub fn in_force(&self) -> Vec<String> {
+        std::iter::once(&self.key)
+            .chain(&self.older_keys)
+            .cloned()
+            .collect()
+    }
+}
+
 /// What an older strategy version discriminates on, for one delivery.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OlderKey {

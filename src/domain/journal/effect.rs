@@ -38,6 +38,27 @@ pub struct KeyReserved {
     pub provider_ref: Option<String>,
 }
 
+/// A key taken in one transaction: its reservation and, for a `record`
+/// sink, the effect applied with it. The events that journal a claim, as a
+/// value: the store hands one back only for a claim that took
+/// (`Tx::reserve`), and the caller records it as it is or folds it into its
+/// reception's row (`DeliveryDecided`).
+#[derive(Debug, Clone, PartialEq)]
+#[must_use = "a key taken must be journaled in the transaction that took it"]
+pub struct KeyTaken {
+    pub reserved: KeyReserved,
+    pub applied: Option<EffectSettled>,
+}
+
+impl KeyTaken {
+    /// Its events, in the order they happened.
+    pub fn events(self) -> Vec<super::JournalEvent> {
+        let mut events = vec![super::JournalEvent::KeyReserved(self.reserved)];
+        events.extend(self.applied.map(super::JournalEvent::EffectApplied));
+        events
+    }
+}
+
 /// How an effect attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -24,8 +24,8 @@ pub use derivation::{
     DerivationProof, KeyingProof, SkipDetail, SkippedStrategy, StrategyName, UnresolvedDetail,
 };
 pub use effect::{
-    EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired, SettlementOutcome,
-    StatusLookupPerformed,
+    EffectSettled, EvidencePurged, KeyReserved, KeyTaken, KeysPurged, ReservationExpired,
+    SettlementOutcome, StatusLookupPerformed,
 };
 pub use operators::{
     Actor, LoginFailed, OperatorCreated, OperatorDisabled, OperatorLoggedIn, OperatorLoggedOut,

@@ -20,7 +20,7 @@ use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::providers::sinks;
 use crate::services::effects::{self, Journaled};
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::reserve::{Claim, EffectJob, reserve_effect};
+use crate::services::reserve::{Claim, EffectJob, Reserved, reserve_effect};
 use crate::store::Tx;
 use crate::store::entities::case;
 
@@ -334,12 +334,17 @@ impl Context {
                 provider_ref: reference,
             };
             let sink = self.sink.as_deref().unwrap_or_default();
-            let reserved = reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await?;
             // The case's own key taken while the case was open: nothing
             // commits.
-            job = reserved
-                .won()
-                .map_err(|_| DbErr::Custom("the case's effect key is already taken".to_owned()))?;
+            let Reserved::Won { taken, job: effect } =
+                reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await?
+            else {
+                return Err(DbErr::Custom(
+                    "the case's effect key is already taken".to_owned(),
+                ));
+            };
+            tx.append_taken(*taken, at);
+            job = effect;
         }
         Ok(Outcome::Resolved(resolved, job))
     }
@@ -353,7 +358,8 @@ async fn accounted(
     key: &KeySummary,
     matching: &[String],
 ) -> Result<Accounted, DbErr> {
-    let bases: Vec<String> = crate::services::reserve::business_keys(key)
+    let bases: Vec<String> = key
+        .in_force()
         .iter()
         .map(|k| crate::services::reserve::base_key(k).to_owned())
         .collect();

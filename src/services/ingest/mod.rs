@@ -29,14 +29,14 @@ use crate::config::Source;
 use crate::domain::decision::{Action, Identity, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
-    DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, KeySummary, Layer, Reserved,
+    DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, KeySummary, KeyTaken, Layer, Reserved,
 };
 use crate::providers::signature::{self};
 use crate::store::entities::delivery;
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
 use crate::store::writer::WriteJob;
-use crate::store::{Mark, Tx, bodies, journal};
+use crate::store::{Tx, bodies, journal};
 
 /// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
@@ -133,7 +133,7 @@ pub async fn receive(
                     .iter()
                     .filter_map(|item| item.derived.business.as_ref()),
             )
-            .flat_map(super::reserve::business_keys)
+            .flat_map(KeySummary::in_force)
             .collect(),
     };
     let reception = Reception {
@@ -233,15 +233,15 @@ impl WriteJob for Reception {
             tx.body(&body, raw, at);
             let (transport, first) =
                 decide::claim_transport(tx, id, &derived, by_provider_id, at).await?;
-            // The batch's own row goes here, before its items', once its
-            // decision (which sums theirs up) is known.
-            let start = tx.mark();
+            // Each item is decided as if it had arrived alone; the batch's
+            // own row is journaled before its items', once its decision
+            // (which sums theirs up) is known.
             let mut decided = Vec::with_capacity(prepared.len());
             let mut item_jobs = Vec::with_capacity(prepared.len());
+            let mut item_rows = Vec::new();
             let mut prepared = prepared;
             for item in &mut prepared {
                 tx.body(&item.body, std::mem::take(&mut item.bytes), at);
-                let mark = tx.mark();
                 let one = Event {
                     id: item.id,
                     derived: &item.derived,
@@ -249,20 +249,18 @@ impl WriteJob for Reception {
                     sink: item.sink,
                     first: None,
                 };
-                let (made, job) = one
+                let (made, taken, job) = one
                     .decide(tx, &shared, TransportMatch::FirstSeen, at)
                     .await?;
                 tx.decided_delivery(item.row.clone(), &item.id.to_string(), &made, at);
-                let rows = journal_decided(
-                    tx,
-                    mark,
+                item_rows.extend(journal_decided(
                     item.id,
                     std::mem::take(&mut item.journaled),
                     &item.derived,
+                    taken,
                     &made,
                     at,
-                );
-                tx.append_rows_at(mark, rows);
+                ));
                 decided.push(items::Decided {
                     delivery_id: item.id,
                     derived: item.derived.clone(),
@@ -270,8 +268,8 @@ impl WriteJob for Reception {
                 });
                 item_jobs.push(job);
             }
-            let (made, job) = match items::summed_up(&decided) {
-                Some(made) => (made, None),
+            let (made, taken, job) = match items::summed_up(&decided) {
+                Some(made) => (made, None, None),
                 None => {
                     let one = Event {
                         id,
@@ -285,29 +283,25 @@ impl WriteJob for Reception {
             };
             // One row for the reception, its key and its decision.
             tx.decided_delivery(delivery_row, &id.to_string(), &made, at);
-            let rows = journal_decided(tx, start, id, journaled, &derived, &made, at);
-            tx.append_rows_at(start, rows);
+            tx.journal_rows(journal_decided(id, journaled, &derived, taken, &made, at));
+            tx.journal_rows(item_rows);
             Ok((made, job, derived, decided, item_jobs, prepared))
         })
     }
 }
 
 /// A reception's journal rows: one `DeliveryDecided` folding its reception,
-/// key, decision and what that decision appended since `mark` (taken back
-/// from `tx`), or, when those do not fold, each event in a row of its own.
+/// key, decision and the key that decision took, or, when those do not
+/// fold, each event in a row of its own.
 fn journal_decided(
-    tx: &mut Tx<'_>,
-    mark: Mark,
     id: DeliveryId,
     reception: journal::ReceptionText,
     derived: &KeyDerived,
+    taken: Option<KeyTaken>,
     made: &DecisionMade,
     at: DateTime<Utc>,
 ) -> Vec<journal::Row> {
-    let appended = tx.take_since(mark);
-    let ours = appended.iter().all(|(of, _)| *of == Some(id));
-    let events: Vec<JournalEvent> = appended.iter().map(|(_, e)| e.clone()).collect();
-    if ours && let Ok(reserved) = Reserved::fold(&events, derived, id) {
+    if let Ok(reserved) = Reserved::fold(taken.as_ref(), derived, id) {
         return vec![journal::decided_row(
             id,
             reception,
@@ -317,11 +311,8 @@ fn journal_decided(
         )];
     }
     let mut rows: Vec<journal::Row> = reception.rows(id, at).into();
-    rows.extend(
-        appended
-            .iter()
-            .map(|(of, event)| journal::row(*of, event, at)),
-    );
+    let taken = taken.map(KeyTaken::events).unwrap_or_default();
+    rows.extend(taken.iter().map(|event| journal::row(Some(id), event, at)));
     rows.push(journal::row(
         Some(id),
         &JournalEvent::DecisionMade(made.clone()),
@@ -341,15 +332,15 @@ struct Event<'a> {
 
 impl Event<'_> {
     /// Decides the event against its key (reserving it on `process`), or
-    /// quarantines it when it has none; returns its journaled decision and
-    /// the effect to run after commit.
+    /// quarantines it when it has none; returns its decision, the key it
+    /// took (both to journal) and the effect to run after commit.
     async fn decide(
         &self,
         tx: &mut Tx<'_>,
         engine: &SharedEngine,
         transport: TransportMatch,
         at: DateTime<Utc>,
-    ) -> Result<(DecisionMade, Option<EffectJob>), DbErr> {
+    ) -> Result<(DecisionMade, Option<KeyTaken>, Option<EffectJob>), DbErr> {
         let verdict = match (&self.derived.business, self.sink) {
             (Some(key), Some(sink)) => {
                 decide::decide_keyed(tx, engine, sink, self.id, key, transport, at).await?
@@ -358,6 +349,7 @@ impl Event<'_> {
                 decision: decide::decide_unkeyed(self.identity, transport),
                 layer: Layer::Transport,
                 matched_key: None,
+                taken: None,
                 job: None,
             },
         };
@@ -368,7 +360,7 @@ impl Event<'_> {
             verdict.matched_key,
             self.first,
         );
-        Ok((made, verdict.job))
+        Ok((made, verdict.taken, verdict.job))
     }
 }
 
