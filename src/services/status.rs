@@ -21,6 +21,7 @@
 //! transaction guarded by the reservation's state and fencing token.
 
 use chrono::Utc;
+use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use serde_json::json;
 use uuid::Uuid;
@@ -28,17 +29,19 @@ use uuid::Uuid;
 use super::cases::CaseError;
 use super::effects::{self, Journaled};
 use super::engine::SharedEngine;
-use super::reserve::{Claim, Reserved, reserve_effect};
+use super::reserve::{Claim, EffectJob, Reserved, reserve_effect};
 use crate::domain::cases::{CaseStatus, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
-    CaseResolved, EffectSettled, JournalEvent, SettlementOutcome, StatusLookupPerformed,
+    CaseResolved, EffectSettled, JournalEvent, KeySummary, SettlementOutcome, StatusLookupPerformed,
 };
 use crate::domain::reservation::ReservationState;
 use crate::providers::sinks;
 use crate::providers::status::{self, StatusMeaning};
+use crate::store::Tx;
 use crate::store::entities::case;
+use crate::store::writer::WriteJob;
 
 /// Asks the downstream about the effect of an open `outcome_unknown` case and
 /// settles it when the answer does. Returns the answer's verdict code:
@@ -156,63 +159,17 @@ pub async fn settle(
         StatusMeaning::Failed => "effect_retried",
         StatusMeaning::Unknown => "for_a_person",
     };
-    let shared = engine.clone();
-    let summary = journaled.key.clone();
-    let sink_name = sink.name();
     let job = engine
         .writer
-        .run(move |tx| {
-            Box::pin(async move {
-                let at = Utc::now();
-                tx.record(
-                    Some(first),
-                    JournalEvent::StatusLookupPerformed(performed),
-                    at,
-                )
-                .await?;
-                let Some((settlement, resolution)) = plan else {
-                    return Ok(None);
-                };
-                // The effect moved on since it was read (a late answer to
-                // the first attempt settled it): only the question is kept.
-                let still = tx.reservation(&settlement.key).await?;
-                if still.is_none_or(|r| {
-                    ReservationState::parse(&r.state) != Some(ReservationState::Unknown)
-                        || r.fencing_token != token
-                }) {
-                    return Ok(None);
-                }
-                let resolved = tx
-                    .claim(Some(first), &JournalEvent::CaseResolved(resolution), at)
-                    .await?;
-                let retry = settlement.outcome == SettlementOutcome::Failed;
-                let event = if retry {
-                    JournalEvent::EffectFailed(settlement.clone())
-                } else {
-                    JournalEvent::EffectApplied(settlement.clone())
-                };
-                if !tx.claim(Some(first), &event, at).await? {
-                    return Err(DbErr::Custom("the effect's settlement moved on".to_owned()));
-                }
-                // A person who resolved the case meanwhile decided: nothing
-                // is sent again on the status answer alone.
-                let (true, true, Some(summary)) = (retry, resolved, summary) else {
-                    return Ok(None);
-                };
-                let claimed = Claim {
-                    key: settlement.key.clone(),
-                    effect_id,
-                    fencing_token: token + 1,
-                    provider_ref: None,
-                };
-                let Reserved::Won { taken, job } =
-                    reserve_effect(tx, &shared, sink_name, first, &summary, claimed, at).await?
-                else {
-                    return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
-                };
-                tx.append_taken(*taken, at);
-                Ok(job)
-            })
+        .submit(SettleFromStatus {
+            engine: engine.clone(),
+            first,
+            effect_id,
+            token,
+            performed,
+            plan,
+            summary: journaled.key.clone(),
+            sink: sink.name(),
         })
         .await?;
     tracing::info!(case.id = %case_id, effect.id = %effect_id, verdict, "effect status looked up");
@@ -221,4 +178,89 @@ pub async fn settle(
         effects::spawn(engine.clone(), job, source, body);
     }
     Ok(Some(verdict))
+}
+
+/// A status answer settled, as a writer job: the question journaled, then,
+/// if the effect is still the unknown one that was asked about, its
+/// settlement and the case's resolution claimed, and a failed effect's key
+/// taken again to send it once more.
+struct SettleFromStatus {
+    engine: SharedEngine,
+    first: DeliveryId,
+    effect_id: Uuid,
+    token: i64,
+    performed: StatusLookupPerformed,
+    /// The settlement and resolution the answer means (`None`: it settles
+    /// nothing).
+    plan: Option<(EffectSettled, CaseResolved)>,
+    summary: Option<KeySummary>,
+    sink: &'static str,
+}
+
+impl WriteJob for SettleFromStatus {
+    type Output = Option<EffectJob>;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
+        let Self {
+            engine,
+            first,
+            effect_id,
+            token,
+            performed,
+            plan,
+            summary,
+            sink,
+        } = self;
+        Box::pin(async move {
+            let at = Utc::now();
+            tx.record(
+                Some(first),
+                JournalEvent::StatusLookupPerformed(performed),
+                at,
+            )
+            .await?;
+            let Some((settlement, resolution)) = plan else {
+                return Ok(None);
+            };
+            // The effect moved on since it was read (a late answer to
+            // the first attempt settled it): only the question is kept.
+            let still = tx.reservation(&settlement.key).await?;
+            if still.is_none_or(|r| {
+                ReservationState::parse(&r.state) != Some(ReservationState::Unknown)
+                    || r.fencing_token != token
+            }) {
+                return Ok(None);
+            }
+            let resolved = tx
+                .claim(Some(first), &JournalEvent::CaseResolved(resolution), at)
+                .await?;
+            let retry = settlement.outcome == SettlementOutcome::Failed;
+            let event = if retry {
+                JournalEvent::EffectFailed(settlement.clone())
+            } else {
+                JournalEvent::EffectApplied(settlement.clone())
+            };
+            if !tx.claim(Some(first), &event, at).await? {
+                return Err(DbErr::Custom("the effect's settlement moved on".to_owned()));
+            }
+            // A person who resolved the case meanwhile decided: nothing
+            // is sent again on the status answer alone.
+            let (true, true, Some(summary)) = (retry, resolved, summary) else {
+                return Ok(None);
+            };
+            let claimed = Claim {
+                key: settlement.key.clone(),
+                effect_id,
+                fencing_token: token + 1,
+                provider_ref: None,
+            };
+            let Reserved::Won { taken, job } =
+                reserve_effect(tx, &engine, sink, first, &summary, claimed, at).await?
+            else {
+                return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
+            };
+            tx.append_taken(*taken, at);
+            Ok(job)
+        })
+    }
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use chrono::Utc;
+use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
@@ -23,6 +24,7 @@ use crate::services::engine::{Engine, SharedEngine};
 use crate::services::reserve::{Claim, EffectJob, Reserved, reserve_effect};
 use crate::store::Tx;
 use crate::store::entities::case;
+use crate::store::writer::WriteJob;
 
 /// How a case ended, as journaled.
 #[derive(Debug, Clone)]
@@ -133,12 +135,12 @@ pub(crate) async fn settle(
         tries += 1;
         let attempt = settler.take().ok_or(Refusal::AlreadyResolved)?;
         let retry = attempt.clone_for_retry();
-        let shared = engine.clone();
-        let context = context.clone();
-        let outcome = engine
-            .writer
-            .run(move |tx| Box::pin(async move { context.settle(tx, &shared, attempt).await }))
-            .await;
+        let job = ResolveCase {
+            engine: engine.clone(),
+            context: context.clone(),
+            settler: attempt,
+        };
+        let outcome = engine.writer.submit(job).await;
         match outcome {
             Err(error) if consumed_meanwhile(&error) && tries < CONTENDED => {
                 settler = Some(retry);
@@ -347,6 +349,21 @@ impl Context {
             job = effect;
         }
         Ok(Outcome::Resolved(resolved, job))
+    }
+}
+
+/// A case settled, as a writer job (see `Context::settle`).
+struct ResolveCase {
+    engine: SharedEngine,
+    context: Context,
+    settler: Settler,
+}
+
+impl WriteJob for ResolveCase {
+    type Output = Outcome;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Outcome, DbErr>> {
+        Box::pin(async move { self.context.settle(tx, &self.engine, self.settler).await })
     }
 }
 
