@@ -1,4 +1,6 @@
-//! Projection `cases`: deliveries waiting for reconciliation or review.
+//! Projection `cases`: deliveries waiting for reconciliation or review. The
+//! only code that writes the `cases` table: the projections of decisions,
+//! effects and reconciliation open cases through `open` (or defer `row`).
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
@@ -23,16 +25,17 @@ pub(super) struct NewCase<'a> {
     pub details: serde_json::Value,
 }
 
+/// Opens a case, once: 1, or 0 when its id was opened before.
 pub(super) async fn open<C: ConnectionTrait>(
     conn: &C,
     new: NewCase<'_>,
     at: DateTime<Utc>,
-) -> Result<(), DbErr> {
+) -> Result<u64, DbErr> {
     case::Entity::insert(row(new, at))
         .on_conflict_do_nothing()
         .exec_without_returning(conn)
-        .await?;
-    Ok(())
+        .await
+        .map(super::rows)
 }
 
 /// The row of a newly opened case.

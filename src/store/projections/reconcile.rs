@@ -5,10 +5,10 @@
 use chrono::{DateTime, Utc};
 use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
 
-use super::cases::{NewCase, row};
+use super::cases::{self, NewCase};
 use crate::domain::decision::Action;
 use crate::domain::journal::{DiscrepancyFound, ReconciliationRan};
-use crate::store::entities::{case, reconciliation_run};
+use crate::store::entities::reconciliation_run;
 
 /// Opens the discrepancy's case; returns 1, or 0 when it was opened before
 /// (the event is then not journaled again).
@@ -35,11 +35,7 @@ pub(super) async fn discrepancy<C: ConnectionTrait>(
         due: false,
         details,
     };
-    case::Entity::insert(row(new, at))
-        .on_conflict_do_nothing()
-        .exec_without_returning(conn)
-        .await
-        .map(super::rows)
+    cases::open(conn, new, at).await
 }
 
 pub(super) async fn ran<C: ConnectionTrait>(
