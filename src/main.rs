@@ -11,7 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
-    unicity::telemetry::init();
     let cli = Cli::parse();
+    unicity::telemetry::init(cli.log_format);
     unicity::cli::run(cli).await
 }

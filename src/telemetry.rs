@@ -16,27 +16,55 @@ use tracing_subscriber::fmt::MakeWriter;
 use crate::domain::delivery::REDACTED;
 use crate::domain::masking::is_secret_name;
 
-/// Installs the global subscriber on standard output; `RUST_LOG` overrides
-/// the default filter.
-pub fn init() {
+/// How log lines are written: `text` for a person at a terminal, `json`
+/// (one object per line, with the request's span fields) for a collector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl LogFormat {
+    /// Text on a terminal, JSON otherwise (a service manager, a container).
+    pub fn for_stdout() -> Self {
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            Self::Text
+        } else {
+            Self::Json
+        }
+    }
+}
+
+/// Installs the global subscriber on standard output, in `format` (by
+/// default, see `LogFormat::for_stdout`); `RUST_LOG` overrides the default
+/// filter.
+pub fn init(format: Option<LogFormat>) {
+    let format = format.unwrap_or_else(LogFormat::for_stdout);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    init_with(std::io::stdout, ansi);
+    init_with(std::io::stdout, ansi, format);
 }
 
 /// Installs the global subscriber, writing to `writer` (tests read the lines
 /// back). A second call leaves the first subscriber in place.
-pub fn init_with<W>(writer: W, ansi: bool)
+pub fn init_with<W>(writer: W, ansi: bool, format: LogFormat)
 where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
-        .with_ansi(ansi)
-        .with_writer(writer)
-        .try_init();
+        .with_writer(writer);
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(ansi).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+    };
 }
 
 /// The span of one request: method, route, path (see [`logged_target`]),

@@ -371,7 +371,11 @@ pub fn logs() -> Logs {
     let lines = LINES.get_or_init(|| {
         let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = lines.clone();
-        unicity::telemetry::init_with(move || LogSink(sink.clone()), false);
+        unicity::telemetry::init_with(
+            move || LogSink(sink.clone()),
+            false,
+            unicity::telemetry::LogFormat::Text,
+        );
         lines
     });
     Logs(lines.clone())
