@@ -33,6 +33,8 @@ pub const SESSION_COOKIE: &str = "unicity_session";
 pub struct Application {
     port: u16,
     server: Server,
+    /// `/metrics` alone, on `--metrics-listen`, with its port.
+    metrics: Option<(u16, Server)>,
     engine: SharedEngine,
     setup_url: Option<String>,
 }
@@ -111,6 +113,11 @@ impl Application {
         breakers::spawn(engine.clone());
         rejections::spawn(engine.clone());
         reconcile::spawn(engine.clone(), reconciliation);
+        spawn_metrics_upkeep(&engine);
+        let metrics = match &settings.metrics_listen {
+            Some(address) => Some(metrics_server(address, &engine)?),
+            None => None,
+        };
         let listener = TcpListener::bind(&settings.listen)
             .with_context(|| format!("cannot listen on {}", settings.listen))?;
         let port = listener.local_addr()?.port();
@@ -174,6 +181,7 @@ impl Application {
         Ok(Self {
             port,
             server,
+            metrics,
             engine,
             setup_url,
         })
@@ -188,13 +196,58 @@ impl Application {
         self.port
     }
 
+    /// The port of the metrics listener, when there is one.
+    pub fn metrics_port(&self) -> Option<u16> {
+        self.metrics.as_ref().map(|(port, _)| *port)
+    }
+
     /// Serves until stopped, then journals the rejection counts of the
     /// windows still open (best effort: the process is going away).
     pub async fn run_until_stopped(self) -> std::io::Result<()> {
-        let served = self.server.await;
+        let served = match self.metrics {
+            Some((_, metrics)) => {
+                let (served, _) = futures_util::future::join(self.server, metrics).await;
+                served
+            }
+            None => self.server.await,
+        };
         rejections::flush(self.engine.as_ref(), true).await;
         served
     }
+}
+
+/// The listener of `--metrics-listen`: `/metrics` and nothing else, to
+/// whoever can connect; every other path is the default 404.
+fn metrics_server(address: &str, engine: &SharedEngine) -> anyhow::Result<(u16, Server)> {
+    let listener = TcpListener::bind(address)
+        .with_context(|| format!("cannot listen for metrics on {address}"))?;
+    let port = listener.local_addr()?.port();
+    let engine = web::Data::new(engine.clone());
+    let server = HttpServer::new(move || {
+        App::new()
+            .wrap(TracingLogger::<RequestSpan>::new())
+            .app_data(engine.clone())
+            .service(routes::metrics::open_scrape)
+    })
+    .workers(1)
+    .listen(listener)?
+    .run();
+    Ok((port, server))
+}
+
+/// Folds the histograms' samples every few seconds, scraped or not.
+fn spawn_metrics_upkeep(engine: &SharedEngine) {
+    let engine = std::sync::Arc::downgrade(engine);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            let Some(engine) = engine.upgrade() else {
+                return;
+            };
+            engine.metrics.upkeep();
+        }
+    });
 }
 
 /// `host:port` of the bound listener, for the default public URL.

@@ -72,6 +72,8 @@ pub enum Action {
     ExportFixtures,
     ManageOperators,
     ManageTokens,
+    /// The Prometheus metrics (`/metrics`): counts, never ids or amounts.
+    ReadMetrics,
 }
 
 const S: Role = Role::Support;
@@ -94,6 +96,7 @@ pub const TABLE: &[(Action, &[Role])] = &[
     (Action::ExportFixtures, &[E, A]),
     (Action::ManageOperators, &[A]),
     (Action::ManageTokens, &[A]),
+    (Action::ReadMetrics, &[S, F, E, A]),
 ];
 
 /// Whether `role` may perform `action`. An action missing from the table is

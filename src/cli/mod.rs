@@ -37,6 +37,11 @@ pub struct Cli {
     #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true, hide_env_values = true)]
     database_url: String,
 
+    /// Log lines as `text` or `json` (one object per line); by default text
+    /// on a terminal, JSON otherwise.
+    #[arg(long, env = "UNICITY_LOG_FORMAT", value_enum, global = true)]
+    pub log_format: Option<crate::telemetry::LogFormat>,
+
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -48,6 +53,10 @@ enum Command {
         /// Address to listen on.
         #[arg(long, env = "UNICITY_LISTEN", default_value = DEFAULT_LISTEN)]
         listen: String,
+        /// Also serve `/metrics` on this address, to anyone who can reach it
+        /// (off by default; the main address serves it to operators only).
+        #[arg(long, env = "UNICITY_METRICS_LISTEN")]
+        metrics_listen: Option<String>,
     },
     /// Apply pending database migrations and exit.
     Migrate,
@@ -99,8 +108,11 @@ enum Command {
 /// Runs the parsed command; without one, the server.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
-        None => serve::serve(&cli, default_listen()).await,
-        Some(Command::Serve { listen }) => serve::serve(&cli, listen.clone()).await,
+        None => serve::serve(&cli, default_listen(), default_metrics_listen()).await,
+        Some(Command::Serve {
+            listen,
+            metrics_listen,
+        }) => serve::serve(&cli, listen.clone(), metrics_listen.clone()).await,
         Some(Command::Migrate) => serve::migrate(&cli.database_url).await,
         Some(Command::Key { command }) => keys::run(&settings(&cli)?, command),
         Some(Command::Projections { command }) => {
@@ -125,6 +137,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 /// The listen address of `serve`'s flag when another command (or none) runs.
 fn default_listen() -> String {
     std::env::var("UNICITY_LISTEN").unwrap_or_else(|_| DEFAULT_LISTEN.to_owned())
+}
+
+/// The metrics address of `serve`'s flag when no command runs.
+fn default_metrics_listen() -> Option<String> {
+    std::env::var("UNICITY_METRICS_LISTEN").ok()
 }
 
 /// The settings of commands that need the configuration but not a listener.

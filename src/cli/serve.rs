@@ -6,10 +6,21 @@ use super::{Cli, settings_listening};
 use crate::startup::Application;
 use crate::store;
 
-/// Builds the application on `listen` and serves until stopped.
-pub(super) async fn serve(cli: &Cli, listen: String) -> anyhow::Result<()> {
-    let app = Application::build(settings_listening(cli, listen)?).await?;
-    tracing::info!(port = app.port(), "unicity listening");
+/// Builds the application on `listen` (and `/metrics` alone on
+/// `metrics_listen`) and serves until stopped.
+pub(super) async fn serve(
+    cli: &Cli,
+    listen: String,
+    metrics_listen: Option<String>,
+) -> anyhow::Result<()> {
+    let mut settings = settings_listening(cli, listen)?;
+    settings.metrics_listen = metrics_listen;
+    let app = Application::build(settings).await?;
+    tracing::info!(
+        port = app.port(),
+        metrics_port = app.metrics_port(),
+        "unicity listening"
+    );
     app.run_until_stopped().await?;
     Ok(())
 }

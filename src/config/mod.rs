@@ -43,6 +43,9 @@ pub const KEY_SECRET_ENV: &str = "UNICITY_KEY_SECRET";
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub listen: String,
+    /// Where `/metrics` is also served to anyone who can connect, alone
+    /// (`--metrics-listen`); the main listener serves it to operators only.
+    pub metrics_listen: Option<String>,
     pub database_url: String,
     pub sources: Vec<Source>,
     pub catalog: Catalog,
@@ -114,6 +117,7 @@ impl Settings {
         }
         Ok(Self {
             listen,
+            metrics_listen: None,
             database_url,
             sources,
             catalog,

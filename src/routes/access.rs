@@ -97,9 +97,11 @@ async fn pass(
     Ok(response)
 }
 
-/// Whether `req` is for the JSON API, by the routed path.
+/// Whether `req` is for a program (the JSON API, the metrics), by the
+/// routed path: refused with a status and JSON, never sent to sign in.
 fn is_api(req: &ServiceRequest) -> bool {
-    req.match_info().as_str().starts_with("/api/")
+    let path = req.match_info().as_str();
+    path.starts_with("/api/") || path == "/metrics"
 }
 
 fn no_store(headers: &mut header::HeaderMap) {

@@ -11,6 +11,7 @@ use super::error::ApiError;
 use crate::domain::decision::Action;
 use crate::domain::delivery::{DeliveryId, Headers};
 use crate::domain::rejection;
+use crate::services::engine::Engine;
 use crate::services::ingest::{self, Accepted, Arrival, Refusal};
 use crate::services::items;
 use crate::state::AppState;
@@ -29,6 +30,10 @@ pub async fn receive(
             "no source with this slug",
         )
     })?;
+    state
+        .engine
+        .metrics
+        .received(source.slug(), &source.origin.provider);
     let headers = collect_headers(&request);
     let arrival = Arrival {
         delivery_id: DeliveryId::from_uuid(uuid::Uuid::now_v7()),
@@ -42,14 +47,15 @@ pub async fn receive(
     let engine = &state.engine;
     let declared = content_length(&request);
 
-    ingest::admit(engine, source, &arrival, declared).map_err(|r| refused(source.slug(), r))?;
+    ingest::admit(engine, source, &arrival, declared)
+        .map_err(|r| refused(engine, source.slug(), r))?;
     if let Err(excess) = rejection::check_headers(&headers) {
         let refusal = ingest::refuse_headers(engine, source, arrival, excess, declared).await;
-        return Err(refused(source.slug(), refusal));
+        return Err(refused(engine, source.slug(), refusal));
     }
     if let Some(declared) = declared.filter(|n| *n > limit as u64) {
         let refusal = ingest::refuse_too_large(engine, source, arrival, declared).await;
-        return Err(refused(source.slug(), refusal));
+        return Err(refused(engine, source.slug(), refusal));
     }
     let mut raw = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
@@ -63,14 +69,14 @@ pub async fn receive(
         if raw.len() + chunk.len() > limit {
             let seen = (raw.len() + chunk.len()) as u64;
             let refusal = ingest::refuse_too_large(engine, source, arrival, seen).await;
-            return Err(refused(source.slug(), refusal));
+            return Err(refused(engine, source.slug(), refusal));
         }
         raw.extend_from_slice(&chunk);
     }
 
-    match ingest::receive(&state.engine, source, arrival, &raw).await {
+    match ingest::receive(engine, source, arrival, &raw).await {
         Ok(accepted) => Ok(accepted_response(source.slug(), &accepted)),
-        Err(refusal) => Err(refused(source.slug(), refusal)),
+        Err(refusal) => Err(refused(engine, source.slug(), refusal)),
     }
 }
 
@@ -85,6 +91,7 @@ fn accepted_response(source: &str, accepted: &Accepted) -> HttpResponse {
         decision = decision.action.as_str(),
         reason = decision.reason.as_str(),
         strategy = business.map(|b| b.strategy.as_str()),
+        latency_ms = accepted.latency_ms,
         "delivery decided"
     );
     let body = json!({
@@ -137,7 +144,8 @@ fn item_json(item: &items::Decided) -> serde_json::Value {
     })
 }
 
-fn refused(source: &str, refusal: Refusal) -> ApiError {
+fn refused(engine: &Engine, source: &str, refusal: Refusal) -> ApiError {
+    engine.metrics.refused(source, refusal.code());
     let delivery_id = refusal.delivery_id();
     let status = match &refusal {
         Refusal::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

@@ -9,6 +9,7 @@ pub mod client;
 pub mod error;
 pub mod health;
 pub mod hooks;
+pub mod metrics;
 pub mod ui;
 
 use actix_web::http::Method;
@@ -54,6 +55,7 @@ use Access::{Public, Requires, Signed};
 routes! {
     GET "/healthz" => health::healthz, Public;
     GET "/readyz" => health::readyz, Public;
+    GET "/metrics" => metrics::scrape, Requires(Action::ReadMetrics);
     POST "/hooks/{source}" => hooks::receive, Signed;
     GET "/api/deliveries" => api::deliveries::list, Requires(Action::ReadDeliveries);
     GET "/api/deliveries/{id}" => api::deliveries::show, Requires(Action::ReadDeliveries);

@@ -17,6 +17,7 @@ use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
     DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
 };
+use crate::metrics::DecisionLabels;
 use crate::providers::sinks::{self, Attempt, EffectRequest};
 use crate::store::Tx;
 use crate::store::entities::delivery;
@@ -49,7 +50,11 @@ async fn run(
         source: source.to_owned(),
         event,
     };
+    let started = std::time::Instant::now();
     let attempt = sinks::apply(&engine.http, sink, &request).await;
+    engine
+        .metrics
+        .downstream_latency(&job.effect_type, started.elapsed().as_secs_f64());
     settle(engine, job, attempt).await?;
     redecide_deferred(engine, base_key(&job.key)).await
 }
@@ -100,6 +105,9 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
         .submit(WriteEvent::claim(Some(job.delivery_id), event))
         .await?;
     if took {
+        engine
+            .metrics
+            .effect_settled(&job.effect_type, outcome.state());
         tracing::info!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, outcome = outcome.state(), "effect settled");
     } else {
         tracing::warn!(effect.id = %job.effect_id, "settlement refused: the reservation moved on (fencing token)");
@@ -131,11 +139,27 @@ pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<()
         delivery_id,
         id: row.delivery_id.clone(),
         source: row.source.clone(),
-        key,
+        key: key.clone(),
         at: Utc::now(),
     };
     let redecided = engine.writer.submit(redecision).await?;
-    if let Redecided::Decided(Some(job)) = redecided {
+    if let Redecided::Decided(made, job) = &redecided {
+        // A `record` sink's effect is applied with the claim.
+        if made.decision.action == Action::Process && job.is_none() {
+            engine.metrics.effect_settled(&key.effect_type, "applied");
+        }
+        engine.metrics.decided(DecisionLabels {
+            source: &row.source,
+            provider: journaled.provider.as_deref().unwrap_or("none"),
+            strategy: &key.strategy,
+            effect_type: &key.effect_type,
+            strength: key.strength.as_str(),
+            decision: made.decision.action.as_str(),
+            reason: made.decision.reason.as_str(),
+            retry: false,
+        });
+    }
+    if let Redecided::Decided(_, Some(job)) = redecided {
         let event = journaled.body(&engine.db).await?;
         spawn(engine.clone(), job, row.source.clone(), event);
     }
@@ -157,8 +181,8 @@ struct Redecision {
 enum Redecided {
     /// Another re-decider had it, or it stays deferred.
     NotNow,
-    /// Decided; the effect to run after commit, if any.
-    Decided(Option<EffectJob>),
+    /// Decided (as journaled); the effect to run after commit, if any.
+    Decided(Box<DecisionMade>, Option<EffectJob>),
 }
 
 impl WriteJob for Redecision {
@@ -204,9 +228,13 @@ impl WriteJob for Redecision {
             if let Some(taken) = verdict.taken {
                 tx.append_taken(taken, at);
             }
-            tx.record(Some(delivery_id), JournalEvent::DecisionMade(made), at)
-                .await?;
-            Ok(Redecided::Decided(verdict.job))
+            tx.record(
+                Some(delivery_id),
+                JournalEvent::DecisionMade(made.clone()),
+                at,
+            )
+            .await?;
+            Ok(Redecided::Decided(Box::new(made), verdict.job))
         })
     }
 }
@@ -218,6 +246,7 @@ pub(super) struct Journaled {
     pub key: Option<KeySummary>,
     pub body: Option<BodyRef>,
     pub source: Option<String>,
+    pub provider: Option<String>,
 }
 
 impl Journaled {
@@ -225,16 +254,13 @@ impl Journaled {
         let events = journal::for_delivery(conn, id)
             .await
             .map_err(|e| DbErr::Custom(e.to_string()))?;
-        let mut journaled = Self {
-            key: None,
-            body: None,
-            source: None,
-        };
+        let mut journaled = Self::default();
         for stored in events {
             match stored.event {
                 JournalEvent::KeyDerived(derived) => journaled.key = derived.business,
                 JournalEvent::DeliveryReceived(r) => {
                     journaled.source = Some(r.origin.source);
+                    journaled.provider = Some(r.origin.provider);
                     if r.parse == BodyParse::Json {
                         journaled.body = Some(r.body);
                     }

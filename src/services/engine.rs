@@ -14,6 +14,7 @@ use crate::config::{EngineConfig, Source};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::{JournalEvent, KeySummary};
+use crate::metrics::Metrics;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::{self, Rejections};
@@ -39,6 +40,8 @@ pub struct Engine {
     pub tripped: RwLock<HashSet<String>>,
     /// Request rate limits and the counts of refused requests.
     pub rejections: Rejections,
+    /// What this engine counts and times, for `/metrics`.
+    pub metrics: Metrics,
 }
 
 pub type SharedEngine = Arc<Engine>;
@@ -61,12 +64,13 @@ impl Engine {
         if added > 0 {
             tracing::info!(added, "new strategy versions recorded");
         }
+        let metrics = Metrics::new();
         let writer = if config.group_commit.unwrap_or(true) {
             let count = match store::backend(&db) {
                 sea_orm::DbBackend::Postgres => config.postgres_writers.max(1),
                 _ => 1,
             };
-            Writer::start_on_threads(database_url, count).await?
+            Writer::start_on_threads(database_url, count, metrics.batch_sizes()).await?
         } else {
             Writer::direct(database_url).await?
         };
@@ -85,6 +89,7 @@ impl Engine {
             config,
             http: reqwest::Client::new(),
             tripped: Default::default(),
+            metrics,
         }))
     }
 

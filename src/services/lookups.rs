@@ -56,10 +56,11 @@ pub async fn settle(
     let Some(event) = journaled.body(&engine.db).await? else {
         return Ok(None);
     };
-    let answer = match engine
+    let breaker = engine
         .lookup_breakers
-        .check(&provider, std::time::Instant::now())
-    {
+        .check(&provider, std::time::Instant::now());
+    let asked = breaker.is_none();
+    let answer = match breaker {
         // The provider is not asked while its breaker is open; the case
         // waits and the skipped question is journaled as such.
         Some(_) => lookup::Answer {
@@ -69,7 +70,11 @@ pub async fn settle(
             operations: Err(format!("not asked: {provider}'s circuit breaker is open")),
         },
         None => {
+            let started = std::time::Instant::now();
             let answer = configured.fetch(&engine.http, &event).await;
+            engine
+                .metrics
+                .lookup_latency(&provider, started.elapsed().as_secs_f64());
             let succeeded = answer.operations.is_ok();
             engine
                 .lookup_breakers
@@ -127,7 +132,7 @@ pub async fn settle(
         note,
     )
     .await;
-    match settled {
+    let verdict = match settled {
         Ok(Settled::Resolved(resolved)) => Ok(Some(match resolved.resolution {
             Resolution::ProcessAsDistinct => LookupVerdict::ProcessAsDistinct {
                 reference: resolved.reference.unwrap_or_default(),
@@ -138,7 +143,12 @@ pub async fn settle(
         // Resolved by someone else meanwhile: the question is moot.
         Err(CaseError::Refused(Refusal::AlreadyResolved)) => Ok(None),
         Err(error) => Err(error),
+    };
+    if let Ok(Some(verdict)) = &verdict {
+        let code = if asked { verdict.code() } else { "not_asked" };
+        engine.metrics.looked_up("provider", code);
     }
+    verdict
 }
 
 /// Whether the provider can be asked about `case_id` now: an open case of a

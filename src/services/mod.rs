@@ -28,3 +28,4 @@ pub mod status;
 pub mod strategies;
 pub mod sweeper;
 pub mod timeline;
+pub mod watch;

@@ -172,6 +172,7 @@ pub async fn settle(
             sink: sink.name(),
         })
         .await?;
+    engine.metrics.looked_up("status", verdict);
     tracing::info!(case.id = %case_id, effect.id = %effect_id, verdict, "effect status looked up");
     if let Some(job) = job {
         let body = journaled.body(&engine.db).await?;

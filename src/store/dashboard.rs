@@ -140,3 +140,86 @@ pub async fn open_cases_older_than<C: ConnectionTrait>(
     }
     Ok(counts)
 }
+
+/// Cases of one reason, status, resolution and settler, and for open ones
+/// their age bucket: the index of the first of `bounds` (oldest first) they
+/// were opened before, `bounds.len()` when younger than all, `-1` when
+/// resolved.
+#[derive(Debug, Clone, PartialEq, FromQueryResult)]
+pub struct CaseCount {
+    /// `name@version` of the strategy that keyed the case's delivery, empty
+    /// without a key.
+    pub strategy: String,
+    pub reason: String,
+    pub status: String,
+    pub resolution: String,
+    /// `person`, `look-up`, `effect` (settled by its late effect), or empty
+    /// while open.
+    pub settled_by: String,
+    pub age: i32,
+    pub cases: i64,
+}
+
+/// Every case counted by reason, status, resolution, who settled it and,
+/// while open, its age (see `CaseCount`): one grouped read of `cases`.
+pub async fn cases_by_state<C: ConnectionTrait>(
+    conn: &C,
+    bounds: &[DateTime<Utc>],
+) -> Result<Vec<CaseCount>, DbErr> {
+    let backend = conn.get_database_backend();
+    let ages: Vec<String> = bounds
+        .iter()
+        .enumerate()
+        .map(|(i, _)| format!("WHEN opened_at < {} THEN {i}", placeholder(backend, i + 1)))
+        .collect();
+    let strategy = match backend {
+        DbBackend::Postgres => "split_part(business_key, ':', 1)",
+        _ => "substr(business_key, 1, instr(business_key, ':') - 1)",
+    };
+    let sql = format!(
+        "SELECT COALESCE({strategy}, '') AS strategy, reason, status, \
+         COALESCE(resolution, '') AS resolution, \
+         CASE WHEN status = 'open' THEN '' WHEN resolved_by IS NULL THEN 'effect' \
+         WHEN resolved_by = 'look-up' THEN 'look-up' ELSE 'person' END AS settled_by, \
+         CAST(CASE WHEN status <> 'open' THEN -1 {} ELSE {} END AS INTEGER) AS age, \
+         COUNT(*) AS cases FROM cases GROUP BY 1, 2, 3, 4, 5, 6",
+        ages.join(" "),
+        bounds.len()
+    );
+    let values: Vec<Value> = bounds.iter().map(|b| (*b).into()).collect();
+    let rows = conn
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
+        .await?;
+    rows.iter()
+        .map(|row| CaseCount::from_query_result(row, ""))
+        .collect()
+}
+
+/// Deliveries received since `since`, per strategy (`none`: unkeyed), by how
+/// their decision accounts for an effect: `effect` (processed, its effect in
+/// the ledger), `duplicate` (ignored), `held` (deferred, quarantined or sent
+/// to reconciliation: a case or a wait says why) and `undocumented` — a
+/// delivery processed with no effect to show for it, or never decided. A
+/// batch's own row, which only sums up its items', is left out.
+#[derive(Debug, Clone, PartialEq, FromQueryResult)]
+pub struct Accounted {
+    pub strategy: String,
+    pub accounted: String,
+    pub deliveries: i64,
+}
+
+pub async fn accounted<C: ConnectionTrait>(
+    conn: &C,
+    since: DateTime<Utc>,
+) -> Result<Vec<Accounted>, DbErr> {
+    let sql = "SELECT COALESCE(d.strategy, 'none') AS strategy, \
+         CASE WHEN d.decision = 'process' AND e.effect_id IS NOT NULL THEN 'effect' \
+         WHEN d.decision = 'ignore' THEN 'duplicate' \
+         WHEN d.decision IN ('defer', 'quarantine', 'reconcile') THEN 'held' \
+         ELSE 'undocumented' END AS accounted, COUNT(*) AS deliveries \
+         FROM deliveries d LEFT JOIN effects e ON e.effect_id = d.effect_id \
+         WHERE d.received_at >= {since} \
+         AND NOT (d.decision = 'process' AND d.business_key IS NULL) \
+         GROUP BY 1, 2";
+    self::since(conn, sql, since).await
+}

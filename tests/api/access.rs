@@ -20,6 +20,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
     vec![
         ("GET", "/healthz", None),
         ("GET", "/readyz", None),
+        ("GET", "/metrics", Some(EVERYONE)),
         ("POST", "/hooks/{source}", None),
         ("GET", "/api/deliveries", Some(EVERYONE)),
         ("GET", "/api/deliveries/{id}", Some(EVERYONE)),
@@ -94,9 +95,15 @@ async fn call(app: &TestApp, method: &str, path: &str, token: Option<&str>) -> A
     Answer::read(request.send().await.expect("answered")).await
 }
 
-/// Refused for lack of credentials: JSON 401 under /api, else off to sign-in.
+/// Whether `path` is for programs (the JSON API, the metrics): refused
+/// with JSON, never sent to sign in.
+fn for_programs(path: &str) -> bool {
+    path.starts_with("/api/") || path == "/metrics"
+}
+
+/// Refused for lack of credentials: JSON 401 for programs, else off to sign-in.
 fn unauthenticated(path: &str, a: &Answer) -> bool {
-    if path.starts_with("/api/") {
+    if for_programs(path) {
         a.status == StatusCode::UNAUTHORIZED && a.body.contains("\"unauthenticated\"")
     } else {
         a.status == StatusCode::SEE_OTHER && a.location == "/login"
@@ -106,7 +113,7 @@ fn unauthenticated(path: &str, a: &Answer) -> bool {
 /// Refused for the role.
 fn forbidden(path: &str, a: &Answer) -> bool {
     a.status == StatusCode::FORBIDDEN
-        && if path.starts_with("/api/") {
+        && if for_programs(path) {
             a.body.contains("\"forbidden\"")
         } else {
             a.body.contains("Your role does not allow")

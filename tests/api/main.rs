@@ -22,6 +22,7 @@ mod key_locks;
 mod login;
 mod lookups;
 mod masking;
+mod metrics;
 mod pages;
 mod paths;
 mod processes;

@@ -46,6 +46,86 @@ const FILLED: [&str; 7] = [
 // ---------------------------------------------------------------------------
 
 #[tokio::test]
+async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listener_of_its_own() {
+    const EMAIL: &str = "zoe.private@example.org";
+    let deployment = Deployment::new("").await;
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let server = deployment
+        .start_with(&["--log-format", "json", "--metrics-listen", &metrics])
+        .await;
+    let hmac = deployment.source("hmac");
+    let mut body: Value = serde_json::from_slice(&refund("pay_log", 1200, None)).unwrap();
+    body["customer_email"] = Value::String(EMAIL.to_owned());
+    let body = serde_json::to_vec(&body).unwrap();
+    let headers = signed(hmac, &body);
+    let signature_value = headers[0].1.clone();
+    let decided = server.send("hmac", body.clone(), headers).await;
+    assert_eq!(decided.json["decision"], "process", "{}", decided.json);
+    let forged = server
+        .post_with(hmac, "msg_forged", "not-the-secret", &body)
+        .await;
+    assert_eq!(forged.status, 401);
+
+    // The metrics listener answers anyone, with the metrics only; the main
+    // listener keeps them for operators.
+    let http = client();
+    let open = http
+        .get(format!("http://{metrics}/metrics"))
+        .send()
+        .await
+        .expect("scraped");
+    assert_eq!(open.status(), 200);
+    let text = open.text().await.unwrap();
+    assert!(
+        text.contains(r#"unicity_decisions_total{source="hmac""#),
+        "{text}"
+    );
+    let other = http
+        .get(format!("http://{metrics}/api/deliveries"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 404);
+    let main = http
+        .get(format!("{}/metrics", server.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(main.status(), 401);
+
+    // One JSON object per line; the decision's line carries the delivery id
+    // as correlation id, the source, decision, reason, strategy and latency.
+    let delivery_id = decided.json["delivery_id"].as_str().unwrap();
+    let log = server.log_text();
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let line = lines
+        .iter()
+        .find(|l| l["message"] == "delivery decided" && l["delivery.id"] == delivery_id)
+        .unwrap_or_else(|| panic!("no decision line for {delivery_id}:\n{log}"));
+    assert_eq!(line["source"], "hmac");
+    assert_eq!(line["decision"], "process");
+    assert_eq!(line["reason"], "new_key");
+    assert_eq!(line["strategy"], decided.json["strategy"]);
+    assert!(line["latency_ms"].is_u64(), "{line}");
+    assert!(line["span"]["request_id"].is_string(), "{line}");
+    // Nothing secret or sensitive, anywhere in the log.
+    for secret in [
+        "hmac-test-secret",
+        TEST_KEY_SECRET,
+        STRIPE_SECRETS[0],
+        STRIPE_SECRETS[1],
+        EMAIL,
+        signature_value.as_str(),
+    ] {
+        assert!(!log.contains(secret), "{secret} logged:\n{log}");
+    }
+}
+
+#[tokio::test]
 async fn two_server_processes_on_one_database_apply_a_burst_exactly_once() {
     let downstream = Downstream::start(Behaviour::Apply { delay_ms: 200 }).await;
     let deployment = Deployment::new(&format!("{ENGINE}{}", downstream.sink_toml(5000))).await;
@@ -695,6 +775,12 @@ impl Deployment {
 
     /// Starts `unicity serve` on a free port and waits until it is ready.
     async fn start(&self) -> Server {
+        self.start_with(&[]).await
+    }
+
+    /// Starts `unicity serve` with `args` too, on a free port, and waits
+    /// until it is ready.
+    async fn start_with(&self, args: &[&str]) -> Server {
         for attempt in 1..=3 {
             let port = free_port();
             let log = self.dir().join(format!("server-{port}.log"));
@@ -702,6 +788,7 @@ impl Deployment {
             let child = self
                 .command()
                 .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+                .args(args)
                 .stdout(out.try_clone().expect("log file"))
                 .stderr(out)
                 .spawn()

@@ -159,9 +159,18 @@ pub(crate) async fn settle(
         Outcome::ForAPerson(verdict) => return Ok(Settled::ForAPerson(verdict)),
         Outcome::Resolved(resolved, job) => (resolved, job),
     };
-    if let Some(job) = job {
-        let body = journaled.body(&engine.db).await?;
-        effects::spawn(engine.clone(), job, source, body);
+    match (job, &context.key) {
+        (Some(job), _) => {
+            let body = journaled.body(&engine.db).await?;
+            effects::spawn(engine.clone(), job, source, body);
+        }
+        // A `record` sink's effect, applied with the resolution's claim.
+        (None, Some(key))
+            if settled.resolution == Resolution::ProcessAsDistinct && settled.key.is_some() =>
+        {
+            engine.metrics.effect_settled(&key.effect_type, "applied");
+        }
+        (None, _) => {}
     }
     Ok(Settled::Resolved(settled))
 }

@@ -22,7 +22,7 @@ use uuid::Uuid;
 
 use super::decide::{self, Verdict};
 use super::derived::{identity_of, key_derived};
-use super::engine::SharedEngine;
+use super::engine::{Engine, SharedEngine};
 use super::reserve::EffectJob;
 use super::{effects, items, lookups};
 use crate::config::Source;
@@ -31,6 +31,7 @@ use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
     DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, KeySummary, KeyTaken, Layer, Reserved,
 };
+use crate::metrics::DecisionLabels;
 use crate::providers::signature::{self};
 use crate::store::entities::delivery;
 use crate::store::key_index::IndexKeys;
@@ -48,6 +49,8 @@ pub struct Accepted {
     pub decision: DecisionMade,
     /// A batch of several events: what each became, in order.
     pub items: Vec<items::Decided>,
+    /// From arrival to durable decision.
+    pub latency_ms: u64,
 }
 
 /// Verifies the signature on the raw bytes, derives the delivery's identity,
@@ -156,6 +159,15 @@ pub async fn receive(
         .await
         .map_err(Refusal::Storage)?;
 
+    let latency = (Utc::now() - at).to_std().unwrap_or_default();
+    engine.metrics.decision_latency(latency.as_secs_f64());
+    // A batch's own decision only sums up its items': each item counts.
+    if decided.is_empty() {
+        count(engine, source, &derived, &decision, job.is_some());
+    }
+    for (item, job) in decided.iter().zip(&item_jobs) {
+        count(engine, source, &item.derived, &item.decision, job.is_some());
+    }
     if let Some(job) = job {
         effects::spawn(engine.clone(), job, source.slug().to_owned(), document);
     }
@@ -175,7 +187,37 @@ pub async fn receive(
         derived,
         decision,
         items: decided,
+        latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
     })
+}
+
+/// Counts a durable decision (`metrics::DECISIONS`), and the effect applied
+/// with it when its sink is the ledger itself (`started`: an effect runs
+/// after the commit instead, counted when it settles).
+fn count(
+    engine: &Engine,
+    source: &Source,
+    derived: &KeyDerived,
+    made: &DecisionMade,
+    started: bool,
+) {
+    let business = derived.business.as_ref();
+    if let Some(key) = business
+        && made.decision.action == Action::Process
+        && !started
+    {
+        engine.metrics.effect_settled(&key.effect_type, "applied");
+    }
+    engine.metrics.decided(DecisionLabels {
+        source: source.slug(),
+        provider: &source.origin.provider,
+        strategy: business.map_or("none", |b| b.strategy.as_str()),
+        effect_type: business.map_or("none", |b| b.effect_type.as_str()),
+        strength: business.map_or("none", |b| b.strength.as_str()),
+        decision: made.decision.action.as_str(),
+        reason: made.decision.reason.as_str(),
+        retry: made.first_delivery_id.is_some(),
+    });
 }
 
 /// Everything a delivery writes below the signature check, as one writer

@@ -31,6 +31,7 @@ pub(super) async fn write_loop(
     health: &Health,
     name: &str,
     mut jobs: mpsc::Receiver<Job>,
+    batch_sizes: &metrics::Histogram,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     loop {
@@ -60,6 +61,7 @@ pub(super) async fn write_loop(
             return;
         }
         let jobs_in_batch = batch.len();
+        batch_sizes.record(jobs_in_batch as f64);
         let written = AssertUnwindSafe(write_batch(&mut connection, &mut batch))
             .catch_unwind()
             .await;

@@ -84,7 +84,12 @@ impl Writer {
     /// the server's runtime thread ran one at a time (measured on PostgreSQL:
     /// two writers on one thread 1456–1519 deliveries/s, on two threads
     /// ~2100).
-    pub async fn start_on_threads(url: &str, count: usize) -> anyhow::Result<Self> {
+    /// Each batch's size is recorded in `batch_sizes`.
+    pub async fn start_on_threads(
+        url: &str,
+        count: usize,
+        batch_sizes: metrics::Histogram,
+    ) -> anyhow::Result<Self> {
         let mut queues = Vec::with_capacity(count);
         let mut health = Vec::with_capacity(count);
         for n in 0..count {
@@ -94,6 +99,7 @@ impl Writer {
             let name = format!("unicity-writer-{n}");
             let state = Arc::new(Health::default());
             let shared = state.clone();
+            let sizes = batch_sizes.clone();
             std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
@@ -111,7 +117,7 @@ impl Writer {
                         match Connection::open(&url, Pool::Writer).await {
                             Ok(connection) => {
                                 let _ = opened.send(Ok(()));
-                                write_loop(connection, &shared, &name, receiver).await;
+                                write_loop(connection, &shared, &name, receiver, &sizes).await;
                             }
                             Err(error) => {
                                 let _ = opened.send(Err(error));
