@@ -142,7 +142,7 @@ impl Application {
         let setup_url = access::open_setup(&engine.db)
             .await?
             .map(|token| format!("{public_url}/setup/{token}"));
-        if let Some(url) = &setup_url {
+        if let Some(url) = setup_url.as_ref().filter(|_| settings.announce_setup) {
             // Printed once, not logged: it is a one-time credential.
             eprintln!(
                 "\nNo administrator yet. Create the first one within the hour at:\n\n    {url}\n"

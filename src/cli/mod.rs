@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
 
+mod fixtures;
 mod keys;
 mod operators;
 mod projections;
@@ -31,7 +32,7 @@ mod tokens;
 pub struct Cli {
     /// TOML configuration file ([[sources]], [[strategies]], [[hierarchies]], [[sinks]], [engine]).
     #[arg(long, env = "UNICITY_CONFIG", global = true)]
-    config: Option<PathBuf>,
+    pub config: Option<PathBuf>,
 
     /// Database URL: sqlite://FILE?mode=rwc (embedded) or postgres://USER@HOST/DB.
     #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true, hide_env_values = true)]
@@ -60,6 +61,11 @@ enum Command {
     },
     /// Apply pending database migrations and exit.
     Migrate,
+    /// Resolved cases as regression fixtures: export one, check a folder.
+    Fixtures {
+        #[command(subcommand)]
+        command: fixtures::FixturesCommand,
+    },
     /// Identity keys.
     Key {
         #[command(subcommand)]
@@ -114,6 +120,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             metrics_listen,
         }) => serve::serve(&cli, listen.clone(), metrics_listen.clone()).await,
         Some(Command::Migrate) => serve::migrate(&cli.database_url).await,
+        Some(Command::Fixtures { command }) => fixtures::run(&cli, command).await,
         Some(Command::Key { command }) => keys::run(&settings(&cli)?, command),
         Some(Command::Projections { command }) => {
             projections::run(&open_database(&cli).await?, command).await

@@ -46,6 +46,9 @@ pub struct Settings {
     /// Where `/metrics` is also served to anyone who can connect, alone
     /// (`--metrics-listen`); the main listener serves it to operators only.
     pub metrics_listen: Option<String>,
+    /// Whether a server without an administrator prints its one-time setup
+    /// link (not a fixture's replay).
+    pub announce_setup: bool,
     pub database_url: String,
     pub sources: Vec<Source>,
     pub catalog: Catalog,
@@ -118,6 +121,7 @@ impl Settings {
         Ok(Self {
             listen,
             metrics_listen: None,
+            announce_setup: true,
             database_url,
             sources,
             catalog,

@@ -7,6 +7,7 @@ pub mod confidence;
 pub mod decision;
 pub mod delivery;
 pub mod diff;
+pub mod fixture;
 pub mod identity;
 pub mod journal;
 pub mod lookup;

@@ -12,6 +12,7 @@ pub mod deliveries;
 pub mod derived;
 pub mod effects;
 pub mod engine;
+pub mod fixtures;
 pub mod ingest;
 pub mod items;
 pub mod lookups;

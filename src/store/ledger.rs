@@ -67,6 +67,22 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
         .await
 }
 
+/// Every effect reserved under `key` and keys derived from it, whatever
+/// became of it: the effects its deliveries and cases asked for.
+pub async fn effects_under<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u64, DbErr> {
+    use sea_orm::PaginatorTrait;
+    use sea_orm::sea_query::ExprTrait;
+
+    effect::Entity::find()
+        .filter(
+            effect::Column::Key
+                .eq(key)
+                .or(effect::Column::Key.starts_with(format!("{key}~"))),
+        )
+        .count(conn)
+        .await
+}
+
 /// Every effect under the business keys `keys` in a state that may have
 /// moved money — reserved, pending, unknown or applied, not failed: each
 /// key's own and those applied as distinct under keys derived from it

@@ -11,6 +11,7 @@ mod dashboard;
 mod decisions;
 mod downstream;
 mod faults;
+mod fixtures;
 mod floods;
 mod forms;
 mod helpers;

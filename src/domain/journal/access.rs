@@ -16,3 +16,15 @@ pub struct RawBodyRead {
     /// journaled before operator accounts existed).
     pub operator: Option<String>,
 }
+
+/// A resolved case was exported as a regression fixture (the delivery is
+/// the row's `delivery_id`: the one that opened the case). The fixture holds
+/// the deliveries' bodies, sensitive values replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FixtureExported {
+    pub case_id: uuid::Uuid,
+    /// Who exported it: an operator's or API token's id, or `cli`.
+    pub by: String,
+    /// How many deliveries the fixture holds.
+    pub deliveries: usize,
+}

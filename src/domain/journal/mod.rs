@@ -15,7 +15,7 @@ mod operators;
 mod reconcile;
 mod strategy;
 
-pub use access::RawBodyRead;
+pub use access::{FixtureExported, RawBodyRead};
 pub use case::{CaseCommented, CaseResolved, LookupPerformed, ProviderOperation};
 pub use decided::{Applied, DeliveryDecided, Reserved, Unfoldable};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
@@ -190,6 +190,7 @@ journal_events! {
     DiscrepancyFound(DiscrepancyFound) = "DiscrepancyFound", version 1;
     ReconciliationRan(ReconciliationRan) = "ReconciliationRan", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
+    FixtureExported(FixtureExported) = "FixtureExported", version 1;
     OperatorLoggedIn(OperatorLoggedIn) = "OperatorLoggedIn", version 1;
     LoginFailed(LoginFailed) = "LoginFailed", version 1;
     OperatorLoggedOut(OperatorLoggedOut) = "OperatorLoggedOut", version 1;

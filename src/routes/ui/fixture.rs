@@ -1,45 +1,33 @@
-//! `GET /cases/{id}/fixture`: a resolved case as a JSON download that can
-//! become a regression test — both deliveries (masked as every view masks
-//! them), the decision made, and how a person resolved it.
+//! `GET /cases/{id}/fixture`: a resolved case as a regression fixture file
+//! (`unicity-fixture/1`, see `domain::fixture`) to drop into a folder that
+//! `cargo test` or `unicity fixtures check` replays. The export is
+//! journaled with who asked for it.
 
+use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, web};
-use chrono::Utc;
 
 use super::case::parse_id;
 use crate::auth::Principal;
 use crate::routes::error::UiError;
-use crate::services::case_view::{self, CaseView};
+use crate::services::fixtures::{self, ExportError};
 use crate::state::AppState;
-
-/// A resolved case as a regression fixture: its deliveries (masked), the
-/// decision made, and how a person resolved it.
-#[derive(serde::Serialize)]
-struct Fixture {
-    fixture: &'static str,
-    exported_at: chrono::DateTime<Utc>,
-    case: CaseView,
-}
 
 #[get("/cases/{id}/fixture")]
 pub async fn fixture(
     state: web::Data<AppState>,
     id: web::Path<String>,
-    _operator: Principal,
+    operator: Principal,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
-    let view = case_view::show(&state.engine, &state.sources, id).await?;
-    if view.status == "open" {
-        return Err(UiError::new(
-            actix_web::http::StatusCode::CONFLICT,
-            "An open case has no resolution to export yet.",
-        ));
-    }
-    let body = serde_json::to_vec_pretty(&Fixture {
-        fixture: "unicity-case/1",
-        exported_at: Utc::now(),
-        case: view,
-    })
-    .map_err(UiError::internal)?;
+    let exported = fixtures::export(&state.engine, id, &operator.signature())
+        .await
+        .map_err(|error| match error {
+            ExportError::NotFound => UiError::new(StatusCode::NOT_FOUND, "There is no such case."),
+            ExportError::Db(error) => UiError::internal(error),
+            refused => UiError::new(StatusCode::CONFLICT, refused.to_string()),
+        })?;
+    let mut body = serde_json::to_vec_pretty(&exported).map_err(UiError::internal)?;
+    body.push(b'\n');
     Ok(HttpResponse::Ok()
         .content_type("application/json")
         .insert_header((

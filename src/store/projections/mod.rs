@@ -84,6 +84,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::StrategyVersionRecorded(_) => Ok(0),
         // An audit record only: no projection counts reads.
         JournalEvent::RawBodyRead(_) => Ok(0),
+        // An audit record only.
+        JournalEvent::FixtureExported(_) => Ok(0),
         JournalEvent::CaseResolved(e) => {
             let claimed = cases::resolved(conn, e, at).await?;
             if claimed == 1 {

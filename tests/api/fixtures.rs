@@ -1,0 +1,134 @@
+//! Every resolved case exported to `tests/fixtures/` is a regression test:
+//! replayed against this build on a fresh database (SQLite, or PostgreSQL
+//! when TEST_DATABASE_URL is set), each delivery must be decided as it was
+//! and the case's resolution must leave the effects it left. Adding a file
+//! adds a case; a failure names the file and what decided otherwise.
+
+use unicity::domain::fixture::Fixture;
+use unicity::services::fixtures;
+
+use crate::helpers::{Counts, fresh_database};
+
+fn fixture_files() -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("tests/fixtures")
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test]
+async fn every_exported_case_is_still_decided_and_resolved_as_it_was() {
+    let base = unicity::config::FileConfig::read(None).expect("the demo configuration");
+    let files = fixture_files();
+    assert!(files.len() >= 6, "the fixtures shipped: {files:?}");
+    let mut failures = Vec::new();
+    for file in &files {
+        let fixture: Fixture =
+            serde_json::from_slice(&std::fs::read(file).expect("readable")).expect("a fixture");
+        assert_eq!(fixture.fixture, unicity::domain::fixture::FORMAT);
+        let (url, _dir) = fresh_database().await;
+        let replayed = fixtures::replay(&fixture, &base, &url)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", file.display()));
+        let differences = replayed.differences();
+        if !differences.is_empty() {
+            failures.push(format!("{}: {}", file.display(), differences.join("; ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn a_resolved_case_exports_as_a_fixture_that_replays_and_keeps_no_sensitive_value() {
+    const EMAIL: &str = "cora.private@example.org";
+    let app = crate::helpers::spawn_app().await;
+    let body = |sent: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "type": "refund.created", "payment_id": "pay_fx", "amount": 700,
+            "currency": "EUR", "sent_at": sent, "customer_email": EMAIL,
+        }))
+        .unwrap()
+    };
+    // Given two identical refunds without a reference, the second held,
+    let first = app.post_signed("hmac", &body("2026-12-02T10:00:00Z")).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let second = app.post_signed("hmac", &body("2026-12-02T10:00:05Z")).await;
+    assert_eq!(
+        second.json["reason"], "weak_match_critical",
+        "{}",
+        second.json
+    );
+    let case_id = second.json["case_id"].as_str().unwrap().to_owned();
+    // an open case has nothing to export yet;
+    let fixture_url = format!("{}/cases/{case_id}/fixture", app.address);
+    let open = app.client.get(&fixture_url).send().await.unwrap();
+    assert_eq!(open.status(), 409);
+    // when a person processes it as distinct and exports it,
+    let resolved = app
+        .client
+        .post(format!("{}/api/cases/{case_id}/resolve", app.address))
+        .json(&serde_json::json!({
+            "resolution": "process_as_distinct",
+            "note": "two refunds listed by the provider",
+            "authoritative_ref": "re_fx_2",
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolved.status(), 200);
+    let response = app.client.get(&fixture_url).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    // then the file names what must come out, and keeps no secret,
+    let fixture: Fixture = serde_json::from_str(&text).expect("a fixture");
+    assert_eq!(fixture.deliveries.len(), 2);
+    assert_eq!(fixture.case.delivery, 1);
+    assert_eq!(fixture.case.resolution, "process_as_distinct");
+    assert_eq!(fixture.case.reference.as_deref(), Some("re_fx_2"));
+    assert_eq!(fixture.expected_effects, 2);
+    assert_eq!(fixture.deliveries[1].expect.reason, "weak_match_critical");
+    assert!(!text.contains(EMAIL), "{text}");
+    assert!(!text.contains("hmac-test-secret"));
+    assert!(
+        fixture
+            .deliveries
+            .iter()
+            .all(|d| d.headers.iter().all(|(name, _)| name != "x-signature")),
+        "no signature header"
+    );
+    let masked = |d: &unicity::domain::fixture::Delivery| -> String {
+        let v: serde_json::Value = serde_json::from_slice(&d.bytes().unwrap()).unwrap();
+        v["customer_email"].as_str().unwrap().to_owned()
+    };
+    assert!(masked(&fixture.deliveries[0]).starts_with("masked-"));
+    assert_eq!(
+        masked(&fixture.deliveries[0]),
+        masked(&fixture.deliveries[1])
+    );
+    // the export is journaled,
+    assert_eq!(app.journal_count("FixtureExported").await, 1);
+    // and it replays on a fresh database as it was resolved.
+    let base = unicity::config::FileConfig::read(None).unwrap();
+    let (url, _dir) = fresh_database().await;
+    let replayed = fixtures::replay(&fixture, &base, &url).await.unwrap();
+    assert_eq!(replayed.differences(), Vec::<String>::new());
+    // A history decided otherwise is named, delivery and decisions.
+    let mut changed = fixture.clone();
+    changed.deliveries[1].expect.reason = "duplicate_of_applied".to_owned();
+    let (url, _dir) = fresh_database().await;
+    let differences = fixtures::replay(&changed, &base, &url)
+        .await
+        .unwrap()
+        .differences();
+    assert_eq!(
+        differences,
+        [
+            "delivery 1 was decided reconcile/weak_match_critical where the fixture expects reconcile/duplicate_of_applied"
+        ]
+    );
+}
