@@ -14,6 +14,7 @@ mod keys;
 mod operators;
 mod projections;
 mod reconcile;
+mod replay;
 mod retention;
 mod serve;
 mod simulate;
@@ -95,6 +96,10 @@ enum Command {
     /// ledger (look-ups with a `list_url`): a missing or unexpected effect
     /// opens a case, once. The server runs this periodically too.
     Reconcile(reconcile::ReconcileArgs),
+    /// What a candidate strategy set would decide over the journal, next to
+    /// the live set's replay of the same deliveries: merges first. Writes
+    /// nothing to the database it reads.
+    Replay(replay::ReplayArgs),
     /// Play a provider and a downstream ledger on loopback against a running
     /// Unicity, then print a reconciliation report. Exits with 1 if a refund
     /// was applied twice or never (left for a person is not a failure).
@@ -131,6 +136,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             retention::run(&open_database(&cli).await?, command).await
         }
         Some(Command::Reconcile(args)) => reconcile::run(settings(&cli)?, args).await,
+        Some(Command::Replay(args)) => replay::run(&cli, args).await,
         Some(Command::Simulate(args)) => simulate::run(settings(&cli)?, args).await,
         Some(Command::Users { command }) => {
             operators::run(&open_database(&cli).await?, command).await

@@ -25,6 +25,7 @@ pub mod rejections;
 pub mod reserve;
 pub mod retention;
 pub mod search;
+pub mod shadow;
 pub mod status;
 pub mod strategies;
 pub mod sweeper;

@@ -33,6 +33,7 @@ mod reads;
 mod rebuild;
 mod reconcile;
 mod search;
+mod shadow;
 mod simulate;
 mod status;
 mod stripe;

@@ -1,0 +1,107 @@
+//! Shadow replay: a candidate strategy set decided over the journal on
+//! scratch databases, beside the live set's own replay, before it goes live.
+
+use unicity::services::shadow::{self, Change, Window};
+
+use crate::helpers::{Counts, TEST_SOURCES, id_of, refund, spawn_app};
+
+/// A candidate that keys refunds on the payment alone: it drops the refund
+/// reference, so two refunds of one payment become one.
+const PAYMENT_ONLY: &str = r#"
+[[strategies]]
+name = "norefid-refund-ref"
+version = 2
+provider = "norefid"
+event_types = ["refund.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "90d"
+effect_type = "refund.create"
+criticality = "critical"
+description = "Candidate: the payment alone."
+fields = [{ name = "payment", path = "$.payment_id" }]
+scope = [{ name = "resource_type", value = "payment" }]
+discriminants = [
+  { name = "amount", path = "$.amount" },
+  { name = "currency", path = "$.currency" },
+]
+sensitive = ["$.customer_email"]
+"#;
+
+#[tokio::test]
+async fn a_candidate_that_merges_two_refunds_is_reported_first_and_the_live_set_replays_without_noise()
+ {
+    // Given a history: two refunds of one payment under two references, a
+    // provider's retry of the first, and a refund without a reference,
+    let app = spawn_app().await;
+    let first_body = refund("pay_sh1", 700, Some("rr_sh_a"));
+    let first = app.post_signed("hmac", &first_body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let second = app
+        .post_signed("hmac", &refund("pay_sh1", 700, Some("rr_sh_b")))
+        .await;
+    assert_eq!(second.json["decision"], "process", "{}", second.json);
+    app.wait_applied(2).await;
+    let retry = app.post_signed("hmac", &first_body).await;
+    assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
+    let plain = app.post_signed("hmac", &refund("pay_sh2", 300, None)).await;
+    assert_eq!(plain.json["decision"], "process", "{}", plain.json);
+    app.wait_applied(3).await;
+    let journal_before = app.journal_rows().await;
+
+    // when the candidate is replayed over the journal,
+    let scratch = tempfile::tempdir().unwrap();
+    let report = shadow::shadow(
+        &app.db,
+        TEST_SOURCES,
+        PAYMENT_ONLY,
+        &Window::default(),
+        scratch.path(),
+    )
+    .await
+    .expect("replayed");
+
+    // then every delivery was replayed, the live set's own replay decides
+    // each as the journal says (no noise),
+    assert_eq!(report.replayed, 4);
+    assert!(report.noise.is_empty(), "{:?}", report.noise);
+    // the second refund merging into the first is listed first,
+    let merge = report.changes.first().expect("a change");
+    assert_eq!(merge.change, Change::Merge, "{:?}", report.changes);
+    assert_eq!(merge.deliveries, 1);
+    assert_eq!(merge.examples, [id_of(&second)]);
+    assert_eq!(
+        merge.transition,
+        "process/new_key → ignore/duplicate_of_applied"
+    );
+    assert_eq!(merge.strategy, "norefid-refund-ref@1");
+    // the retry stays a duplicate and the unreferenced refund is now keyed
+    // by the candidate (a new key either way): nothing else merges,
+    assert_eq!(
+        report
+            .changes
+            .iter()
+            .filter(|c| c.change == Change::Merge)
+            .count(),
+        1
+    );
+    // and nothing was written to the live database.
+    assert_eq!(app.journal_rows().await, journal_before);
+    assert_eq!(app.applied_effects().await, 3);
+}
+
+#[tokio::test]
+async fn a_candidate_with_anything_but_strategies_and_hierarchies_is_refused() {
+    let app = spawn_app().await;
+    let scratch = tempfile::tempdir().unwrap();
+    let refused = shadow::shadow(
+        &app.db,
+        TEST_SOURCES,
+        "[[sinks]]\nsource = \"hmac\"\nkind = \"record\"\n",
+        &Window::default(),
+        scratch.path(),
+    )
+    .await;
+    assert!(refused.is_err());
+}
