@@ -79,6 +79,55 @@ fn pairs(
         .collect()
 }
 
+/// The source text's headline figure for one strategy (`none`: deliveries
+/// without a key): of the window's deliveries, those decided on a strong key
+/// or on a business result that exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Headline {
+    pub strategy: String,
+    pub sure: i64,
+    pub deliveries: i64,
+}
+
+impl Headline {
+    pub fn share(&self) -> f64 {
+        if self.deliveries == 0 {
+            0.0
+        } else {
+            self.sure as f64 / self.deliveries as f64
+        }
+    }
+}
+
+/// Reasons that mean the decision matched a business result that exists.
+const EXISTING_RESULT: [crate::domain::decision::Reason; 2] = [
+    crate::domain::decision::Reason::DuplicateOfApplied,
+    crate::domain::decision::Reason::LateReplayFoundEffect,
+];
+
+/// The headline figure of `hours`, per strategy, by name.
+pub fn headline(hours: &[HourCount]) -> Vec<Headline> {
+    let mut shares: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
+    for h in hours {
+        let strategy = h.strategy.clone().unwrap_or_else(|| "none".to_owned());
+        let share = shares.entry(strategy).or_default();
+        let sure = h.strength == crate::domain::confidence::Strength::Strong.as_str()
+            || EXISTING_RESULT.iter().any(|r| r.as_str() == h.reason);
+        if sure {
+            share.0 += h.deliveries;
+        }
+        share.1 += h.deliveries;
+    }
+    shares
+        .into_iter()
+        .map(|(strategy, (sure, deliveries))| Headline {
+            strategy,
+            sure,
+            deliveries,
+        })
+        .collect()
+}
+
 pub struct Dashboard {
     pub now: DateTime<Utc>,
     /// Start of the delivery charts' window (the hour `WINDOW_HOURS` ago).
@@ -89,6 +138,8 @@ pub struct Dashboard {
     pub per_reason: Vec<PairCount>,
     /// (strategy, strength, deliveries).
     pub per_strength: Vec<PairCount>,
+    /// The headline figure per strategy.
+    pub headline: Vec<Headline>,
     /// Open cases per `AGE_BUCKETS` entry.
     pub open_by_age: Vec<i64>,
     pub collisions: Vec<CollisionRate>,
@@ -140,6 +191,7 @@ pub async fn dashboard(engine: &SharedEngine, now: DateTime<Utc>) -> Result<Dash
         per_strength: pairs(&per_hour, |h| {
             Some((h.strategy.clone()?, h.strength.clone()))
         }),
+        headline: headline(&per_hour),
         per_hour,
         open_by_age,
         collisions,
@@ -147,4 +199,43 @@ pub async fn dashboard(engine: &SharedEngine, now: DateTime<Utc>) -> Result<Dash
         breaker_window_secs: engine.config.breaker_window_secs,
         tripped,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hour(strategy: Option<&str>, strength: &str, reason: &str, n: i64) -> HourCount {
+        HourCount {
+            hour: Utc::now(),
+            decision: "ignore".to_owned(),
+            reason: reason.to_owned(),
+            strategy: strategy.map(str::to_owned),
+            strength: strength.to_owned(),
+            deliveries: n,
+        }
+    }
+
+    #[test]
+    fn the_headline_counts_strong_keys_and_existing_results_over_all_deliveries() {
+        let hours = [
+            hour(Some("refund@1"), "weak", "new_key", 6),
+            hour(Some("refund@1"), "weak", "duplicate_of_applied", 3),
+            hour(Some("refund@1"), "weak", "late_replay_found_effect", 1),
+            hour(Some("evt@1"), "strong", "new_key", 5),
+            hour(None, "none", "no_strategy", 2),
+        ];
+        let figures: Vec<(String, i64, i64)> = headline(&hours)
+            .into_iter()
+            .map(|h| (h.strategy, h.sure, h.deliveries))
+            .collect();
+        assert_eq!(
+            figures,
+            [
+                ("evt@1".to_owned(), 5, 5),
+                ("none".to_owned(), 0, 2),
+                ("refund@1".to_owned(), 4, 10),
+            ]
+        );
+    }
 }

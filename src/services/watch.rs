@@ -13,16 +13,12 @@ use sea_orm::DbErr;
 use super::dashboard::{self, AGE_BUCKETS};
 use super::engine::SharedEngine;
 use crate::domain::confidence::Criticality;
-use crate::domain::decision::Reason;
 use crate::metrics::Gauges;
 use crate::store;
 
 /// Age labels of open cases, oldest first (the buckets of
 /// `dashboard::AGE_BUCKETS`, read the other way round).
 const AGES: [&str; 4] = ["over_7d", "1d_to_7d", "1h_to_24h", "under_1h"];
-
-/// Reasons that mean the decision matched a result that exists.
-const EXISTING_RESULT: [Reason; 2] = [Reason::DuplicateOfApplied, Reason::LateReplayFoundEffect];
 
 /// Everything `/metrics` shows, in the text exposition format.
 pub async fn scrape(engine: &SharedEngine, now: DateTime<Utc>) -> Result<String, DbErr> {
@@ -147,36 +143,13 @@ fn headline(gauges: &Gauges, board: &dashboard::Dashboard) {
         "unicity_deliveries_24h",
         "Deliveries received in the last 24 hours, per strategy (none: no key).",
     );
-    for (strategy, (sure, all)) in headline_shares(&board.per_hour) {
-        let labels = [("strategy", strategy.as_str())];
-        gauges.set("unicity_deliveries_24h", &labels, all as f64);
-        if all > 0 {
-            gauges.set(
-                "unicity_strong_or_existing_ratio",
-                &labels,
-                sure as f64 / all as f64,
-            );
+    for line in &board.headline {
+        let labels = [("strategy", line.strategy.as_str())];
+        gauges.set("unicity_deliveries_24h", &labels, line.deliveries as f64);
+        if line.deliveries > 0 {
+            gauges.set("unicity_strong_or_existing_ratio", &labels, line.share());
         }
     }
-}
-
-/// Per strategy: (deliveries decided on a strong key or an existing
-/// result, all deliveries).
-fn headline_shares(
-    hours: &[dashboard::HourCount],
-) -> std::collections::BTreeMap<String, (i64, i64)> {
-    let mut shares: std::collections::BTreeMap<String, (i64, i64)> = Default::default();
-    for h in hours {
-        let strategy = h.strategy.clone().unwrap_or_else(|| "none".to_owned());
-        let share = shares.entry(strategy).or_default();
-        let sure = h.strength == crate::domain::confidence::Strength::Strong.as_str()
-            || EXISTING_RESULT.iter().any(|r| r.as_str() == h.reason);
-        if sure {
-            share.0 += h.deliveries;
-        }
-        share.1 += h.deliveries;
-    }
-    shares
 }
 
 async fn accounting(
@@ -209,35 +182,4 @@ async fn accounting(
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hour(strategy: Option<&str>, strength: &str, reason: &str, n: i64) -> dashboard::HourCount {
-        dashboard::HourCount {
-            hour: Utc::now(),
-            decision: "ignore".to_owned(),
-            reason: reason.to_owned(),
-            strategy: strategy.map(str::to_owned),
-            strength: strength.to_owned(),
-            deliveries: n,
-        }
-    }
-
-    #[test]
-    fn the_headline_counts_strong_keys_and_existing_results_over_all_deliveries() {
-        let hours = [
-            hour(Some("refund@1"), "weak", "new_key", 6),
-            hour(Some("refund@1"), "weak", "duplicate_of_applied", 3),
-            hour(Some("refund@1"), "weak", "late_replay_found_effect", 1),
-            hour(Some("evt@1"), "strong", "new_key", 5),
-            hour(None, "none", "no_strategy", 2),
-        ];
-        let shares = headline_shares(&hours);
-        assert_eq!(shares["refund@1"], (4, 10));
-        assert_eq!(shares["evt@1"], (5, 5));
-        assert_eq!(shares["none"], (0, 2));
-    }
 }

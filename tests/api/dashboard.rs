@@ -153,6 +153,19 @@ async fn the_dashboard_draws_well_formed_svg_labelled_with_the_counts_of_known_d
         figure(&page.body, "collisions").contains("breaker threshold: 0.50 %"),
         "the threshold line"
     );
+    // The headline figure per strategy: every referenced refund is strong;
+    // of the two without a reference, neither rests on a strong key or a
+    // result that exists.
+    let headline = &page.body[page.body.find(r#"id="headline""#).expect("the headline")..];
+    let headline = &headline[..headline.find("</section>").unwrap()];
+    assert!(
+        headline.contains(r#"<strong class="share">100.0 %</strong> <code>norefid-refund-ref@1</code> <span class="muted">4 of 4</span>"#),
+        "{headline}"
+    );
+    assert!(
+        headline.contains(r#"<strong class="share">0.0 %</strong> <code>norefid-refund-fingerprint@1</code> <span class="muted">0 of 2</span>"#),
+        "{headline}"
+    );
 }
 
 #[tokio::test]

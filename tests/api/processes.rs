@@ -93,6 +93,36 @@ async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listen
         .unwrap();
     assert_eq!(main.status(), 401);
 
+    // A person resolves a case: the line names the operator, by id.
+    let twin = refund("pay_log_twin", 800, None);
+    let held_first = server.post(hmac, &twin).await;
+    assert_eq!(
+        held_first.json["decision"], "process",
+        "{}",
+        held_first.json
+    );
+    let mut held = server.post(hmac, &twin).await;
+    for _ in 0..50 {
+        if held.json["decision"] != "defer" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        held = server.post(hmac, &twin).await;
+    }
+    let case_id = held.json["case_id"].as_str().expect("a case").to_owned();
+    let db = Database::connect(deployment.database_url.as_str())
+        .await
+        .expect("test connection");
+    let token = helpers::issue_token(&db, unicity::auth::Role::Finance).await;
+    let resolved = http
+        .post(format!("{}/api/cases/{case_id}/resolve", server.address))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"resolution": "confirm_duplicate", "note": "a retry"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resolved.status(), 200);
+
     // One JSON object per line; the decision's line carries the delivery id
     // as correlation id, the source, decision, reason, strategy and latency.
     let delivery_id = decided.json["delivery_id"].as_str().unwrap();
@@ -112,6 +142,18 @@ async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listen
     assert_eq!(line["strategy"], decided.json["strategy"]);
     assert!(line["latency_ms"].is_u64(), "{line}");
     assert!(line["span"]["request_id"].is_string(), "{line}");
+    let resolution = lines
+        .iter()
+        .find(|l| l["message"] == "case resolved" && l["case.id"] == case_id.as_str())
+        .unwrap_or_else(|| panic!("no resolution line:\n{log}"));
+    assert!(
+        resolution["operator.id"]
+            .as_str()
+            .is_some_and(|id| id.parse::<uuid::Uuid>().is_ok()),
+        "{resolution}"
+    );
+    assert_eq!(resolution["resolution"], "confirm_duplicate");
+    assert!(!log.contains(&token), "the token is never logged");
     // Nothing secret or sensitive, anywhere in the log.
     for secret in [
         "hmac-test-secret",

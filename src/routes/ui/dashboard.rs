@@ -43,11 +43,21 @@ pub struct ReconciliationLine {
     pub error: Option<String>,
 }
 
+/// The headline figure of one strategy, as the page shows it.
+pub struct HeadlineLine {
+    pub strategy: String,
+    pub share: String,
+    pub sure: i64,
+    pub deliveries: i64,
+}
+
 /// `templates/dashboard.html`.
 #[derive(Template)]
 #[template(path = "dashboard.html")]
 pub struct DashboardPage {
     pub nav: Nav,
+    /// Per strategy, the share decided on a strong key or an existing result.
+    pub headline: Vec<HeadlineLine>,
     pub charts: Vec<Chart>,
     pub threshold: String,
     pub window: String,
@@ -106,6 +116,16 @@ pub async fn show(
                 missing: r.missing,
                 unexpected: r.unexpected,
                 error: r.error,
+            })
+            .collect(),
+        headline: figures
+            .headline
+            .iter()
+            .map(|h| HeadlineLine {
+                strategy: h.strategy.clone(),
+                share: format!("{:.1} %", h.share() * 100.0),
+                sure: h.sure,
+                deliveries: h.deliveries,
             })
             .collect(),
         open_missing: reconciled.open_missing,

@@ -74,8 +74,17 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
         reference: request.authoritative_ref,
     };
     let by = request.by.signature();
+    let operator = request.by.id;
     match settle(engine, request.case_id, settler, by, request.note).await? {
-        Settled::Resolved(resolved) => Ok(resolved),
+        Settled::Resolved(resolved) => {
+            tracing::info!(
+                operator.id = %operator,
+                case.id = %resolved.case_id,
+                resolution = resolved.resolution.as_str(),
+                "case resolved"
+            );
+            Ok(resolved)
+        }
         Settled::ForAPerson(_) => Err(Refusal::AlreadyResolved.into()),
     }
 }
