@@ -130,7 +130,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Projections { command }) => {
             projections::run(&open_database(&cli).await?, command).await
         }
-        Some(Command::Strategies { command }) => strategies::migrate(&cli, command).await,
+        Some(Command::Strategies { command }) => strategies::run(&cli, command).await,
         Some(Command::Breaker { command }) => strategies::reset(&cli, command).await,
         Some(Command::Retention { command }) => {
             retention::run(&open_database(&cli).await?, command).await

@@ -1,5 +1,6 @@
-//! `unicity strategies migrate` and `unicity breaker reset`: the two commands
-//! that act on a strategy version (`name@version`). A breaker reset is
+//! `unicity strategies list`, `unicity strategies migrate` and `unicity
+//! breaker reset`: what each strategy version keyed, and the two commands
+//! that act on one (`name@version`). A breaker reset is
 //! journaled with its reason, so it refuses an empty one before touching the
 //! database.
 
@@ -10,6 +11,13 @@ use crate::services::{breakers, strategies};
 
 #[derive(Subcommand)]
 pub(super) enum StrategiesCommand {
+    /// Every `name@version` with its fingerprint, first and last use, keys
+    /// alive within the horizon, effects, open cases and breaker state.
+    List {
+        /// One JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Before retiring a version (`name@version`): re-derive, under the
     /// current version, the key of every effect it keyed from the retained
     /// body, so that a late retry still finds its effect. Then mark the version
@@ -28,8 +36,60 @@ pub(super) enum BreakerCommand {
     },
 }
 
-pub(super) async fn migrate(cli: &Cli, command: &StrategiesCommand) -> anyhow::Result<()> {
-    let StrategiesCommand::Migrate { strategy } = command;
+pub(super) async fn run(cli: &Cli, command: &StrategiesCommand) -> anyhow::Result<()> {
+    match command {
+        StrategiesCommand::List { json } => list(cli, *json).await,
+        StrategiesCommand::Migrate { strategy } => migrate(cli, strategy).await,
+    }
+}
+
+async fn list(cli: &Cli, json: bool) -> anyhow::Result<()> {
+    let engine = super::open_engine(settings(cli)?).await?;
+    let lines = strategies::list(&engine, chrono::Utc::now()).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&lines)?);
+        return Ok(());
+    }
+    let day = |at: Option<chrono::DateTime<chrono::Utc>>| {
+        at.map_or("-".to_owned(), |at| at.format("%Y-%m-%d %H:%M").to_string())
+    };
+    println!(
+        "{:<36} {:<8} {:>10} {:<16} {:<16} {:>10} {:>9} {:>6}  breaker",
+        "strategy",
+        "state",
+        "deliveries",
+        "first used",
+        "last used",
+        "keys alive",
+        "effects",
+        "cases"
+    );
+    for l in lines {
+        let state = if l.retired {
+            "retired"
+        } else if l.current {
+            "current"
+        } else {
+            "older"
+        };
+        println!(
+            "{:<36} {:<8} {:>10} {:<16} {:<16} {:>10} {:>9} {:>6}  {}",
+            l.strategy,
+            state,
+            l.deliveries,
+            day(l.first_used),
+            day(l.last_used),
+            l.keys_alive,
+            l.effects,
+            l.open_cases,
+            l.breaker
+        );
+        println!("{:<36} fingerprint {}", "", l.fingerprint);
+    }
+    Ok(())
+}
+
+async fn migrate(cli: &Cli, strategy: &str) -> anyhow::Result<()> {
     let settings = settings(cli)?;
     let db = open_database(cli).await?;
     let done = strategies::migrate(

@@ -84,6 +84,7 @@ routes! {
     POST "/cases/{id}/comments" => ui::case_forms::comment, Requires(Action::CommentCases);
     POST "/cases/{id}/lookup" => ui::case_forms::lookup, Requires(Action::ResolveSomeCases);
     GET "/dashboard" => ui::dashboard::show, Requires(Action::ReadDeliveries);
+    GET "/strategies" => ui::strategies::show, Requires(Action::ViewStrategies);
     POST "/dashboard/breakers/reset" => ui::dashboard::reset, Requires(Action::ResetBreakers);
 }
 

@@ -21,6 +21,7 @@ pub mod projections;
 pub mod reconcile;
 pub mod reservations;
 pub mod search;
+pub mod strategy_usage;
 pub mod strategy_versions;
 mod tx;
 pub mod writer;

@@ -65,6 +65,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
             Some(&[Finance, Engineer, Admin]),
         ),
         ("GET", "/dashboard", Some(EVERYONE)),
+        ("GET", "/strategies", Some(&[Engineer, Admin])),
         (
             "POST",
             "/dashboard/breakers/reset",

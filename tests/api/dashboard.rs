@@ -242,3 +242,69 @@ async fn a_breaker_reset_needs_a_reason_and_is_journaled_with_who_reset_it() {
         .await;
     assert_eq!(journaled, 1, "who reset it and why");
 }
+
+#[tokio::test]
+async fn the_strategies_page_tells_an_engineer_what_each_version_keyed_and_why_its_breaker_did_not_trip()
+ {
+    let app = spawn_app_with("").await;
+    for payment in ["pay_st1", "pay_st2"] {
+        let reply = app
+            .post_signed(
+                "hmac",
+                &refund(payment, 300, Some(&format!("rr_{payment}"))),
+            )
+            .await;
+        assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    }
+    app.wait_applied(2).await;
+    let held = app.post_signed("hmac", &refund("pay_st3", 700, None)).await;
+    app.wait_applied(3).await;
+    let twin = app.post_signed("hmac", &refund("pay_st3", 700, None)).await;
+    assert_eq!(
+        twin.json["decision"], "reconcile",
+        "{} {}",
+        held.json, twin.json
+    );
+
+    let mut support = signed_in(&app, "sue", Role::Support).await;
+    assert_eq!(
+        support.get("/strategies").await.status,
+        StatusCode::FORBIDDEN
+    );
+    let mut engineer = signed_in(&app, "eve", Role::Engineer).await;
+    let page = engineer.get("/strategies").await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let row = |strategy: &str| -> String {
+        let start = page
+            .body
+            .find(&format!(r#"<tr id="strategy-{strategy}">"#))
+            .unwrap_or_else(|| panic!("{strategy} listed: {}", page.body));
+        let end = page.body[start..].find("</tr>").unwrap() + start;
+        page.body[start..end].to_owned()
+    };
+    let referenced = row("norefid-refund-ref@1");
+    assert!(
+        referenced.contains(r#"<td class="deliveries">2</td>"#),
+        "{referenced}"
+    );
+    assert!(
+        referenced.contains(r#"<td class="effects">2</td>"#),
+        "{referenced}"
+    );
+    assert!(
+        referenced.contains(r#"<td class="keys-alive">2</td>"#),
+        "{referenced}"
+    );
+    let fingerprint = row("norefid-refund-fingerprint@1");
+    assert!(
+        fingerprint.contains(r#"<td class="open-cases">1</td>"#),
+        "{fingerprint}"
+    );
+    assert!(
+        fingerprint.contains("but a rate is judged from 200 deliveries on"),
+        "the minimum is said: {fingerprint}"
+    );
+    // A version that keyed nothing is listed apart.
+    let unused = &page.body[page.body.find(r#"id="unused""#).unwrap()..];
+    assert!(unused.contains("<code>stripe-refund@1</code>"), "{unused}");
+}

@@ -37,8 +37,23 @@ async fn each_role_signs_in_sees_its_navigation_and_signs_out() {
         let nav = browser.find("header nav").await.text().await.expect("nav");
         assert!(nav.contains(&format!("{name} ({role})")), "{nav}");
         assert_eq!(nav.contains("Operators"), role == Role::Admin, "{nav}");
+        assert_eq!(
+            nav.contains("Strategies"),
+            matches!(role, Role::Engineer | Role::Admin),
+            "{nav}"
+        );
         assert!(browser.text().await.contains(&format!("Role: {role}")));
         browser.screenshot(&format!("account-{role}")).await;
+        if role == Role::Engineer {
+            app.post_signed("hmac", &refund("pay_ui_st", 300, Some("rr_ui_st")))
+                .await;
+            browser.visit("/strategies").await;
+            assert!(browser.text().await.contains("norefid-refund-ref@1"));
+            browser.screenshot("strategies").await;
+            browser.visit("/dashboard").await;
+            assert!(browser.text().await.contains("Decided on a strong key"));
+            browser.screenshot("dashboard-headline").await;
+        }
         browser.sign_out().await;
         assert_eq!(browser.path().await, "/login");
         browser.visit("/account").await;

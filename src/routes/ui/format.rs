@@ -23,6 +23,8 @@ pub struct Nav {
     pub name: String,
     pub role: &'static str,
     pub admin: bool,
+    /// May read the strategies page (engineers and admins).
+    pub strategies: bool,
     /// Which entry is the current page (`deliveries`, `cases`, ...).
     pub current: &'static str,
 }
@@ -38,6 +40,7 @@ impl Nav {
             name: operator.name.clone(),
             role: operator.role.as_str(),
             admin: operator.may(Action::ManageOperators),
+            strategies: operator.may(Action::ViewStrategies),
             current,
         })
     }

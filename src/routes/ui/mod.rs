@@ -19,6 +19,7 @@ pub mod format;
 pub mod home;
 pub mod login;
 pub mod setup;
+pub mod strategies;
 
 use actix_web::HttpResponse;
 use actix_web::HttpResponseBuilder;
