@@ -43,7 +43,7 @@ impl CaseStatus {
 }
 
 /// How a case was settled; the stored codes are frozen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Resolution {
     ProcessAsDistinct,

@@ -8,7 +8,19 @@ use serde::{Deserialize, Serialize};
 
 /// Strength of an identity key: how sure we are that two deliveries sharing it
 /// ask for the same business effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Strength {
     /// Nothing in the key separates two legitimate repeats (fingerprints, raw hashes).

@@ -40,7 +40,7 @@ impl fmt::Display for DeliveryId {
 
 /// How the raw body parsed. Anything but `Json` is kept and later quarantined:
 /// an unparseable body is never dropped, and never keyed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BodyParse {
     Json,

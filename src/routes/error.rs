@@ -18,16 +18,23 @@ use crate::domain::delivery::DeliveryId;
 use crate::services::access::{AccessError, LoginError};
 use crate::services::cases::CaseError;
 
-#[derive(Debug, Serialize)]
+/// Every JSON refusal: a stable snake_case `code`, a `message` for people,
+/// and the `delivery_id` when the refusal was journaled.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
 pub struct ApiError {
     #[serde(skip)]
+    #[schema(ignore)]
     pub status: StatusCode,
+    #[schema(value_type = String)]
     pub code: &'static str,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>, format = Uuid)]
     pub delivery_id: Option<DeliveryId>,
     /// Seconds to send as `Retry-After` (429 answers).
     #[serde(skip)]
+    #[schema(ignore)]
     pub retry_after: Option<u64>,
 }
 

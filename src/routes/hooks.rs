@@ -5,17 +5,39 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, post, web};
 use futures_util::StreamExt;
-use serde_json::json;
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::error::ApiError;
-use crate::domain::decision::Action;
+use crate::domain::confidence::Strength;
+use crate::domain::decision::{Action, FieldDifference, Reason};
+use crate::domain::delivery::BodyParse;
 use crate::domain::delivery::{DeliveryId, Headers};
+use crate::domain::journal::Layer;
 use crate::domain::rejection;
 use crate::services::engine::Engine;
 use crate::services::ingest::{self, Accepted, Arrival, Refusal};
 use crate::services::items;
 use crate::state::AppState;
 
+#[utoipa::path(
+    post,
+    path = "/hooks/{source}",
+    tag = "webhooks",
+    params(("source" = String, Path, description = "The source's slug, as configured")),
+    request_body(content = Vec<u8>, content_type = "application/json", description = "The provider's delivery, signed as its source's scheme says; verified on these exact bytes"),
+    responses(
+        (status = 200, description = "A duplicate (`ignore`): nothing more will happen", body = DecisionAnswer),
+        (status = 202, description = "Journaled and decided: processed, deferred, quarantined or sent to reconciliation", body = DecisionAnswer),
+        (status = 400, description = "The body could not be read (`body_read_failed`)", body = ApiError),
+        (status = 401, description = "`missing_signature`, `missing_timestamp`, `malformed_signature_header`, `invalid_signature`, `timestamp_out_of_tolerance`", body = ApiError),
+        (status = 404, description = "No source has this slug (`unknown_source`)", body = ApiError),
+        (status = 413, description = "The body is over the source's limit (`payload_too_large`)", body = ApiError),
+        (status = 429, description = "A rate limit (`rate_limited`), with `Retry-After`", body = ApiError),
+        (status = 431, description = "Headers over the limits (`request_header_fields_too_large`)", body = ApiError),
+        (status = 503, description = "Nothing was journaled (`storage_unavailable`): retry", body = ApiError),
+    )
+)]
 #[post("/hooks/{source}")]
 pub async fn receive(
     state: web::Data<AppState>,
@@ -80,6 +102,59 @@ pub async fn receive(
     }
 }
 
+/// What a provider is answered once the delivery and its decision are
+/// committed: 200 for `ignore`, 202 for anything else.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DecisionAnswer {
+    #[schema(value_type = String, format = Uuid)]
+    pub delivery_id: DeliveryId,
+    pub received_at: chrono::DateTime<chrono::Utc>,
+    pub parse: BodyParse,
+    pub decision: Action,
+    pub layer: Layer,
+    pub reason: Reason,
+    /// The decision in a sentence.
+    pub summary: String,
+    pub event_type: Option<String>,
+    /// `name@version` of the strategy that derived the business key.
+    pub strategy: Option<String>,
+    pub strength: Option<Strength>,
+    pub key: Option<String>,
+    /// The key an older strategy version matched through, if any.
+    pub matched_key: Option<String>,
+    pub matched_strategy: Option<String>,
+    pub transport_key: String,
+    /// The delivery this one was compared with.
+    pub reference_delivery_id: Option<uuid::Uuid>,
+    pub effect_id: Option<uuid::Uuid>,
+    /// The case opened for a person or the provider's API.
+    pub case_id: Option<uuid::Uuid>,
+    pub differences: Vec<FieldDifference>,
+    /// Processed under uncertainty: a correction may follow.
+    pub flagged_for_correction: bool,
+    /// For a batch of several events: what each became, in order.
+    pub items: Vec<ItemAnswer>,
+}
+
+/// One event of a batch, decided as if it had arrived alone.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemAnswer {
+    #[schema(value_type = String, format = Uuid)]
+    pub delivery_id: DeliveryId,
+    pub event_type: Option<String>,
+    pub decision: Action,
+    pub reason: Reason,
+    pub summary: String,
+    pub strategy: Option<String>,
+    pub key: Option<String>,
+    pub matched_strategy: Option<String>,
+    pub reference_delivery_id: Option<uuid::Uuid>,
+    pub effect_id: Option<uuid::Uuid>,
+    pub case_id: Option<uuid::Uuid>,
+    pub differences: Vec<FieldDifference>,
+    pub flagged_for_correction: bool,
+}
+
 /// A duplicate is a success (200); anything kept for later is 202.
 fn accepted_response(source: &str, accepted: &Accepted) -> HttpResponse {
     let made = &accepted.decision;
@@ -94,54 +169,55 @@ fn accepted_response(source: &str, accepted: &Accepted) -> HttpResponse {
         latency_ms = accepted.latency_ms,
         "delivery decided"
     );
-    let body = json!({
-        "delivery_id": accepted.delivery_id,
-        "received_at": accepted.received_at,
-        "parse": accepted.parse,
-        "decision": decision.action,
-        "layer": made.layer,
-        "reason": decision.reason,
-        "summary": made.summary,
-        "event_type": accepted.derived.event_type,
-        "strategy": business.map(|b| &b.strategy),
-        "strength": business.map(|b| b.strength),
-        "key": business.map(|b| &b.key),
-        "matched_key": made.matched_key,
-        "matched_strategy": made.matched_strategy(),
-        "transport_key": accepted.derived.transport_key,
-        "reference_delivery_id": decision.reference_delivery.or(made.first_delivery_id.map(|d| d.as_uuid())),
-        "effect_id": decision.effect_id,
-        "case_id": made.case_id,
-        "differences": decision.differences,
-        "flagged_for_correction": decision.flagged_for_correction,
-        "items": accepted.items.iter().map(item_json).collect::<Vec<_>>(),
-    });
+    let body = DecisionAnswer {
+        delivery_id: accepted.delivery_id,
+        received_at: accepted.received_at,
+        parse: accepted.parse,
+        decision: decision.action,
+        layer: made.layer,
+        reason: decision.reason,
+        summary: made.summary.clone(),
+        event_type: accepted.derived.event_type.clone(),
+        strategy: business.map(|b| b.strategy.clone()),
+        strength: business.map(|b| b.strength),
+        key: business.map(|b| b.key.clone()),
+        matched_key: made.matched_key.clone(),
+        matched_strategy: made.matched_strategy().map(str::to_owned),
+        transport_key: accepted.derived.transport_key.clone(),
+        reference_delivery_id: decision
+            .reference_delivery
+            .or(made.first_delivery_id.map(|d| d.as_uuid())),
+        effect_id: decision.effect_id,
+        case_id: made.case_id,
+        differences: decision.differences.clone(),
+        flagged_for_correction: decision.flagged_for_correction,
+        items: accepted.items.iter().map(item_answer).collect(),
+    };
     match decision.action {
         Action::Ignore => HttpResponse::Ok().json(body),
         _ => HttpResponse::Accepted().json(body),
     }
 }
 
-/// One event of a batch, decided as if it had arrived alone.
-fn item_json(item: &items::Decided) -> serde_json::Value {
+fn item_answer(item: &items::Decided) -> ItemAnswer {
     let made = &item.decision;
     let decision = &made.decision;
     let business = item.derived.business.as_ref();
-    json!({
-        "delivery_id": item.delivery_id,
-        "event_type": item.derived.event_type,
-        "decision": decision.action,
-        "reason": decision.reason,
-        "summary": made.summary,
-        "strategy": business.map(|b| &b.strategy),
-        "key": business.map(|b| &b.key),
-        "matched_strategy": made.matched_strategy(),
-        "reference_delivery_id": decision.reference_delivery,
-        "effect_id": decision.effect_id,
-        "case_id": made.case_id,
-        "differences": decision.differences,
-        "flagged_for_correction": decision.flagged_for_correction,
-    })
+    ItemAnswer {
+        delivery_id: item.delivery_id,
+        event_type: item.derived.event_type.clone(),
+        decision: decision.action,
+        reason: decision.reason,
+        summary: made.summary.clone(),
+        strategy: business.map(|b| b.strategy.clone()),
+        key: business.map(|b| b.key.clone()),
+        matched_strategy: made.matched_strategy().map(str::to_owned),
+        reference_delivery_id: decision.reference_delivery,
+        effect_id: decision.effect_id,
+        case_id: made.case_id,
+        differences: decision.differences.clone(),
+        flagged_for_correction: decision.flagged_for_correction,
+    }
 }
 
 fn refused(engine: &Engine, source: &str, refusal: Refusal) -> ApiError {

@@ -15,6 +15,17 @@ use crate::state::AppState;
 /// The exposition format's media type.
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "watching",
+    responses(
+        (status = 200, description = "The Prometheus text exposition", content_type = "text/plain; version=0.0.4", body = String),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError),
+        (status = 503, description = "The projections cannot be read (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[get("/metrics")]
 pub async fn scrape(
     state: web::Data<AppState>,

@@ -10,6 +10,7 @@ pub mod error;
 pub mod health;
 pub mod hooks;
 pub mod metrics;
+pub mod openapi;
 pub mod ui;
 
 use actix_web::http::Method;
@@ -56,6 +57,7 @@ routes! {
     GET "/healthz" => health::healthz, Public;
     GET "/readyz" => health::readyz, Public;
     GET "/metrics" => metrics::scrape, Requires(Action::ReadMetrics);
+    GET "/api/openapi.json" => openapi::document, Public;
     POST "/hooks/{source}" => hooks::receive, Signed;
     GET "/api/deliveries" => api::deliveries::list, Requires(Action::ReadDeliveries);
     GET "/api/deliveries/{id}" => api::deliveries::show, Requires(Action::ReadDeliveries);

@@ -25,7 +25,7 @@ use crate::domain::journal::{
 };
 
 /// One case, everything a person needs to decide it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CaseView {
     pub case_id: String,
     pub status: String,
@@ -46,19 +46,26 @@ pub struct CaseView {
     pub reference: Option<DeliveryView>,
     /// Field by field, the reference's body against this delivery's;
     /// discriminating fields (of the strategy that keyed it) marked.
+    #[schema(value_type = Vec<Object>)]
     pub changes: Vec<MarkedChange>,
     /// The strategy that derived the delivery's key.
+    #[schema(value_type = Option<Object>)]
     pub strategy: Option<StrategyUsed>,
     /// What the strategy discriminates on (amount, currency, ...), for this
     /// delivery and the reference, side by side.
+    #[schema(value_type = Vec<Object>)]
     pub figures: Vec<Figure>,
     /// The effect the delivery was compared with.
+    #[schema(value_type = Option<Object>)]
     pub existing_effect: Option<EffectState>,
     /// The effect a "process as distinct" resolution applied.
+    #[schema(value_type = Option<Object>)]
     pub applied_effect: Option<EffectState>,
     /// Opening, comments, look-ups and the resolution, oldest first.
+    #[schema(value_type = Vec<Object>)]
     pub history: Vec<CaseEvent>,
     /// The provider's operation a reconciliation case is about.
+    #[schema(value_type = Option<Object>)]
     pub operation: Option<ProviderOperation>,
 }
 

@@ -23,14 +23,19 @@ use crate::domain::masking::{HeaderMask, SensitiveMask};
 use crate::store::{bodies, journal};
 
 /// What `GET /api/deliveries/{id}` shows.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct DeliveryView {
+    #[schema(value_type = String, format = Uuid)]
     pub delivery_id: DeliveryId,
+    #[schema(value_type = String)]
     pub status: &'static str,
     #[serde(flatten)]
     pub origin: Origin,
     pub received_at: chrono::DateTime<chrono::Utc>,
+    /// `[name, value]` pairs; secret values masked.
+    #[schema(value_type = Vec<Vec<String>>)]
     pub headers: Headers,
+    #[schema(value_type = Option<Object>)]
     pub body_ref: Option<BodyRef>,
     pub parse: Option<BodyParse>,
     /// The parsed body, when it was JSON and has not been redacted; sensitive
@@ -44,23 +49,30 @@ pub struct DeliveryView {
     /// through, when it was not the current one.
     pub matched_strategy: Option<String>,
     /// For one event of a batch: the batch delivery that carried it.
+    #[schema(value_type = Option<Object>)]
     pub item_of: Option<ItemOf>,
     /// For a batch of several events: what each became, in order.
+    #[schema(value_type = Vec<Object>)]
     pub items: Vec<ItemView>,
+    #[schema(value_type = Vec<Object>)]
     pub events: Vec<EventView>,
     /// The resource it is about (a payment id; `hmac:…` when sensitive).
     pub resource: Option<String>,
     /// The latest decision in one plain sentence, in parts (text, and the
     /// deliveries and effects it names).
+    #[schema(value_type = Vec<Object>)]
     pub explanation: Vec<Part>,
     /// Every linked delivery, oldest first: first reception, retries,
     /// duplicates, collisions, this one.
+    #[schema(value_type = Vec<Object>)]
     pub timeline: Vec<Linked>,
     /// The effects it asked for, and their state.
+    #[schema(value_type = Vec<Object>)]
     pub effects: Vec<EffectView>,
     /// The cases its decisions opened.
     pub cases: Vec<uuid::Uuid>,
     /// How those of them already resolved ended.
+    #[schema(value_type = Vec<Object>)]
     pub resolutions: Vec<CaseEnd>,
 }
 

@@ -27,7 +27,7 @@ pub struct CaseFilter {
 }
 
 /// One case as the queue lists it.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct CaseRow {
     pub case_id: String,
     pub delivery_id: String,

@@ -44,7 +44,7 @@ pub struct Params {
 }
 
 /// One delivery found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Found {
     pub delivery_id: String,
     pub received_at: DateTime<Utc>,
@@ -65,7 +65,7 @@ pub struct Found {
 }
 
 /// One page of results, and the cursor of the next one when there is more.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Page {
     pub deliveries: Vec<Found>,
     pub next_cursor: Option<String>,

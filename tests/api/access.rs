@@ -21,6 +21,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
         ("GET", "/healthz", None),
         ("GET", "/readyz", None),
         ("GET", "/metrics", Some(EVERYONE)),
+        ("GET", "/api/openapi.json", None),
         ("POST", "/hooks/{source}", None),
         ("GET", "/api/deliveries", Some(EVERYONE)),
         ("GET", "/api/deliveries/{id}", Some(EVERYONE)),

@@ -24,6 +24,7 @@ mod login;
 mod lookups;
 mod masking;
 mod metrics;
+mod openapi;
 mod pages;
 mod paths;
 mod processes;

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What happens to the delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// Reserve the key atomically, then apply the effect.
@@ -48,7 +48,7 @@ impl Action {
 }
 
 /// Why: which row of the matrix decided. Each reason always comes with the same action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     /// Nothing exists for the key (nor in the ledger beyond the horizon).

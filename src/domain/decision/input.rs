@@ -132,7 +132,7 @@ pub enum LedgerEvidence {
 }
 
 /// One discriminating field that disagrees, with both canonical values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FieldDifference {
     pub field: String,
     pub existing: Value,

@@ -88,7 +88,7 @@ pub struct KeyDerived {
 }
 
 /// Which identity layer the decision rests on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Layer {
     Transport,

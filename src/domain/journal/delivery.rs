@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
 
 /// Where a delivery came from: the configured source and what it stands for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Origin {
     pub source: String,
     pub tenant: String,

@@ -6,6 +6,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, post, web};
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use uuid::Uuid;
 
 use crate::auth::Principal;
@@ -38,20 +39,43 @@ pub struct QueueQuery {
     offset: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
-struct QueueBody {
+/// A page of the queue.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueBody {
     cases: Vec<CaseRow>,
     /// Cases of the listed status per reason (all pages).
     counts: Vec<ReasonCount>,
     next_offset: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
-struct ReasonCount {
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ReasonCount {
     reason: String,
     cases: i64,
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/cases",
+    tag = "cases",
+    params(
+        ("status" = Option<String>, Query, description = "open (default), resolved or all"),
+        ("reason" = Option<String>, Query, description = "Only this reason"),
+        ("source" = Option<String>, Query, description = "Only this source"),
+        ("provider" = Option<String>, Query, description = "Only this provider"),
+        ("event_type" = Option<String>, Query, description = "Only this event type"),
+        ("effect_type" = Option<String>, Query, description = "Only cases about this effect type"),
+        ("critical" = Option<bool>, Query, description = "Only money cases (true), or only the others (false)"),
+        ("older_than_secs" = Option<i64>, Query, description = "Only cases opened longer ago than this"),
+        ("limit" = Option<u32>, Query, description = "At most 200 (default 50)"),
+        ("offset" = Option<u32>, Query, description = "Where the page starts"),
+    ),
+    responses(
+        (status = 200, description = "Cases oldest first, with the counts per reason", body = QueueBody),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[get("/api/cases")]
 pub async fn list(
     state: web::Data<AppState>,
@@ -91,6 +115,19 @@ pub async fn list(
     }))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/cases/{id}",
+    tag = "cases",
+    params(("id" = String, Path, description = "The case id (a UUID)")),
+    responses(
+        (status = 200, description = "The case beside its reference delivery, the field-level changes, figures, effects and history", body = crate::services::case_view::CaseView),
+        (status = 400, description = "Not a UUID (`invalid_case_id`)", body = ApiError),
+        (status = 404, description = "No such case (`case_not_found`)", body = ApiError),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[get("/api/cases/{id}")]
 pub async fn show(
     state: web::Data<AppState>,
@@ -105,21 +142,39 @@ pub async fn show(
 }
 
 /// `POST /api/cases/{id}/resolve` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct ResolveBody {
     resolution: String,
     note: String,
     authoritative_ref: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct ResolvedBody {
+/// How the case ended: the effect applied (processed as distinct) or
+/// confirmed (a duplicate), and the key it was applied under.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ResolvedBody {
     case_id: Uuid,
     resolution: Resolution,
     effect_id: Option<Uuid>,
     key: Option<String>,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/cases/{id}/resolve",
+    tag = "cases",
+    params(("id" = String, Path, description = "The case id (a UUID)")),
+    request_body = ResolveBody,
+    responses(
+        (status = 200, description = "Resolved: the effect applied or confirmed", body = ResolvedBody),
+        (status = 400, description = "An unknown resolution (`invalid_resolution`), a note missing (`note_required`), or not a UUID (`invalid_case_id`)", body = ApiError),
+        (status = 403, description = "The role may not resolve this case (`forbidden`: money cases are finance's or an admin's), or a session without its CSRF token (`csrf`)", body = ApiError),
+        (status = 404, description = "No such case (`case_not_found`)", body = ApiError),
+        (status = 409, description = "`case_already_resolved`, `outcome_unknown`, `nothing_to_apply`, `nothing_to_confirm`, `operation_consumed` (the operation cited justified another effect), `close_only` (a reconciliation finding is only closed)", body = ApiError),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[post("/api/cases/{id}/resolve")]
 pub async fn resolve(
     state: web::Data<AppState>,
@@ -156,12 +211,14 @@ pub async fn resolve(
     }))
 }
 
-#[derive(Debug, Serialize)]
-struct LookupBody {
+/// What asking the provider (or the downstream) came to.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LookupBody {
     /// `process_as_distinct`, `confirm_duplicate`, `for_a_person`, or, for
     /// an effect whose outcome is unknown, `effect_confirmed` or
     /// `effect_retried`; `null` when there was nothing to ask (no look-up
     /// configured, not an askable open case).
+    #[schema(value_type = Option<String>)]
     verdict: Option<&'static str>,
     /// Whether the provider (or the downstream) was actually asked: false
     /// while its circuit breaker is open.
@@ -174,6 +231,19 @@ struct LookupBody {
 /// Asks the provider's API (or, for an unknown outcome, the downstream's
 /// status URL) about the case now; resolves it when the answer settles it
 /// (attributed to `look-up`).
+#[utoipa::path(
+    post,
+    path = "/api/cases/{id}/lookup",
+    tag = "cases",
+    params(("id" = String, Path, description = "The case id (a UUID)")),
+    responses(
+        (status = 200, description = "What asking came to; `verdict` is null when there was nothing to ask", body = LookupBody),
+        (status = 400, description = "Not a UUID (`invalid_case_id`)", body = ApiError),
+        (status = 404, description = "No such case (`case_not_found`)", body = ApiError),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[post("/api/cases/{id}/lookup")]
 pub async fn lookup(
     state: web::Data<AppState>,
@@ -197,11 +267,25 @@ pub async fn lookup(
 }
 
 /// `POST /api/cases/{id}/comments` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct CommentBody {
     note: String,
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/cases/{id}/comments",
+    tag = "cases",
+    params(("id" = String, Path, description = "The case id (a UUID)")),
+    request_body = CommentBody,
+    responses(
+        (status = 204, description = "The comment is journaled (`CaseCommented`)"),
+        (status = 400, description = "Not a UUID (`invalid_case_id`)", body = ApiError),
+        (status = 404, description = "No such case (`case_not_found`)", body = ApiError),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[post("/api/cases/{id}/comments")]
 pub async fn comment(
     state: web::Data<AppState>,

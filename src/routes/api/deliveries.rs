@@ -17,6 +17,27 @@ use crate::services::raw_reads::{self, RawReadError, Reader};
 use crate::services::search::{self, Params, SearchError};
 use crate::state::AppState;
 
+#[utoipa::path(
+    get,
+    path = "/api/deliveries",
+    tag = "deliveries",
+    params(
+        ("q" = Option<String>, Query, description = "A delivery id, a provider event id or delivery-id header, a business key, or a resource (payment id)"),
+        ("source" = Option<String>, Query, description = "Only this source"),
+        ("event_type" = Option<String>, Query, description = "Only this event type"),
+        ("decision" = Option<String>, Query, description = "Only this decision (process, ignore, defer, quarantine, reconcile)"),
+        ("from" = Option<String>, Query, description = "Received at or after: RFC 3339, `YYYY-MM-DDTHH:MM` (UTC) or `YYYY-MM-DD`"),
+        ("to" = Option<String>, Query, description = "Received before, same forms"),
+        ("limit" = Option<u32>, Query, description = "At most 200 (default 50)"),
+        ("cursor" = Option<String>, Query, description = "The previous page's `next_cursor`"),
+    ),
+    responses(
+        (status = 200, description = "Deliveries newest first, a page at a time", body = crate::services::search::Page),
+        (status = 400, description = "A parameter it cannot read (`invalid_search`)", body = ApiError),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[get("/api/deliveries")]
 pub async fn list(
     state: web::Data<AppState>,
@@ -37,6 +58,19 @@ pub async fn list(
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/deliveries/{id}",
+    tag = "deliveries",
+    params(("id" = String, Path, description = "The delivery id (a UUID)")),
+    responses(
+        (status = 200, description = "The delivery: headers (secrets masked), body (sensitive values masked), identity, decision and why, timeline, effects, cases, journal", body = crate::services::deliveries::DeliveryView),
+        (status = 400, description = "Not a UUID (`invalid_delivery_id`)", body = ApiError),
+        (status = 404, description = "No such delivery (`delivery_not_found`)", body = ApiError),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[get("/api/deliveries/{id}")]
 pub async fn show(
     state: web::Data<AppState>,
@@ -54,6 +88,20 @@ pub async fn show(
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/deliveries/{id}/raw",
+    tag = "deliveries",
+    params(("id" = String, Path, description = "The delivery id (a UUID)")),
+    responses(
+        (status = 200, description = "The exact bytes received, unmasked; the read is journaled first (`RawBodyRead`)", content_type = "application/octet-stream", body = Vec<u8>),
+        (status = 400, description = "Not a UUID (`invalid_delivery_id`)", body = ApiError),
+        (status = 403, description = "Reads are disabled (`raw_body_reads_disabled`), or the role may not read raw bodies (`forbidden`)", body = ApiError),
+        (status = 404, description = "No such delivery (`delivery_not_found`), or its body is not stored (`raw_body_not_stored`)", body = ApiError),
+        (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
+    ),
+    security(("bearer" = []))
+)]
 #[get("/api/deliveries/{id}/raw")]
 pub async fn raw(
     state: web::Data<AppState>,
