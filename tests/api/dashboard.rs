@@ -277,12 +277,12 @@ async fn the_strategies_page_tells_an_engineer_what_each_version_keyed_and_why_i
     let row = |strategy: &str| -> String {
         let start = page
             .body
-            .find(&format!(r#"<tr id="strategy-{strategy}">"#))
+            .find(&format!(r#"id="{strategy}""#))
             .unwrap_or_else(|| panic!("{strategy} listed: {}", page.body));
         let end = page.body[start..].find("</tr>").unwrap() + start;
         page.body[start..end].to_owned()
     };
-    let referenced = row("norefid-refund-ref@1");
+    let referenced = row("strategy-norefid-refund-ref@1");
     assert!(
         referenced.contains(r#"<td class="deliveries">2</td>"#),
         "{referenced}"
@@ -295,14 +295,15 @@ async fn the_strategies_page_tells_an_engineer_what_each_version_keyed_and_why_i
         referenced.contains(r#"<td class="keys-alive">2</td>"#),
         "{referenced}"
     );
-    let fingerprint = row("norefid-refund-fingerprint@1");
+    let fingerprint = row("strategy-norefid-refund-fingerprint@1");
     assert!(
         fingerprint.contains(r#"<td class="open-cases">1</td>"#),
         "{fingerprint}"
     );
+    let breaker = row("breaker-norefid-refund-fingerprint@1");
     assert!(
-        fingerprint.contains("but a rate is judged from 200 deliveries on"),
-        "the minimum is said: {fingerprint}"
+        breaker.contains("but a rate is judged from 200 deliveries on"),
+        "the minimum is said: {breaker}"
     );
     // A version that keyed nothing is listed apart.
     let unused = &page.body[page.body.find(r#"id="unused""#).unwrap()..];
