@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 use crate::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
 
+mod corpus;
 mod fixtures;
 mod keys;
 mod operators;
@@ -62,6 +63,12 @@ enum Command {
     },
     /// Apply pending database migrations and exit.
     Migrate,
+    /// What the journal says of body fields: stable, volatile, conditional,
+    /// and those that separate distinct effects. Suggests, never applies.
+    Corpus {
+        #[command(subcommand)]
+        command: corpus::CorpusCommand,
+    },
     /// Resolved cases as regression fixtures: export one, check a folder.
     Fixtures {
         #[command(subcommand)]
@@ -125,6 +132,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             metrics_listen,
         }) => serve::serve(&cli, listen.clone(), metrics_listen.clone()).await,
         Some(Command::Migrate) => serve::migrate(&cli.database_url).await,
+        Some(Command::Corpus { command }) => corpus::run(&cli, command).await,
         Some(Command::Fixtures { command }) => fixtures::run(&cli, command).await,
         Some(Command::Key { command }) => keys::run(&settings(&cli)?, command),
         Some(Command::Projections { command }) => {

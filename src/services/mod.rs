@@ -6,6 +6,7 @@ pub mod backoff;
 pub mod breakers;
 pub mod case_view;
 pub mod cases;
+pub mod corpus;
 pub mod dashboard;
 pub mod decide;
 pub mod deliveries;

@@ -7,6 +7,7 @@ mod browser;
 mod case_browser;
 mod cases;
 mod connections;
+mod corpus;
 mod dashboard;
 mod decisions;
 mod downstream;

@@ -1,0 +1,73 @@
+//! The field-stability report over a real journal: what changes across one
+//! event's retries, what comes and goes, and what tells apart deliveries the
+//! live strategy kept apart.
+
+use unicity::services::corpus::{self, Stability};
+
+use crate::helpers::{Counts, refund, spawn_app};
+
+#[tokio::test]
+async fn retries_show_the_volatile_and_conditional_fields_and_distinct_refunds_what_separates_them()
+{
+    let app = spawn_app().await;
+    // Given one refund (payment + reference: a strong key) sent three times,
+    // its send time changing and an email present once,
+    let mut with_email: serde_json::Value =
+        serde_json::from_slice(&refund("pay_c1", 700, Some("rr_c1"))).unwrap();
+    with_email["customer_email"] = "ann@example.org".into();
+    let first = app
+        .post_signed("hmac", &serde_json::to_vec(&with_email).unwrap())
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    for _ in 0..2 {
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+        let retry = app
+            .post_signed("hmac", &refund("pay_c1", 700, Some("rr_c1")))
+            .await;
+        assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
+    }
+    // and a second, legitimate refund of the same payment under another
+    // reference and amount,
+    let second = app
+        .post_signed("hmac", &refund("pay_c1", 900, Some("rr_c2")))
+        .await;
+    assert_eq!(second.json["decision"], "process", "{}", second.json);
+    app.wait_applied(2).await;
+
+    // when the report is read,
+    let catalog = crate::helpers::test_settings(&app.database_url, "").catalog;
+    let report = corpus::report(&app.db, &catalog, Some("hmac"), None)
+        .await
+        .unwrap();
+
+    // then the event seen three times shows its send time as volatile, the
+    // email as conditional, the payment as stable,
+    assert_eq!(report.deliveries, 4);
+    assert_eq!(report.repeated_events, 1);
+    let stability = |path: &str| {
+        report
+            .fields
+            .iter()
+            .find(|f| f.path == path)
+            .unwrap_or_else(|| panic!("{path} in {:?}", report.fields))
+            .stability
+    };
+    assert_eq!(stability("$.sent_at"), Stability::Volatile);
+    assert!(
+        report
+            .fields
+            .iter()
+            .any(|f| f.path == "$.sent_at" && f.declared_volatile)
+    );
+    assert_eq!(stability("$.customer_email"), Stability::Conditional);
+    assert_eq!(stability("$.payment_id"), Stability::Stable);
+    // and the two refunds of one payment are told apart by their reference
+    // and amount, never by the volatile send time.
+    assert_eq!(report.resources_with_distinct_effects, 1);
+    let separating: Vec<&str> = report.separating.iter().map(|s| s.path.as_str()).collect();
+    assert!(separating.contains(&"$.refund_reference"), "{separating:?}");
+    assert!(separating.contains(&"$.amount"), "{separating:?}");
+    assert!(!separating.contains(&"$.sent_at"), "{separating:?}");
+    assert!(!separating.contains(&"$.payment_id"), "{separating:?}");
+}
