@@ -21,7 +21,7 @@ use crate::auth::throttle::LoginThrottle;
 use crate::config::{AccessConfig, Settings};
 use crate::domain::identity::KeySecret;
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::{access, breakers, reconcile, rejections, sweeper};
+use crate::services::{access, breakers, observe, reconcile, rejections, sweeper};
 use crate::state::{AccessState, AppState};
 use crate::telemetry::RequestSpan;
 use crate::{routes, store};
@@ -108,6 +108,8 @@ impl Application {
         )
         .await?;
         breakers::refresh(&engine).await?;
+        let all: Vec<&crate::config::Source> = settings.sources.iter().collect();
+        observe::record_modes(&engine, &all).await?;
         store::spawn_checkpointer(&engine.db);
         sweeper::spawn(engine.clone());
         breakers::spawn(engine.clone());
@@ -142,7 +144,7 @@ impl Application {
         let setup_url = access::open_setup(&engine.db)
             .await?
             .map(|token| format!("{public_url}/setup/{token}"));
-        if let Some(url) = setup_url.as_ref().filter(|_| settings.announce_setup) {
+        if let Some(url) = &setup_url {
             // Printed once, not logged: it is a one-time credential.
             eprintln!(
                 "\nNo administrator yet. Create the first one within the hour at:\n\n    {url}\n"

@@ -26,7 +26,7 @@ pub use access::AccessConfig;
 pub use engine::EngineConfig;
 pub use proxies::{ProxyRange, TrustedProxies, canonical};
 pub use reconciliation::ReconciliationConfig;
-pub use sources::{Source, SourceFile};
+pub use sources::{Source, SourceFile, SourceMode};
 
 /// The configuration used when no file is given: one demo source per scheme.
 pub const DEMO_CONFIG: &str = include_str!("../demo.toml");
@@ -46,9 +46,6 @@ pub struct Settings {
     /// Where `/metrics` is also served to anyone who can connect, alone
     /// (`--metrics-listen`); the main listener serves it to operators only.
     pub metrics_listen: Option<String>,
-    /// Whether a server without an administrator prints its one-time setup
-    /// link (not a fixture's replay).
-    pub announce_setup: bool,
     pub database_url: String,
     pub sources: Vec<Source>,
     pub catalog: Catalog,
@@ -90,10 +87,23 @@ impl Settings {
         };
         let key_secret = KeySecret::from_bytes(key_secret.as_bytes())
             .map_err(|e| anyhow::anyhow!("{KEY_SECRET_ENV}: {e}"))?;
-        let sinks = file.sinks.clone();
+        let mut sinks = file.sinks.clone();
         for sink in &sinks {
             crate::providers::status::check(&sink.kind)?;
         }
+        // An observed source's effects are recorded in the ledger, never sent:
+        // its own sink comes first, whatever else is configured.
+        let observed: Vec<SinkConfig> = file
+            .sources
+            .iter()
+            .filter(|s| s.mode == SourceMode::Observe)
+            .map(|s| SinkConfig {
+                effect_type: "*".to_owned(),
+                source: Some(s.slug.clone()),
+                kind: crate::providers::sinks::SinkKind::Record,
+            })
+            .collect();
+        sinks.splice(0..0, observed);
         let engine = file.engine.clone();
         let reconciliation = file.reconciliation.clone();
         let access = file.access.clone();
@@ -121,7 +131,6 @@ impl Settings {
         Ok(Self {
             listen,
             metrics_listen: None,
-            announce_setup: true,
             database_url,
             sources,
             catalog,
