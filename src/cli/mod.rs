@@ -12,6 +12,7 @@ use crate::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
 mod corpus;
 mod fixtures;
 mod keys;
+mod observe;
 mod operators;
 mod projections;
 mod reconcile;
@@ -68,6 +69,12 @@ enum Command {
     Corpus {
         #[command(subcommand)]
         command: corpus::CorpusCommand,
+    },
+    /// Observe mode: import a legacy handler's effects, and report where it
+    /// and Unicity disagree.
+    Observe {
+        #[command(subcommand)]
+        command: observe::ObserveCommand,
     },
     /// Resolved cases as regression fixtures: export one, check a folder.
     Fixtures {
@@ -134,6 +141,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Migrate) => serve::migrate(&cli.database_url).await,
         Some(Command::Corpus { command }) => corpus::run(&cli, command).await,
         Some(Command::Fixtures { command }) => fixtures::run(&cli, command).await,
+        Some(Command::Observe { command }) => observe::run(&cli, command).await,
         Some(Command::Key { command }) => keys::run(&settings(&cli)?, command),
         Some(Command::Projections { command }) => {
             projections::run(&open_database(&cli).await?, command).await

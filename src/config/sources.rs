@@ -29,6 +29,8 @@ pub struct Source {
     pub header_mask: HeaderMask,
     /// Where the resource a delivery is searched by is read (a payment id).
     pub resource: ResourcePaths,
+    /// Applying its effects, or only observing them (`SourceMode`).
+    pub mode: SourceMode,
 }
 
 impl Source {
@@ -96,6 +98,29 @@ pub struct SourceFile {
     /// by it. A path a strategy declares sensitive is stored hashed.
     #[serde(default)]
     pub resource: Option<Vec<FieldRef>>,
+    /// `observe`: decided and journaled as usual, but no effect is sent to a
+    /// sink (a legacy handler still applies them); `enforce` (the default).
+    #[serde(default)]
+    pub mode: SourceMode,
+}
+
+/// Whether Unicity applies a source's effects or only observes them beside
+/// a legacy handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceMode {
+    #[default]
+    Enforce,
+    Observe,
+}
+
+impl SourceMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Enforce => "enforce",
+            Self::Observe => "observe",
+        }
+    }
 }
 
 fn default_tenant() -> String {
@@ -171,6 +196,7 @@ impl SourceFile {
             max_body_bytes: self.max_body_bytes,
             header_mask,
             resource: ResourcePaths::default(),
+            mode: self.mode,
         })
     }
 }

@@ -17,6 +17,7 @@ pub mod fixtures;
 pub mod ingest;
 pub mod items;
 pub mod lookups;
+pub mod observe;
 pub mod projections;
 pub mod queue;
 pub mod rate_limits;

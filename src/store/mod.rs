@@ -17,6 +17,7 @@ pub mod key_state;
 pub mod ledger;
 pub mod links;
 pub mod nodelay;
+pub mod observe;
 pub mod projections;
 pub mod reconcile;
 pub mod reservations;

@@ -25,6 +25,7 @@ mod login;
 mod lookups;
 mod masking;
 mod metrics;
+mod observe;
 mod openapi;
 mod pages;
 mod paths;

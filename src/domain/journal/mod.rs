@@ -11,6 +11,7 @@ mod derivation;
 mod effect;
 #[cfg(test)]
 mod frozen;
+mod observe;
 mod operators;
 mod reconcile;
 mod strategy;
@@ -27,6 +28,7 @@ pub use effect::{
     EffectSettled, EvidencePurged, KeyReserved, KeyTaken, KeysPurged, ReservationExpired,
     SettlementOutcome, StatusLookupPerformed,
 };
+pub use observe::{LegacyEffect, LegacyEffectsImported, SourceModeSet};
 pub use operators::{
     Actor, LoginFailed, OperatorCreated, OperatorDisabled, OperatorLoggedIn, OperatorLoggedOut,
     OperatorPasswordChanged, OperatorRoleChanged, SetupCompleted, TokenIssued, TokenRevoked,
@@ -191,6 +193,8 @@ journal_events! {
     ReconciliationRan(ReconciliationRan) = "ReconciliationRan", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
     FixtureExported(FixtureExported) = "FixtureExported", version 1;
+    SourceModeSet(SourceModeSet) = "SourceModeSet", version 1;
+    LegacyEffectsImported(LegacyEffectsImported) = "LegacyEffectsImported", version 1;
     OperatorLoggedIn(OperatorLoggedIn) = "OperatorLoggedIn", version 1;
     LoginFailed(LoginFailed) = "LoginFailed", version 1;
     OperatorLoggedOut(OperatorLoggedOut) = "OperatorLoggedOut", version 1;

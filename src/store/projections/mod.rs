@@ -86,6 +86,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::RawBodyRead(_) => Ok(0),
         // An audit record only.
         JournalEvent::FixtureExported(_) => Ok(0),
+        // Observe mode reads these from the journal: no projection.
+        JournalEvent::SourceModeSet(_) | JournalEvent::LegacyEffectsImported(_) => Ok(0),
         JournalEvent::CaseResolved(e) => {
             let claimed = cases::resolved(conn, e, at).await?;
             if claimed == 1 {

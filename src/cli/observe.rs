@@ -1,0 +1,91 @@
+//! `unicity observe import --source S FILE` and `unicity observe report
+//! --source S [--json]`: a legacy handler's effects beside what Unicity, in
+//! observe mode, decided for the same deliveries (`services::observe`).
+
+use std::path::PathBuf;
+
+use clap::Subcommand;
+
+use super::{Cli, open_database, open_engine, settings};
+use crate::services::observe;
+
+#[derive(Subcommand)]
+pub(super) enum ObserveCommand {
+    /// Import the legacy handler's effects for a source: CSV with a header
+    /// row (`reference,resource,amount,applied_at`; `resource` required) or
+    /// JSON lines with the same names. Journaled.
+    Import {
+        #[arg(long)]
+        source: String,
+        file: PathBuf,
+    },
+    /// Where the legacy handler and Unicity disagree for a source.
+    Report {
+        #[arg(long)]
+        source: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<()> {
+    match command {
+        ObserveCommand::Import { source, file } => {
+            let text = std::fs::read_to_string(file)?;
+            let engine = open_engine(settings(cli)?).await?;
+            let count = observe::import(&engine, source, &text).await?;
+            println!("{count} legacy effects of {source} imported");
+            Ok(())
+        }
+        ObserveCommand::Report { source, json } => {
+            let db = open_database(cli).await?;
+            let report = observe::report(&db, source).await?;
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                return Ok(());
+            }
+            println!(
+                "{source}: the legacy handler applied {} effects, Unicity would have applied {}",
+                report.legacy_effects, report.unicity_effects
+            );
+            let amount = |a: &Option<serde_json::Value>| {
+                a.as_ref().map_or("?".to_owned(), ToString::to_string)
+            };
+            println!(
+                "applied by the legacy handler more often than Unicity would have (double effects): {}",
+                report.applied_twice_by_legacy.len()
+            );
+            for d in &report.applied_twice_by_legacy {
+                println!(
+                    "  {} amount {}: legacy {} ×, Unicity {} ×",
+                    d.resource,
+                    amount(&d.amount),
+                    d.legacy,
+                    d.unicity
+                );
+            }
+            println!(
+                "applied by Unicity and never by the legacy handler (lost effects): {}",
+                report.missed_by_legacy.len()
+            );
+            for d in &report.missed_by_legacy {
+                println!(
+                    "  {} amount {}: legacy {} ×, Unicity {} ×",
+                    d.resource,
+                    amount(&d.amount),
+                    d.legacy,
+                    d.unicity
+                );
+            }
+            println!("sent to a person by Unicity: {}", report.for_a_person.len());
+            for h in &report.for_a_person {
+                println!("  {} ({})", h.delivery_id, h.reason);
+            }
+            println!("collisions: {}", report.collisions.len());
+            for h in &report.collisions {
+                println!("  {} ({})", h.delivery_id, h.reason);
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Observe mode: a source with `mode = "observe"` is received, decided and
+//! journaled as usual, its effects recorded in the ledger and never sent to
+//! a sink, while the legacy handler it is to replace still applies them. The
+//! legacy handler's log is imported (`import`), and `report` shows where the
+//! two disagree: what the legacy applied twice that Unicity applied once,
+//! what Unicity would have applied that the legacy never did, what Unicity
+//! would have sent to a person, and its collisions. The mode a source starts
+//! in is journaled when it changes (`record_modes`), so the switch to
+//! `enforce` is on the record.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, bail};
+use sea_orm::DatabaseConnection;
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::engine::{SharedEngine, WriteEvent};
+use crate::config::{Source, SourceMode};
+use crate::domain::journal::{JournalEvent, LegacyEffect, LegacyEffectsImported, SourceModeSet};
+use crate::domain::reservation::ReservationState;
+use crate::store::{journal, observe};
+
+/// Journals `SourceModeSet` for each source whose mode is not the one last
+/// recorded (`enforce` when none was). Returns how many changed.
+pub async fn record_modes(engine: &SharedEngine, sources: &[&Source]) -> anyhow::Result<usize> {
+    let recorded = journal::without_delivery(&engine.db, &["SourceModeSet"])
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    for stored in recorded {
+        if let JournalEvent::SourceModeSet(set) = stored.event {
+            last.insert(set.source, set.mode);
+        }
+    }
+    let mut changed = 0;
+    for source in sources {
+        let previous = last
+            .get(source.slug())
+            .cloned()
+            .unwrap_or_else(|| SourceMode::Enforce.as_str().to_owned());
+        if previous == source.mode.as_str() {
+            continue;
+        }
+        let event = JournalEvent::SourceModeSet(SourceModeSet {
+            source: source.slug().to_owned(),
+            mode: source.mode.as_str().to_owned(),
+            previous,
+        });
+        engine
+            .writer
+            .submit(WriteEvent::record(None, event))
+            .await?;
+        tracing::warn!(
+            source = source.slug(),
+            mode = source.mode.as_str(),
+            "source mode changed"
+        );
+        changed += 1;
+    }
+    Ok(changed)
+}
+
+/// Reads a legacy handler's log: JSON lines (one object per line) or CSV
+/// with a header row, each naming `resource` and optionally `reference`,
+/// `amount` and `applied_at`.
+pub fn parse_legacy(text: &str) -> anyhow::Result<Vec<LegacyEffect>> {
+    let first = text.trim_start();
+    if first.starts_with('{') {
+        return text
+            .lines()
+            .enumerate()
+            .filter(|(_, line)| !line.trim().is_empty())
+            .map(|(n, line)| {
+                serde_json::from_str::<LegacyEffect>(line)
+                    .with_context(|| format!("line {}: not a legacy effect", n + 1))
+            })
+            .collect();
+    }
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let Some(header) = lines.next() else {
+        return Ok(Vec::new());
+    };
+    let columns: Vec<String> = header.split(',').map(|c| c.trim().to_lowercase()).collect();
+    let at = |name: &str| columns.iter().position(|c| c == name);
+    let Some(resource) = at("resource") else {
+        bail!("the CSV header names no `resource` column: {header}");
+    };
+    let (reference, amount, applied_at) = (at("reference"), at("amount"), at("applied_at"));
+    lines
+        .enumerate()
+        .map(|(n, line)| {
+            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+            let cell = |i: Option<usize>| {
+                i.and_then(|i| cells.get(i))
+                    .filter(|c| !c.is_empty())
+                    .map(|c| (*c).to_owned())
+            };
+            let resource =
+                cell(Some(resource)).with_context(|| format!("row {}: no resource", n + 2))?;
+            Ok(LegacyEffect {
+                reference: cell(reference),
+                resource,
+                amount: cell(amount)
+                    .map(|a| serde_json::from_str::<Value>(&a).unwrap_or(Value::String(a))),
+                applied_at: cell(applied_at),
+            })
+        })
+        .collect()
+}
+
+/// Journals the legacy effects of `source` read from `text`; returns how
+/// many.
+pub async fn import(engine: &SharedEngine, source: &str, text: &str) -> anyhow::Result<usize> {
+    let effects = parse_legacy(text)?;
+    let count = effects.len();
+    let event = JournalEvent::LegacyEffectsImported(LegacyEffectsImported {
+        source: source.to_owned(),
+        file_sha256: hex::encode(Sha256::digest(text.as_bytes())),
+        effects,
+    });
+    engine
+        .writer
+        .submit(WriteEvent::record(None, event))
+        .await?;
+    Ok(count)
+}
+
+/// Effects on one resource for one amount, by each side.
+#[derive(Debug, Clone, Serialize)]
+pub struct Disagreement {
+    pub resource: String,
+    pub amount: Option<Value>,
+    pub legacy: usize,
+    pub unicity: usize,
+}
+
+/// A delivery Unicity held (for a person, or as a collision).
+#[derive(Debug, Clone, Serialize)]
+pub struct HeldDelivery {
+    pub delivery_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ObserveReport {
+    pub source: String,
+    pub legacy_effects: usize,
+    pub unicity_effects: usize,
+    /// The legacy handler applied more than Unicity would have: a double
+    /// effect Unicity would have prevented.
+    pub applied_twice_by_legacy: Vec<Disagreement>,
+    /// Unicity would have applied more: an effect the legacy lost.
+    pub missed_by_legacy: Vec<Disagreement>,
+    pub for_a_person: Vec<HeldDelivery>,
+    pub collisions: Vec<HeldDelivery>,
+}
+
+/// Where Unicity's decisions for `source` and the legacy handler's log
+/// disagree, per resource and amount.
+pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<ObserveReport> {
+    let imported = journal::without_delivery(db, &["LegacyEffectsImported"])
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut counts: BTreeMap<(String, String), (Option<Value>, usize, usize)> = BTreeMap::new();
+    let mut legacy_effects = 0;
+    for stored in imported {
+        let JournalEvent::LegacyEffectsImported(batch) = stored.event else {
+            continue;
+        };
+        if batch.source != source {
+            continue;
+        }
+        for effect in batch.effects {
+            legacy_effects += 1;
+            let amount = effect.amount.as_ref().map(normalized);
+            let entry = counts
+                .entry((
+                    effect.resource,
+                    amount.as_ref().map(Value::to_string).unwrap_or_default(),
+                ))
+                .or_insert((amount, 0, 0));
+            entry.1 += 1;
+        }
+    }
+    let mut unicity_effects = 0;
+    for recorded in observe::recorded(db, source).await? {
+        let live = ReservationState::parse(&recorded.status) != Some(ReservationState::Failed);
+        let Some(resource) = recorded.resource.filter(|_| live) else {
+            continue;
+        };
+        unicity_effects += 1;
+        let amount = serde_json::from_str::<Value>(&recorded.discriminants)
+            .ok()
+            .and_then(|d| d.get("amount").map(normalized));
+        let entry = counts
+            .entry((
+                resource,
+                amount.as_ref().map(Value::to_string).unwrap_or_default(),
+            ))
+            .or_insert((amount, 0, 0));
+        entry.2 += 1;
+    }
+    let mut applied_twice_by_legacy = Vec::new();
+    let mut missed_by_legacy = Vec::new();
+    for ((resource, _), (amount, legacy, unicity)) in counts {
+        let line = Disagreement {
+            resource,
+            amount,
+            legacy,
+            unicity,
+        };
+        if legacy > unicity {
+            applied_twice_by_legacy.push(line);
+        } else if unicity > legacy {
+            missed_by_legacy.push(line);
+        }
+    }
+    let held = |rows: Vec<observe::Held>| {
+        rows.into_iter()
+            .map(|h| HeldDelivery {
+                delivery_id: h.delivery_id,
+                reason: h.reason,
+            })
+            .collect()
+    };
+    Ok(ObserveReport {
+        source: source.to_owned(),
+        legacy_effects,
+        unicity_effects,
+        applied_twice_by_legacy,
+        missed_by_legacy,
+        for_a_person: held(observe::for_a_person(db, source).await?),
+        collisions: held(observe::collisions(db, source).await?),
+    })
+}
+
+/// An amount as both sides compare it: a number written as text is read as
+/// the number, and a whole float (`15.0`) is the integer.
+fn normalized(amount: &Value) -> Value {
+    let number = match amount {
+        Value::String(text) => serde_json::from_str::<Value>(text).unwrap_or(amount.clone()),
+        other => other.clone(),
+    };
+    match number.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 9e15 => Value::from(f as i64),
+        _ => number,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_legacy_log_reads_as_csv_or_json_lines_alike() {
+        let csv = "reference,resource,amount,applied_at\nre_1,pay_1,700,2026-12-01T10:00:00Z\n,pay_2,15.0,\n";
+        let jsonl = "{\"reference\":\"re_1\",\"resource\":\"pay_1\",\"amount\":700,\"applied_at\":\"2026-12-01T10:00:00Z\"}\n{\"resource\":\"pay_2\",\"amount\":15.0}\n";
+        let (a, b) = (parse_legacy(csv).unwrap(), parse_legacy(jsonl).unwrap());
+        assert_eq!(a, b);
+        assert_eq!(a[0].reference.as_deref(), Some("re_1"));
+        assert_eq!(a[1].reference, None);
+        assert_eq!(normalized(a[1].amount.as_ref().unwrap()), Value::from(15));
+        assert!(parse_legacy("reference,amount\nre_1,5\n").is_err());
+    }
+}
