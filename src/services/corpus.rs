@@ -222,15 +222,8 @@ fn declared_volatile(catalog: &Catalog, providers: &BTreeSet<&str>) -> BTreeSet<
 async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
     let mut order: Vec<DeliveryId> = Vec::new();
     let mut found: HashMap<DeliveryId, Read> = HashMap::new();
-    let mut after = 0;
-    loop {
-        let page = journal::page_after(db, after, 5_000)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let Some(last) = page.last() else {
-            break;
-        };
-        after = last.position;
+    let mut pages = journal::Pages::default();
+    while let Some(page) = pages.next(db).await.map_err(|e| anyhow::anyhow!("{e}"))? {
         for stored in page {
             let Some(id) = stored.delivery_id else {
                 continue;

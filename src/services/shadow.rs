@@ -12,27 +12,16 @@
 //! again), then what would go to a case.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
-use anyhow::Context;
 use chrono::{DateTime, Utc};
 use sea_orm::DatabaseConnection;
 use serde::Serialize;
 
-use super::engine::Engine;
-use super::ingest::{self, Arrival};
-use crate::config::{KEY_SECRET_ENV, Settings, Source};
+use super::sandbox::{self, Sandbox};
 use crate::domain::delivery::{DeliveryId, Headers};
 use crate::domain::fixture::Decided;
 use crate::domain::journal::{JournalEvent, Origin};
 use crate::store::{bodies, journal};
-
-/// The key secret the scratch databases seal sensitive values with.
-const SHADOW_KEY_SECRET: &str = "unicity-shadow-replay-key-secret";
-
-/// Tables of the configuration a replay leaves out: its sources are made
-/// unsigned, effects go to the ledger, nobody is asked.
-const LEFT_OUT: [&str; 4] = ["sources", "sinks", "lookups", "reconciliation"];
 
 /// Which deliveries to replay.
 #[derive(Debug, Clone, Default)]
@@ -133,14 +122,9 @@ pub async fn shadow(
     scratch: &std::path::Path,
 ) -> anyhow::Result<ShadowReport> {
     let (journaled, skipped) = read(db, window).await?;
-    let mut sources: Vec<(String, Origin)> = Vec::new();
-    for j in &journaled {
-        if !sources.iter().any(|(slug, _)| *slug == j.source) {
-            sources.push((j.source.clone(), j.origin.clone()));
-        }
-    }
-    let live_text = configuration(base, None, &sources)?;
-    let candidate_text = configuration(base, Some(candidate), &sources)?;
+    let origins: Vec<Origin> = journaled.iter().map(|j| j.origin.clone()).collect();
+    let live_text = sandbox::configuration(base, None, &origins)?;
+    let candidate_text = sandbox::configuration(base, Some(candidate), &origins)?;
     let (live_db, candidate_db) = (scratch.join("live.db"), scratch.join("candidate.db"));
     let started = std::time::Instant::now();
     let (live, proposed) = tokio::try_join!(
@@ -207,15 +191,8 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<(Vec<J
     let mut order: Vec<DeliveryId> = Vec::new();
     let mut found: HashMap<DeliveryId, Journaled> = HashMap::new();
     let mut skipped = 0;
-    let mut after = 0;
-    loop {
-        let page = journal::page_after(db, after, 5_000)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let Some(last) = page.last() else {
-            break;
-        };
-        after = last.position;
+    let mut pages = journal::Pages::default();
+    while let Some(page) = pages.next(db).await.map_err(|e| anyhow::anyhow!("{e}"))? {
         for stored in page {
             let Some(id) = stored.delivery_id else {
                 continue;
@@ -289,56 +266,6 @@ fn none() -> Decided {
     }
 }
 
-/// `base` without the tables a replay leaves out, with `candidate`'s
-/// strategies and hierarchies added, and `sources` unsigned.
-fn configuration(
-    base: &str,
-    candidate: Option<&str>,
-    sources: &[(String, Origin)],
-) -> anyhow::Result<String> {
-    let mut table: toml::Table = toml::from_str(base).context("the configuration")?;
-    for name in LEFT_OUT {
-        table.remove(name);
-    }
-    if let Some(candidate) = candidate {
-        let added: toml::Table = toml::from_str(candidate).context("the candidate")?;
-        for (name, value) in added {
-            let toml::Value::Array(items) = value else {
-                anyhow::bail!("the candidate's `{name}` is not a list of tables");
-            };
-            if !["strategies", "hierarchies"].contains(&name.as_str()) {
-                anyhow::bail!(
-                    "a candidate holds [[strategies]] and [[hierarchies]] only, not `{name}`"
-                );
-            }
-            match table
-                .entry(name)
-                .or_insert_with(|| toml::Value::Array(Vec::new()))
-            {
-                toml::Value::Array(existing) => existing.extend(items),
-                _ => anyhow::bail!("the configuration's tables are not lists"),
-            }
-        }
-    }
-    let unsigned: Vec<toml::Value> = sources
-        .iter()
-        .map(|(slug, origin)| {
-            let mut source = toml::Table::new();
-            source.insert("slug".into(), slug.clone().into());
-            source.insert("tenant".into(), origin.tenant.clone().into());
-            source.insert("provider".into(), origin.provider.clone().into());
-            source.insert("environment".into(), origin.environment.clone().into());
-            source.insert("allow_unsigned".into(), true.into());
-            let mut signature = toml::Table::new();
-            signature.insert("scheme".into(), "none".into());
-            source.insert("signature".into(), signature.into());
-            source.into()
-        })
-        .collect();
-    table.insert("sources".into(), unsigned.into());
-    Ok(toml::to_string(&table)?)
-}
-
 /// Decides every delivery of `journaled`, in order, with the configuration
 /// `text`, on a scratch database at `path`.
 async fn decide_all(
@@ -347,48 +274,13 @@ async fn decide_all(
     journaled: &[Journaled],
 ) -> anyhow::Result<Vec<Decided>> {
     let url = format!("sqlite://{}?mode=rwc", path.display());
-    let settings = Settings::from_toml(
-        text,
-        "127.0.0.1:0".to_owned(),
-        url.clone(),
-        |name| (name == KEY_SECRET_ENV).then(|| SHADOW_KEY_SECRET.to_owned()),
-        false,
-    )?;
-    let sources: HashMap<String, Arc<Source>> = settings
-        .sources
-        .iter()
-        .map(|s| (s.slug().to_owned(), Arc::new(s.clone())))
-        .collect();
-    let engine = Engine::open(
-        &url,
-        settings.catalog,
-        settings.key_secret,
-        settings.sinks,
-        settings.lookups,
-        settings.engine,
-    )
-    .await?;
+    let sandbox = Sandbox::open(sandbox::settings(text, &url)?).await?;
     let mut decided = Vec::with_capacity(journaled.len());
     for j in journaled {
-        let source = sources.get(&j.source).context("a source of the journal")?;
-        let arrival = Arrival {
-            delivery_id: DeliveryId::from_uuid(uuid::Uuid::now_v7()),
-            received_at: j.received_at,
-            headers: &j.headers,
-            client: None,
-        };
-        decided.push(
-            match ingest::receive(&engine, source, arrival, &j.body).await {
-                Ok(accepted) => Decided {
-                    decision: accepted.decision.decision.action.as_str().to_owned(),
-                    reason: accepted.decision.decision.reason.as_str().to_owned(),
-                },
-                Err(refusal) => Decided {
-                    decision: "refused".to_owned(),
-                    reason: refusal.code().to_owned(),
-                },
-            },
-        );
+        let received = sandbox
+            .receive(&j.source, j.received_at, &j.headers, &j.body)
+            .await?;
+        decided.push(sandbox::decided(&received));
     }
     Ok(decided)
 }

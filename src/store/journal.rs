@@ -205,6 +205,31 @@ pub async fn page_after<C: ConnectionTrait>(
     decode_all(rows)
 }
 
+/// The journal read from its start, a page at a time, in journal order:
+/// `while let Some(page) = pages.next(conn).await? { … }`.
+#[derive(Debug, Default)]
+pub struct Pages {
+    after: i64,
+}
+
+impl Pages {
+    /// Rows per page.
+    const SIZE: u64 = 5_000;
+
+    /// The next page's events; `None` past the last row.
+    pub async fn next<C: ConnectionTrait>(
+        &mut self,
+        conn: &C,
+    ) -> Result<Option<Vec<StoredEvent>>, ReadError> {
+        let page = page_after(conn, self.after, Self::SIZE).await?;
+        let Some(last) = page.last() else {
+            return Ok(None);
+        };
+        self.after = last.position;
+        Ok(Some(page))
+    }
+}
+
 fn decode_all(rows: Vec<RawRow>) -> Result<Vec<StoredEvent>, ReadError> {
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
