@@ -7,7 +7,7 @@
 use clap::Subcommand;
 
 use super::{Cli, open_database, settings};
-use crate::services::{breakers, strategies};
+use crate::services::{breakers, strategies, strategy_list};
 
 #[derive(Subcommand)]
 pub(super) enum StrategiesCommand {
@@ -45,7 +45,7 @@ pub(super) async fn run(cli: &Cli, command: &StrategiesCommand) -> anyhow::Resul
 
 async fn list(cli: &Cli, json: bool) -> anyhow::Result<()> {
     let engine = super::open_engine(settings(cli)?).await?;
-    let lines = strategies::list(&engine, chrono::Utc::now()).await?;
+    let lines = strategy_list::list(&engine, chrono::Utc::now()).await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&lines)?);
         return Ok(());

@@ -1,14 +1,10 @@
-//! What exists for a business key, as one decision reads it: the
+//! What exists for a business key, as one decision reads it (`Tx::key_state`): the
 //! reservation in the fast index, else the applied effect the ledger still
 //! proves, else what a retired strategy version left. Read through the
 //! batch's key index or the database alike (`Tx`): the caller never knows
 //! which.
 
-use super::Tx;
 use super::entities::{effect, migrated_key, reservation};
-use crate::domain::journal::KeySummary;
-use crate::domain::reservation::ReservationState;
-use sea_orm::DbErr;
 
 /// What exists for a key. `through` names the older version's key a row
 /// was found under (`None`: the key itself).
@@ -48,38 +44,9 @@ impl KeyState {
     }
 }
 
-/// Reads what exists for `key` (see `KeyState`). `None` when a reservation
-/// committed between the two reads (only applied effects leave the fast
-/// index, so a ledger row in any other state is one): read again.
-pub(super) async fn read(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Option<KeyState>, DbErr> {
-    let keys = key.in_force();
-    let found = tx.reservations(&keys).await?;
-    if let Some((row, through)) = pick(&keys, found, |row| &row.key) {
-        return Ok(Some(KeyState::Reserved { row, through }));
-    }
-    let rows = tx.ledger(&keys).await?;
-    if let Some((effect, through)) = pick(&keys, rows, |row| &row.key) {
-        if effect.status != ReservationState::Applied.as_str() {
-            return Ok(None);
-        }
-        return Ok(Some(KeyState::Ledger { effect, through }));
-    }
-    if key.retired_keys.is_empty() {
-        return Ok(Some(KeyState::Nothing));
-    }
-    if let Some((alias, effect)) = tx.migrated_effects(&keys).await?.into_iter().next() {
-        return Ok(Some(KeyState::Migrated { alias, effect }));
-    }
-    let retired = tx.retired_ledger(&key.retired_keys).await?;
-    Ok(Some(match retired.into_iter().next() {
-        Some(effect) => KeyState::Retired { effect },
-        None => KeyState::Nothing,
-    }))
-}
-
 /// The row of the first of `keys` that has one (the key itself, then older
 /// versions' newest first), with the older key it was found under.
-fn pick<T>(
+pub(super) fn pick<T>(
     keys: &[String],
     mut rows: Vec<T>,
     key_of: fn(&T) -> &str,

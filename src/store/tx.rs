@@ -20,6 +20,7 @@ use super::projections::{self, deliveries, migrations};
 use super::{KeyState, journal, key_state, ledger, links, reservations};
 use crate::domain::delivery::{BodyRef, DeliveryId};
 use crate::domain::journal::{DecisionMade, JournalEvent, KeyDerived, KeySummary, KeyTaken};
+use crate::domain::reservation::ReservationState;
 
 /// A job's handle on the write transaction it runs in.
 pub struct Tx<'t> {
@@ -120,10 +121,7 @@ impl<'t> Tx<'t> {
 
     /// The reservations of `keys` (a key and older versions' keys). Without
     /// an index, on PostgreSQL, they stay locked until the commit.
-    pub(super) async fn reservations(
-        &mut self,
-        keys: &[String],
-    ) -> Result<Vec<reservation::Model>, DbErr> {
+    async fn reservations(&mut self, keys: &[String]) -> Result<Vec<reservation::Model>, DbErr> {
         let Some(index) = self.indexed(keys).await? else {
             return reservations::for_decision(self.txn, keys).await;
         };
@@ -134,7 +132,7 @@ impl<'t> Tx<'t> {
     }
 
     /// The effects ledger's rows of `keys`.
-    pub(super) async fn ledger(&mut self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
+    async fn ledger(&mut self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
         let Some(index) = self.indexed(keys).await? else {
             return ledger::of_keys(self.txn, keys).await;
         };
@@ -163,10 +161,7 @@ impl<'t> Tx<'t> {
     }
 
     /// The ledger rows of keys no index holds (retired versions' keys).
-    pub(super) async fn retired_ledger(
-        &self,
-        keys: &[String],
-    ) -> Result<Vec<effect::Model>, DbErr> {
+    async fn retired_ledger(&self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
         ledger::of_keys(self.txn, keys).await
     }
 
@@ -188,7 +183,7 @@ impl<'t> Tx<'t> {
     }
 
     /// The effects migrated keys among `keys` stand for (see `migrations`).
-    pub(super) async fn migrated_effects(
+    async fn migrated_effects(
         &self,
         keys: &[String],
     ) -> Result<Vec<(migrated_key::Model, effect::Model)>, DbErr> {
@@ -219,10 +214,35 @@ impl<'t> Tx<'t> {
         Ok((took == 1).then_some(taken))
     }
 
-    /// What exists for `key` (see `KeyState`); `None` asks the caller to
-    /// read again.
+    /// What exists for `key` (see `KeyState`): the reservation in the fast
+    /// index, else the applied effect the ledger still proves, else what a
+    /// retired version left. `None` when a reservation committed between the
+    /// two reads (only applied effects leave the fast index, so a ledger row
+    /// in any other state is one): read again.
     pub async fn key_state(&mut self, key: &KeySummary) -> Result<Option<KeyState>, DbErr> {
-        key_state::read(self, key).await
+        let keys = key.in_force();
+        let found = self.reservations(&keys).await?;
+        if let Some((row, through)) = key_state::pick(&keys, found, |row| &row.key) {
+            return Ok(Some(KeyState::Reserved { row, through }));
+        }
+        let rows = self.ledger(&keys).await?;
+        if let Some((effect, through)) = key_state::pick(&keys, rows, |row| &row.key) {
+            if effect.status != ReservationState::Applied.as_str() {
+                return Ok(None);
+            }
+            return Ok(Some(KeyState::Ledger { effect, through }));
+        }
+        if key.retired_keys.is_empty() {
+            return Ok(Some(KeyState::Nothing));
+        }
+        if let Some((alias, effect)) = self.migrated_effects(&keys).await?.into_iter().next() {
+            return Ok(Some(KeyState::Migrated { alias, effect }));
+        }
+        let retired = self.retired_ledger(&key.retired_keys).await?;
+        Ok(Some(match retired.into_iter().next() {
+            Some(effect) => KeyState::Retired { effect },
+            None => KeyState::Nothing,
+        }))
     }
 
     /// Claims the re-decision of a deferred delivery; false when another

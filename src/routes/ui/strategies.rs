@@ -12,7 +12,7 @@ use super::format::{Nav, Stamp};
 use super::html;
 use crate::auth::Principal;
 use crate::routes::error::UiError;
-use crate::services::strategies::{self, StrategyLine};
+use crate::services::strategy_list::{self, StrategyLine};
 use crate::state::AppState;
 
 /// One version as the page shows it.
@@ -40,7 +40,7 @@ pub async fn show(
     operator: Principal,
 ) -> Result<HttpResponse, UiError> {
     let now = Utc::now();
-    let lines = strategies::list(&state.engine, now)
+    let lines = strategy_list::list(&state.engine, now)
         .await
         .map_err(UiError::internal)?;
     let (used, unused): (Vec<Row>, Vec<Row>) = lines
