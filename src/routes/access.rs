@@ -170,6 +170,11 @@ fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {
         (true, Refusal::Forbidden) => ApiError::forbidden().error_response(),
         (true, Refusal::Csrf) => ApiError::csrf().error_response(),
         (true, Refusal::Storage) => ApiError::storage_unavailable().error_response(),
+        // Back to the page asked for after sign-in, when it is one to read.
+        (false, Refusal::Unauthenticated) if req.method() == Method::GET => {
+            let asked = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            super::ui::see_other(&super::ui::next::login_location(asked))
+        }
         (false, Refusal::Unauthenticated) => super::ui::see_other("/login"),
         (false, Refusal::Forbidden) => UiError::forbidden().error_response(),
         (false, Refusal::Csrf) => UiError::csrf().error_response(),

@@ -108,7 +108,8 @@ fn unauthenticated(path: &str, a: &Answer) -> bool {
     if for_programs(path) {
         a.status == StatusCode::UNAUTHORIZED && a.body.contains("\"unauthenticated\"")
     } else {
-        a.status == StatusCode::SEE_OTHER && a.location == "/login"
+        a.status == StatusCode::SEE_OTHER
+            && (a.location == "/login" || a.location.starts_with("/login?next=%2F"))
     }
 }
 
@@ -225,7 +226,10 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     // The id before the last sign-in opens nothing.
     let mut fixated = Browser::new(&app);
     fixated.cookie = Some(first);
-    assert_eq!(fixated.get("/account").await.location, "/login");
+    assert_eq!(
+        fixated.get("/account").await.location,
+        "/login?next=%2Faccount"
+    );
 
     let csrf = csrf_in(&account.body);
     let out = browser.post("/logout", &[("csrf", &csrf)]).await;
@@ -234,7 +238,10 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     assert_eq!(app.count(signed_in).await, 0);
     let mut replay = Browser::new(&app);
     replay.cookie = Some(session);
-    assert_eq!(replay.get("/account").await.location, "/login");
+    assert_eq!(
+        replay.get("/account").await.location,
+        "/login?next=%2Faccount"
+    );
 
     assert_eq!(app.journal_count("OperatorLoggedIn").await, 2);
     assert_eq!(app.journal_count("OperatorLoggedOut").await, 1);
@@ -293,7 +300,10 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
         .await;
     assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
     assert_eq!(app.journal_count("OperatorPasswordChanged").await, 1);
-    assert_eq!(browser.get("/account").await.location, "/login");
+    assert_eq!(
+        browser.get("/account").await.location,
+        "/login?next=%2Faccount"
+    );
     let mut again = Browser::new(&app);
     assert_eq!(
         again.login("eve", PASSWORD).await.status,
@@ -355,7 +365,10 @@ async fn a_disabled_operator_loses_their_sessions_and_cannot_sign_in() {
             .await
             .unwrap()
     );
-    assert_eq!(browser.get("/account").await.location, "/login");
+    assert_eq!(
+        browser.get("/account").await.location,
+        "/login?next=%2Faccount"
+    );
     assert_eq!(
         browser.login("dan", PASSWORD).await.status,
         StatusCode::UNAUTHORIZED
@@ -400,7 +413,11 @@ async fn an_idle_session_and_a_session_past_its_lifetime_are_refused() {
             }
         }
         tokio::time::sleep(Duration::from_millis(700)).await;
-        assert_eq!(browser.get("/account").await.location, "/login", "{config}");
+        assert_eq!(
+            browser.get("/account").await.location,
+            "/login?next=%2Faccount",
+            "{config}"
+        );
     }
 }
 

@@ -286,3 +286,70 @@ async fn a_sessions_api_state_change_needs_this_sites_origin_and_its_csrf_token(
     );
     assert_eq!(browser.get("/account").await.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
+    let app = crate::helpers::spawn_app().await;
+    crate::forms::operator(&app, "nora", unicity::auth::Role::Support).await;
+    // Given a person who follows a link to a filtered queue before signing in,
+    let mut browser = crate::forms::Browser::new(&app);
+    let asked = browser.get("/cases?reason=weak_match_critical").await;
+    assert_eq!(asked.status, reqwest::StatusCode::SEE_OTHER);
+    assert_eq!(
+        asked.location,
+        "/login?next=%2Fcases%3Freason%3Dweak_match_critical"
+    );
+    // when they sign in from the page they were sent to,
+    let form = browser.get(&asked.location).await;
+    assert!(
+        form.body
+            .contains(r#"name="next" value="/cases?reason=weak_match_critical""#),
+        "{}",
+        form.body
+    );
+    let csrf = crate::forms::csrf_in(&form.body);
+    let signed = browser
+        .post(
+            "/login",
+            &[
+                ("csrf", &csrf),
+                ("name", "nora"),
+                ("password", crate::forms::PASSWORD),
+                ("next", "/cases?reason=weak_match_critical"),
+            ],
+        )
+        .await;
+    // then they land on it.
+    assert_eq!(signed.status, reqwest::StatusCode::SEE_OTHER);
+    assert_eq!(signed.location, "/cases?reason=weak_match_critical");
+
+    // Another site, or a scheme, is never followed: sign-in leads home.
+    for hostile in [
+        "//evil.example/x",
+        "https://evil.example/",
+        "/\\evil.example",
+    ] {
+        let mut other = crate::forms::Browser::new(&app);
+        let form = other
+            .get(&format!(
+                "/login?{}",
+                serde_urlencoded::to_string([("next", hostile)]).unwrap()
+            ))
+            .await;
+        assert!(!form.body.contains("evil.example"), "{}", form.body);
+        let csrf = crate::forms::csrf_in(&form.body);
+        let signed = other
+            .post(
+                "/login",
+                &[
+                    ("csrf", &csrf),
+                    ("name", "nora"),
+                    ("password", crate::forms::PASSWORD),
+                    ("next", hostile),
+                ],
+            )
+            .await;
+        assert_eq!(signed.status, reqwest::StatusCode::SEE_OTHER, "{hostile}");
+        assert_eq!(signed.location, "/", "{hostile}");
+    }
+}

@@ -147,7 +147,11 @@ enum Verdict {
 fn verdict(api: bool, answer: &Raw) -> Verdict {
     match answer.status {
         401 if api && answer.body.contains("\"unauthenticated\"") => Verdict::Unauthenticated,
-        303 if !api && answer.location == "/login" => Verdict::Unauthenticated,
+        303 if !api
+            && (answer.location == "/login" || answer.location.starts_with("/login?next=%2F")) =>
+        {
+            Verdict::Unauthenticated
+        }
         403 if api && answer.body.contains("\"forbidden\"") => Verdict::Forbidden,
         403 if !api && answer.body.contains("Your role does not allow") => Verdict::Forbidden,
         // The router's own 404 has no body; a handler's says what it

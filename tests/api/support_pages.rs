@@ -105,7 +105,10 @@ async fn a_support_agent_reads_why_a_refund_was_ignored_and_which_delivery_was_f
     let anonymous = Browser::new(&app)
         .get(&format!("/deliveries/{retry}"))
         .await;
-    assert_eq!(anonymous.location, "/login");
+    assert_eq!(
+        anonymous.location,
+        format!("/login?next=%2Fdeliveries%2F{retry}")
+    );
 }
 
 /// `raw` as HTML text, with named or numeric character references.

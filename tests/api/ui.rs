@@ -19,8 +19,8 @@ async fn each_role_signs_in_sees_its_navigation_and_signs_out() {
     browser.visit("/account").await;
     assert_eq!(
         browser.path().await,
-        "/login",
-        "anonymous is sent to sign in"
+        "/login?next=%2Faccount",
+        "anonymous is sent to sign in, and back to the page after"
     );
     browser.screenshot("login").await;
     let login = browser.html().await;
@@ -57,8 +57,22 @@ async fn each_role_signs_in_sees_its_navigation_and_signs_out() {
         browser.sign_out().await;
         assert_eq!(browser.path().await, "/login");
         browser.visit("/account").await;
-        assert_eq!(browser.path().await, "/login", "signed out for good");
+        assert_eq!(
+            browser.path().await,
+            "/login?next=%2Faccount",
+            "signed out for good"
+        );
     }
+    // A link followed before signing in leads back to its page after.
+    operator(&app, "back-operator", Role::Support).await;
+    browser.visit("/cases?status=all").await;
+    assert_eq!(browser.path().await, "/login?next=%2Fcases%3Fstatus%3Dall");
+    browser.fill("input[name=name]", "back-operator").await;
+    browser.fill("input[name=password]", PASSWORD).await;
+    browser
+        .click_and_wait("form[action='/login'] button[type=submit]")
+        .await;
+    assert_eq!(browser.path().await, "/cases?status=all");
     browser.close().await;
 }
 

@@ -13,6 +13,7 @@ use secrecy::SecretString;
 use serde::Deserialize;
 
 use super::csrf::{self, CsrfForm};
+use super::next::safe;
 use super::{html, see_other};
 use crate::auth::sessions::{CSRF_KEY, OPERATOR_KEY};
 use crate::auth::throttle::MAX_NAME_BYTES;
@@ -29,30 +30,47 @@ pub struct LoginPage<'a> {
     pub csrf: &'a str,
     pub name: &'a str,
     pub error: Option<&'a str>,
+    /// The page to go back to after sign-in (`next`), when safe.
+    pub next: Option<&'a str>,
 }
 
 /// The sign-in page with a fresh form token, its cookie set.
-fn page(state: &AppState, status: StatusCode, name: &str, error: Option<&str>) -> HttpResponse {
+fn page(
+    state: &AppState,
+    status: StatusCode,
+    name: &str,
+    error: Option<&str>,
+    next: Option<&str>,
+) -> HttpResponse {
     let (csrf, cookie) = csrf::login_token(state);
     let page = LoginPage {
         csrf: &csrf,
         name,
         error,
+        next: next.and_then(safe),
     };
     let mut response = HttpResponse::build(status);
     response.cookie(cookie);
     html(response, &page)
 }
 
+/// `GET /login` query: the page asked for before signing in.
+#[derive(Deserialize)]
+pub struct Next {
+    next: Option<String>,
+}
+
 #[get("/login")]
-pub async fn show(state: web::Data<AppState>) -> HttpResponse {
-    page(&state, StatusCode::OK, "", None)
+pub async fn show(state: web::Data<AppState>, query: web::Query<Next>) -> HttpResponse {
+    page(&state, StatusCode::OK, "", None, query.next.as_deref())
 }
 
 #[derive(Deserialize)]
 pub struct LoginFields {
     name: String,
     password: SecretString,
+    #[serde(default)]
+    next: Option<String>,
 }
 
 #[post("/login")]
@@ -62,7 +80,11 @@ pub async fn submit(
     session: Session,
     form: csrf::LoginForm<LoginFields>,
 ) -> Result<HttpResponse, UiError> {
-    let LoginFields { name, password } = form.0;
+    let LoginFields {
+        name,
+        password,
+        next,
+    } = form.0;
     if name.len() > MAX_NAME_BYTES {
         return Err(UiError::bad_request(
             "This name is too long: no operator's name has more than 64 characters.",
@@ -84,7 +106,7 @@ pub async fn submit(
                 .map_err(UiError::internal)?;
             // Last: a new id for the session's state, the old one deleted.
             session.renew();
-            let mut response = see_other("/");
+            let mut response = see_other(next.as_deref().and_then(safe).unwrap_or("/"));
             response
                 .add_removal_cookie(&csrf::login_cookie_removal())
                 .map_err(UiError::internal)?;
@@ -94,7 +116,13 @@ pub async fn submit(
             throttle.failed(&name, address);
             tracing::info!("sign-in refused");
             let error = Some("Unknown name or wrong password.");
-            Ok(page(&state, StatusCode::UNAUTHORIZED, &name, error))
+            Ok(page(
+                &state,
+                StatusCode::UNAUTHORIZED,
+                &name,
+                error,
+                next.as_deref(),
+            ))
         }
         Err(error) => Err(error.into()),
     }

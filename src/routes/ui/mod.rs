@@ -18,6 +18,7 @@ pub mod fixture;
 pub mod format;
 pub mod home;
 pub mod login;
+pub mod next;
 pub mod setup;
 pub mod strategies;
 
