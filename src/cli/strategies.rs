@@ -18,6 +18,16 @@ pub(super) enum StrategiesCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Retire a version (`name@version`): print the plan — each effect it
+    /// keyed, re-derived under the current version from its retained body,
+    /// or left for reconciliation — then, unless `--dry-run`, migrate its
+    /// keys (journaled). Refused while a reservation of it is not settled.
+    /// The version is then marked `retired = true` in the configuration.
+    Retire {
+        strategy: String,
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Before retiring a version (`name@version`): re-derive, under the
     /// current version, the key of every effect it keyed from the retained
     /// body, so that a late retry still finds its effect. Then mark the version
@@ -40,6 +50,7 @@ pub(super) async fn run(cli: &Cli, command: &StrategiesCommand) -> anyhow::Resul
     match command {
         StrategiesCommand::List { json } => list(cli, *json).await,
         StrategiesCommand::Migrate { strategy } => migrate(cli, strategy).await,
+        StrategiesCommand::Retire { strategy, dry_run } => retire(cli, strategy, *dry_run).await,
     }
 }
 
@@ -86,6 +97,49 @@ async fn list(cli: &Cli, json: bool) -> anyhow::Result<()> {
         );
         println!("{:<36} fingerprint {}", "", l.fingerprint);
     }
+    Ok(())
+}
+
+async fn retire(cli: &Cli, strategy: &str, dry_run: bool) -> anyhow::Result<()> {
+    let settings = settings(cli)?;
+    let db = open_database(cli).await?;
+    let plan = strategies::plan(
+        &db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        strategy,
+    )
+    .await?;
+    let migrated = plan.keys.iter().filter(|k| k.to_key.is_some()).count();
+    println!(
+        "{strategy} → {}: {} effect key(s), {migrated} re-derived from their bodies, {} left for reconciliation",
+        plan.to,
+        plan.keys.len(),
+        plan.keys.len() - migrated
+    );
+    for key in &plan.keys {
+        match (&key.to_key, &key.reason) {
+            (Some(to), _) => println!("  {} → {to}", key.from_key),
+            (None, reason) => println!(
+                "  {} stays, for reconciliation ({})",
+                key.from_key,
+                reason.as_deref().unwrap_or("no current key")
+            ),
+        }
+    }
+    if plan.unsettled > 0 {
+        anyhow::bail!(
+            "{strategy} holds {} reservation(s) not settled yet (reserved, or outcome unknown): settle them before retiring it",
+            plan.unsettled
+        );
+    }
+    if dry_run {
+        println!("dry run: nothing written");
+        return Ok(());
+    }
+    migrate(cli, strategy).await?;
+    println!("now set `retired = true` on {strategy} in the configuration, and restart");
     Ok(())
 }
 

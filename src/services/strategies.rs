@@ -94,20 +94,31 @@ const BODY_PURGED: &str = "body_purged";
 const SOURCE_GONE: &str = "source_not_configured";
 const NO_CURRENT_KEY: &str = "no_current_key";
 
-/// Migrates the identities `strategy` (`name@version`) keyed before it is
-/// retired: every effect in the ledger under one of its keys is re-derived
-/// under the current configuration from the body of the delivery that asked
-/// for it, and the newer key is recorded to stand for that effect. An effect
-/// whose body is gone (or that no current strategy keys) keeps only its old
-/// key: a late retry found through it goes to reconciliation. One
-/// transaction, journaled (`KeyMigrated` per effect, then `StrategyMigrated`).
-pub async fn migrate(
+/// What retiring a strategy version would do, read before anything is
+/// written (`unicity strategies retire --dry-run` prints it).
+#[derive(Debug, Clone)]
+pub struct MigrationPlan {
+    pub strategy: String,
+    /// `name@version` the keys are re-derived under.
+    pub to: String,
+    /// Each effect's key, and what stands for it after.
+    pub keys: Vec<KeyMigrated>,
+    /// Reservations of the version not settled yet (reserved or unknown):
+    /// while any is, the version is not retired.
+    pub unsettled: u64,
+}
+
+/// Plans the migration of the identities `strategy` (`name@version`) keyed:
+/// every effect in the ledger under one of its keys re-derived under the
+/// current configuration from the body of the delivery that asked for it.
+/// Reads only.
+pub async fn plan(
     db: &DatabaseConnection,
     catalog: &Catalog,
     sources: &[Source],
     secret: &KeySecret,
     strategy: &str,
-) -> anyhow::Result<StrategyMigrated> {
+) -> anyhow::Result<MigrationPlan> {
     let (name, version) = strategy
         .split_once('@')
         .and_then(|(n, v)| Some((n, v.parse::<u32>().ok()?)))
@@ -125,7 +136,6 @@ pub async fn migrate(
         bail!("{strategy} was already migrated");
     }
     let keyed = crate::store::ledger::keyed_by(db, strategy).await?;
-    // Read everything first, then write in one short transaction.
     let mut events = Vec::with_capacity(keyed.len());
     for effect in keyed {
         let (to_key, discriminants, reason) =
@@ -141,6 +151,39 @@ pub async fn migrate(
             discriminants,
             reason,
         });
+    }
+    let unsettled = crate::store::strategy_usage::unsettled(db, strategy).await?;
+    Ok(MigrationPlan {
+        strategy: strategy.to_owned(),
+        to: current.strategy_ref().to_string(),
+        keys: events,
+        unsettled: u64::try_from(unsettled).unwrap_or_default(),
+    })
+}
+
+/// Migrates the identities `strategy` (`name@version`) keyed before it is
+/// retired (see `plan`): the newer key is recorded to stand for each effect.
+/// An effect whose body is gone (or that no current strategy keys) keeps
+/// only its old key: a late retry found through it goes to reconciliation.
+/// Refused while a reservation of the version is not settled. One
+/// transaction, journaled (`KeyMigrated` per effect, then `StrategyMigrated`).
+pub async fn migrate(
+    db: &DatabaseConnection,
+    catalog: &Catalog,
+    sources: &[Source],
+    secret: &KeySecret,
+    strategy: &str,
+) -> anyhow::Result<StrategyMigrated> {
+    let MigrationPlan {
+        to,
+        keys: events,
+        unsettled,
+        ..
+    } = plan(db, catalog, sources, secret, strategy).await?;
+    if unsettled > 0 {
+        bail!(
+            "{strategy} holds {unsettled} reservation(s) not settled yet (reserved, or outcome unknown): settle them before retiring it"
+        );
     }
     let migrated = events.iter().filter(|e| e.to_key.is_some()).count() as u64;
     let unmigrated = events.len() as u64 - migrated;
@@ -160,7 +203,7 @@ pub async fn migrate(
             .await
     })
     .await?;
-    tracing::info!(strategy, to = %current.strategy_ref(), migrated, unmigrated, "strategy keys migrated");
+    tracing::info!(strategy, to = %to, migrated, unmigrated, "strategy keys migrated");
     Ok(done)
 }
 

@@ -101,3 +101,25 @@ pub async fn open_cases<C: ConnectionTrait>(conn: &C) -> Result<Vec<PerStrategy>
     )
     .await
 }
+
+/// Reservations of `strategy` (`name@version`) not settled: reserved (an
+/// effect in flight, or being applied) or whose outcome is unknown.
+pub async fn unsettled<C: ConnectionTrait>(conn: &C, strategy: &str) -> Result<i64, DbErr> {
+    let backend = conn.get_database_backend();
+    let (low, high) = match backend {
+        DbBackend::Postgres => ("$1", "$2"),
+        _ => ("?", "?"),
+    };
+    let sql = format!(
+        "SELECT COUNT(*) AS n FROM reservations WHERE key >= {low} AND key < {high} \
+         AND state IN ('reserved', 'pending', 'unknown')"
+    );
+    let row = conn
+        .query_one_raw(Statement::from_sql_and_values(
+            backend,
+            sql,
+            [format!("{strategy}:").into(), format!("{strategy};").into()],
+        ))
+        .await?;
+    row.map_or(Ok(0), |r| r.try_get::<i64>("", "n"))
+}

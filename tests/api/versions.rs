@@ -462,3 +462,54 @@ async fn a_strategy_added_above_another_in_the_hierarchy_never_reprocesses_what_
         "refunded twice after the upgrade"
     );
 }
+
+#[tokio::test]
+async fn a_version_with_an_unsettled_effect_is_not_retired_and_its_plan_writes_nothing() {
+    let v1 = || version(1, "1h", &["amount"]);
+    let v2 = || version(2, "1h", &["amount", "currency"]);
+    let (url, _dir) = fresh_database().await;
+    // Given v1 keyed a refund whose downstream applied it but never answered
+    // in time: its outcome is unknown,
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = spawn_on(&url, &config(&downstream, &[v1()]), None).await;
+    let sent = app.post_signed("hmac", &refund(1500)).await;
+    assert_eq!(sent.json["strategy"], "vref@1", "{}", sent.json);
+    app.wait_journal("EffectOutcomeUnknown", 1).await;
+    let settings = test_settings(&url, &config(&downstream, &[v1(), v2()]));
+    let plan = || {
+        unicity::services::strategies::plan(
+            &app.db,
+            &settings.catalog,
+            &settings.sources,
+            &settings.key_secret,
+            "vref@1",
+        )
+    };
+    // when retiring v1 is planned, the plan names its key, re-derived under
+    // v2, and the reservation not settled,
+    let planned = plan().await.expect("a plan");
+    assert_eq!(planned.to, "vref@2");
+    assert_eq!(planned.keys.len(), 1);
+    assert!(
+        planned.keys[0]
+            .to_key
+            .as_deref()
+            .is_some_and(|k| k.starts_with("vref@2:"))
+    );
+    assert_eq!(planned.unsettled, 1);
+    // and planning wrote nothing;
+    assert_eq!(app.journal_count("KeyMigrated").await, 0);
+    // then the migration is refused while the outcome is unknown.
+    let refused = unicity::services::strategies::migrate(
+        &app.db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        "vref@1",
+    )
+    .await
+    .expect_err("refused");
+    assert!(refused.to_string().contains("not settled"), "{refused}");
+    assert_eq!(app.journal_count("KeyMigrated").await, 0);
+    assert_eq!(app.journal_count("StrategyMigrated").await, 0);
+}
