@@ -152,6 +152,7 @@ impl Application {
         }
         let state = web::Data::new(AppState {
             engine: engine.clone(),
+            config_text: settings.config_text.clone(),
             sources,
             access: AccessState {
                 throttle: LoginThrottle::new(

@@ -13,6 +13,8 @@ use crate::services::engine::SharedEngine;
 
 pub struct AppState {
     pub engine: SharedEngine,
+    /// The configuration's text, for a candidate's replay (`services::shadow`).
+    pub config_text: String,
     pub sources: HashMap<String, Arc<Source>>,
     pub access: AccessState,
 }

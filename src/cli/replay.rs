@@ -39,6 +39,7 @@ pub(super) async fn run(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<()> {
         from: args.from,
         to: args.to,
         source: args.source.clone(),
+        most: None,
     };
     let scratch =
         std::env::temp_dir().join(format!("unicity-shadow-{}", uuid::Uuid::now_v7().simple()));

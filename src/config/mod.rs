@@ -46,6 +46,9 @@ pub struct Settings {
     /// Where `/metrics` is also served to anyone who can connect, alone
     /// (`--metrics-listen`); the main listener serves it to operators only.
     pub metrics_listen: Option<String>,
+    /// The configuration's text, for what is decided again on scratch
+    /// databases (`services::sandbox`): its strategies and engine settings.
+    pub config_text: String,
     pub database_url: String,
     pub sources: Vec<Source>,
     pub catalog: Catalog,
@@ -131,6 +134,7 @@ impl Settings {
         Ok(Self {
             listen,
             metrics_listen: None,
+            config_text: text.to_owned(),
             database_url,
             sources,
             catalog,

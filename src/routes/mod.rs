@@ -87,6 +87,7 @@ routes! {
     POST "/cases/{id}/lookup" => ui::case_forms::lookup, Requires(Action::ResolveSomeCases);
     GET "/dashboard" => ui::dashboard::show, Requires(Action::ReadDeliveries);
     GET "/strategies" => ui::strategies::show, Requires(Action::ViewStrategies);
+    POST "/strategies/replay" => ui::replay::replay, Requires(Action::Replay);
     POST "/dashboard/breakers/reset" => ui::dashboard::reset, Requires(Action::ResetBreakers);
 }
 

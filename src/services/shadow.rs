@@ -29,6 +29,9 @@ pub struct Window {
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
     pub source: Option<String>,
+    /// Refuse a window holding more deliveries than this (the page's limit;
+    /// the command line has none).
+    pub most: Option<usize>,
 }
 
 /// One delivery as the journal holds it.
@@ -122,6 +125,12 @@ pub async fn shadow(
     scratch: &std::path::Path,
 ) -> anyhow::Result<ShadowReport> {
     let (journaled, skipped) = read(db, window).await?;
+    if let Some(most) = window.most.filter(|most| journaled.len() > *most) {
+        anyhow::bail!(
+            "{} deliveries in this window, more than the {most} a page replays: narrow the window, or run `unicity replay`",
+            journaled.len()
+        );
+    }
     let origins: Vec<Origin> = journaled.iter().map(|j| j.origin.clone()).collect();
     let live_text = sandbox::configuration(base, None, &origins)?;
     let candidate_text = sandbox::configuration(base, Some(candidate), &origins)?;

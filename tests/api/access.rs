@@ -67,6 +67,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
         ),
         ("GET", "/dashboard", Some(EVERYONE)),
         ("GET", "/strategies", Some(&[Engineer, Admin])),
+        ("POST", "/strategies/replay", Some(&[Engineer, Admin])),
         (
             "POST",
             "/dashboard/breakers/reset",

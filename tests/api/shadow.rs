@@ -3,6 +3,7 @@
 
 use unicity::services::shadow::{self, Change, Window};
 
+use crate::forms::{csrf_in, signed_in};
 use crate::helpers::{Counts, TEST_SOURCES, id_of, refund, spawn_app};
 
 /// A candidate that keys refunds on the payment alone: it drops the refund
@@ -104,4 +105,76 @@ async fn a_candidate_with_anything_but_strategies_and_hierarchies_is_refused() {
     )
     .await;
     assert!(refused.is_err());
+}
+
+#[tokio::test]
+async fn an_engineer_replays_a_candidate_from_the_strategies_page_and_sees_the_merge_first() {
+    let app = spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_shp", 700, Some("rr_shp_a")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let second = app
+        .post_signed("hmac", &refund("pay_shp", 700, Some("rr_shp_b")))
+        .await;
+    assert_eq!(second.json["decision"], "process", "{}", second.json);
+    app.wait_applied(2).await;
+
+    // Support may not replay.
+    let mut support = signed_in(&app, "sam", unicity::auth::Role::Support).await;
+    let refused = support
+        .post("/strategies/replay", &[("candidate", PAYMENT_ONLY)])
+        .await;
+    assert_eq!(refused.status, reqwest::StatusCode::FORBIDDEN);
+
+    // An engineer pastes the candidate into the Strategies page's form,
+    let mut engineer = signed_in(&app, "eli", unicity::auth::Role::Engineer).await;
+    let page = engineer.get("/strategies").await;
+    assert!(
+        page.body.contains(r#"action="/strategies/replay""#),
+        "{}",
+        page.body
+    );
+    let csrf = csrf_in(&page.body);
+    let answer = engineer
+        .post(
+            "/strategies/replay",
+            &[
+                ("csrf", &csrf),
+                ("candidate", PAYMENT_ONLY),
+                ("hours", "24"),
+            ],
+        )
+        .await;
+    // and sees the second refund merged into the first, linked.
+    assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.body);
+    assert!(
+        answer.body.contains(r#"<span id="noise">0</span>"#),
+        "{}",
+        answer.body
+    );
+    let merge = &answer.body[answer
+        .body
+        .find(r#"<tr class="change merge">"#)
+        .expect("a merge")..];
+    assert!(merge.contains("merge: effects may be lost"));
+    assert!(
+        merge.contains(&format!(r#"href="/deliveries/{}""#, id_of(&second))),
+        "{merge}"
+    );
+    // A candidate with anything but strategies and hierarchies is refused,
+    // and the form comes back with it.
+    let bad = engineer
+        .post(
+            "/strategies/replay",
+            &[
+                ("csrf", &csrf),
+                ("candidate", "[[sinks]]\nkind = \"record\"\n"),
+            ],
+        )
+        .await;
+    assert_eq!(bad.status, reqwest::StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("not `sinks`"), "{}", bad.body);
+    assert!(bad.body.contains("[[sinks]]"), "the candidate is kept");
 }

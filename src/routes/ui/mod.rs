@@ -19,6 +19,7 @@ pub mod format;
 pub mod home;
 pub mod login;
 pub mod next;
+pub mod replay;
 pub mod setup;
 pub mod strategies;
 

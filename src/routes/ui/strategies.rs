@@ -31,6 +31,11 @@ pub struct StrategiesPage {
     /// Versions that keyed something, then the others.
     pub used: Vec<Row>,
     pub unused: Vec<Row>,
+    /// May replay a candidate (the form is shown).
+    pub can_replay: bool,
+    /// The candidate form's fields, empty.
+    pub candidate: &'static str,
+    pub hours: i64,
 }
 
 #[get("/strategies")]
@@ -62,6 +67,9 @@ pub async fn show(
         nav: Nav::new(&session, &operator, "strategies")?,
         used,
         unused,
+        can_replay: operator.may(crate::auth::Action::Replay),
+        candidate: "",
+        hours: 24,
     };
     Ok(html(HttpResponse::Ok(), &page))
 }
