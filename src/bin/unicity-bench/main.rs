@@ -118,6 +118,12 @@ struct Cli {
     /// (see `queue.rs`).
     #[arg(long, default_value_t = 0, value_name = "N")]
     queue_cases: usize,
+    /// After the run, replay its journal with this candidate strategy set
+    /// (`unicity replay`'s shadow replay: the live set and the candidate, on
+    /// scratch SQLite databases) and report the deliveries replayed per
+    /// second, the noise and the merges.
+    #[arg(long, value_name = "FILE")]
+    shadow_candidate: Option<PathBuf>,
     /// Unicity server processes on the database (PostgreSQL): this one and
     /// `N - 1` more, the clients spread across them.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -372,6 +378,9 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         emit(&report.table())?;
     }
     emit(&report.json_line()?)?;
+    if let Some(candidate) = &cli.shadow_candidate {
+        shadow(cli, fresh, candidate).await?;
+    }
 
     if failures > 0 {
         for sample in &sent.samples {
@@ -385,6 +394,60 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
             sent.transport_errors
         );
     }
+    Ok(())
+}
+
+/// Replays the run's journal with `candidate` and reports how fast.
+async fn shadow(cli: &Cli, fresh: &Fresh, candidate: &std::path::Path) -> anyhow::Result<()> {
+    let candidate = std::fs::read_to_string(candidate)?;
+    let scratch = cli
+        .sqlite_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!(
+            "unicity-bench-shadow-{}",
+            uuid::Uuid::now_v7().simple()
+        ));
+    std::fs::create_dir_all(&scratch)?;
+    note!("unicity-bench: shadow replay of the run's journal with the candidate");
+    let db = unicity::store::connect(&fresh.url).await?;
+    let replayed = unicity::services::shadow::shadow(
+        &db,
+        server::CONFIGURATION,
+        &candidate,
+        &unicity::services::shadow::Window::default(),
+        &scratch,
+    )
+    .await;
+    let _ = db.close().await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    let report = replayed?;
+    let merges: usize = report
+        .changes
+        .iter()
+        .filter(|c| c.change == unicity::services::shadow::Change::Merge)
+        .map(|c| c.deliveries)
+        .sum();
+    let per_replay = report.replayed as f64 / report.elapsed_secs.max(1e-9);
+    println!(
+        "shadow replay              {} deliveries, twice, in {:.1} s: {per_replay:.0} deliveries/s per replay (target >= 5000: {}), noise {}, merges {merges}",
+        report.replayed,
+        report.elapsed_secs,
+        if per_replay >= 5000.0 { "ok" } else { "MISSED" },
+        report.noise.len()
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "shadow": {
+                "replayed": report.replayed,
+                "elapsed_s": report.elapsed_secs,
+                "per_s_per_replay": per_replay,
+                "noise": report.noise.len(),
+                "merges": merges,
+            }
+        })
+    );
     Ok(())
 }
 

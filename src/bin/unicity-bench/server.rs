@@ -17,6 +17,9 @@ const NOREFID_SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const STRIPE_SECRET: &str = "whsec_bench_stripe_secret";
 const KEY_SECRET: &str = "unicity-bench-key-secret-0123456789abcdef";
 
+/// The server's configuration: its sources, the strategies built in.
+pub const CONFIGURATION: &str = SOURCES;
+
 const SOURCES: &str = r#"
 [[sources]]
 slug = "bench-norefid"
