@@ -55,28 +55,23 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
                 "applied by the legacy handler more often than Unicity would have (double effects): {}",
                 report.applied_twice_by_legacy.len()
             );
-            for d in &report.applied_twice_by_legacy {
-                println!(
-                    "  {} amount {}: legacy {} ×, Unicity {} ×",
-                    d.resource,
-                    amount(&d.amount),
-                    d.legacy,
-                    d.unicity
-                );
-            }
+            let lines = |list: &[observe::Disagreement]| {
+                for d in list {
+                    println!(
+                        "  {} amount {}: legacy {} ×, Unicity {} ×",
+                        d.resource,
+                        amount(&d.amount),
+                        d.legacy,
+                        d.unicity
+                    );
+                }
+            };
+            lines(&report.applied_twice_by_legacy);
             println!(
                 "applied by Unicity and never by the legacy handler (lost effects): {}",
                 report.missed_by_legacy.len()
             );
-            for d in &report.missed_by_legacy {
-                println!(
-                    "  {} amount {}: legacy {} ×, Unicity {} ×",
-                    d.resource,
-                    amount(&d.amount),
-                    d.legacy,
-                    d.unicity
-                );
-            }
+            lines(&report.missed_by_legacy);
             println!("sent to a person by Unicity: {}", report.for_a_person.len());
             for h in &report.for_a_person {
                 println!("  {} ({})", h.delivery_id, h.reason);

@@ -128,18 +128,21 @@ async fn retire(cli: &Cli, strategy: &str, dry_run: bool) -> anyhow::Result<()> 
             ),
         }
     }
-    if plan.unsettled > 0 {
-        anyhow::bail!(
-            "{strategy} holds {} reservation(s) not settled yet (reserved, or outcome unknown): settle them before retiring it",
-            plan.unsettled
-        );
-    }
     if dry_run {
+        if plan.unsettled > 0 {
+            println!(
+                "{} reservation(s) not settled yet: retiring is refused until they are",
+                plan.unsettled
+            );
+        }
         println!("dry run: nothing written");
         return Ok(());
     }
-    migrate(cli, strategy).await?;
-    println!("now set `retired = true` on {strategy} in the configuration, and restart");
+    let done = strategies::apply(&db, plan).await?;
+    println!(
+        "{strategy}: {} keys migrated, {} left for reconciliation; now set `retired = true` on it in the configuration, and restart",
+        done.migrated, done.unmigrated
+    );
     Ok(())
 }
 

@@ -162,11 +162,7 @@ pub async fn plan(
 }
 
 /// Migrates the identities `strategy` (`name@version`) keyed before it is
-/// retired (see `plan`): the newer key is recorded to stand for each effect.
-/// An effect whose body is gone (or that no current strategy keys) keeps
-/// only its old key: a late retry found through it goes to reconciliation.
-/// Refused while a reservation of the version is not settled. One
-/// transaction, journaled (`KeyMigrated` per effect, then `StrategyMigrated`).
+/// retired: `plan`, then `apply`.
 pub async fn migrate(
     db: &DatabaseConnection,
     catalog: &Catalog,
@@ -174,22 +170,34 @@ pub async fn migrate(
     secret: &KeySecret,
     strategy: &str,
 ) -> anyhow::Result<StrategyMigrated> {
+    apply(db, plan(db, catalog, sources, secret, strategy).await?).await
+}
+
+/// Writes `plan`: the newer key is recorded to stand for each effect. An
+/// effect whose body is gone (or that no current strategy keys) keeps only
+/// its old key: a late retry found through it goes to reconciliation.
+/// Refused while a reservation of the version is not settled. One
+/// transaction, journaled (`KeyMigrated` per effect, then `StrategyMigrated`).
+pub async fn apply(
+    db: &DatabaseConnection,
+    plan: MigrationPlan,
+) -> anyhow::Result<StrategyMigrated> {
     let MigrationPlan {
+        strategy,
         to,
         keys: events,
         unsettled,
-        ..
-    } = plan(db, catalog, sources, secret, strategy).await?;
+    } = plan;
     if unsettled > 0 {
         bail!(
-            "{strategy} holds {unsettled} reservation(s) not settled yet (reserved, or outcome unknown): settle them before retiring it"
+            "{strategy} holds {unsettled} reservation(s) not settled yet (reserved, being applied, or outcome unknown): settle them before retiring it"
         );
     }
     let migrated = events.iter().filter(|e| e.to_key.is_some()).count() as u64;
     let unmigrated = events.len() as u64 - migrated;
     let now = Utc::now();
     let done = StrategyMigrated {
-        strategy: strategy.to_owned(),
+        strategy: strategy.clone(),
         migrated,
         unmigrated,
     };
@@ -203,7 +211,7 @@ pub async fn migrate(
             .await
     })
     .await?;
-    tracing::info!(strategy, to = %to, migrated, unmigrated, "strategy keys migrated");
+    tracing::info!(strategy = %strategy, to = %to, migrated, unmigrated, "strategy keys migrated");
     Ok(done)
 }
 
