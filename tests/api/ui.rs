@@ -50,6 +50,17 @@ async fn each_role_signs_in_sees_its_navigation_and_signs_out() {
             browser.visit("/strategies").await;
             assert!(browser.text().await.contains("norefid-refund-ref@1"));
             browser.screenshot("strategies").await;
+            browser
+                .fill(
+                    "textarea[name=candidate]",
+                    include_str!("../../src/bin/unicity-bench/candidate-payment-only.toml"),
+                )
+                .await;
+            browser
+                .click_and_wait("form[action='/strategies/replay'] button[type=submit]")
+                .await;
+            assert!(browser.text().await.contains("Deliveries replayed"));
+            browser.screenshot("strategies-replay").await;
             browser.visit("/dashboard").await;
             assert!(browser.text().await.contains("Decided on a strong key"));
             browser.screenshot("dashboard-headline").await;
