@@ -22,11 +22,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 use chrono::{DateTime, TimeDelta, Utc};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, TransactionTrait};
 use unicity::config::Source;
 use unicity::domain::delivery::{BodyParse, DeliveryId, REDACTED};
 use unicity::domain::journal::{DeliveryReceived, JournalEvent};
 
+use crate::history_rows::Batch;
 use crate::payloads::{Facts, Provider};
 use crate::prng::hash3;
 use crate::server;
@@ -62,154 +63,6 @@ pub struct HistoryRow {
     pub facts: Facts,
     pub kind: Kind,
     pub body: Vec<u8>,
-}
-
-/// Rows for one table, bound values in column order.
-struct Table {
-    /// `INSERT INTO t (cols) VALUES` …
-    head: &'static str,
-    /// One row's placeholders, `{}` for each bound value, literals inline.
-    row: &'static str,
-    /// … `ON CONFLICT …` or empty.
-    tail: &'static str,
-    values: Vec<Value>,
-    rows: usize,
-}
-
-impl Table {
-    fn new(head: &'static str, row: &'static str, tail: &'static str) -> Self {
-        Self {
-            head,
-            row,
-            tail,
-            values: Vec::new(),
-            rows: 0,
-        }
-    }
-
-    fn push(&mut self, values: impl IntoIterator<Item = Value>) {
-        self.values.extend(values);
-        self.rows += 1;
-    }
-
-    /// The multi-row statement for the backend (`?` or `$n` placeholders).
-    fn statement(self, backend: DbBackend) -> Option<Statement> {
-        if self.rows == 0 {
-            return None;
-        }
-        let mut sql = String::with_capacity(self.head.len() + self.rows * (self.row.len() + 16));
-        sql.push_str(self.head);
-        let mut n = 0;
-        for r in 0..self.rows {
-            if r > 0 {
-                sql.push(',');
-            }
-            for (i, piece) in self.row.split("{}").enumerate() {
-                if i > 0 {
-                    n += 1;
-                    match backend {
-                        DbBackend::Postgres => sql.push_str(&format!("${n}")),
-                        _ => sql.push('?'),
-                    }
-                }
-                sql.push_str(piece);
-            }
-        }
-        sql.push_str(self.tail);
-        Some(Statement::from_sql_and_values(backend, sql, self.values))
-    }
-}
-
-/// One statement's worth of rows for every table.
-struct Batch {
-    journal: Table,
-    raw_bodies: Table,
-    deliveries: Table,
-    transport_links: Table,
-    reservations: Table,
-    effects: Table,
-    effect_deliveries: Table,
-    delivered: u64,
-    retries: u64,
-}
-
-impl Batch {
-    fn new(backend: DbBackend) -> Self {
-        Self {
-            journal: Table::new(
-                "INSERT INTO journal (delivery_id, event_type, event_version, data, recorded_at) VALUES ",
-                // `data` is bound as JSON text (serialised on the generator thread).
-                match backend {
-                    DbBackend::Postgres => "({}, 'DeliveryReceived', 1, CAST({} AS JSONB), {})",
-                    _ => "({}, 'DeliveryReceived', 1, {}, {})",
-                },
-                "",
-            ),
-            raw_bodies: Table::new(
-                "INSERT INTO raw_bodies (sha256, body, size, stored_at, redacted_at) VALUES ",
-                "({}, {}, {}, {}, NULL)",
-                " ON CONFLICT DO NOTHING",
-            ),
-            deliveries: Table::new(
-                "INSERT INTO deliveries (delivery_id, source, tenant, provider, environment, received_at, status, \
-                 event_type, provider_event_id, resource, \
-                 transport_key, business_key, strategy, strength, decision, reason, layer) VALUES ",
-                "({}, {}, {}, {}, {}, {}, 'received', 'refund.created', {}, {}, {}, {}, 'history@1', 'strong', 'process', 'new_key', 'business')",
-                "",
-            ),
-            transport_links: Table::new(
-                "INSERT INTO transport_links (transport_key, first_delivery_id, body_fingerprint, business_key, created_at) VALUES ",
-                "({}, {}, {}, {}, {})",
-                " ON CONFLICT DO NOTHING",
-            ),
-            reservations: Table::new(
-                "INSERT INTO reservations (key, strategy, strength, effect_type, criticality, state, fencing_token, \
-                 lease_until, first_delivery_id, effect_id, discriminants, expires_at, updated_at) VALUES ",
-                match backend {
-                    DbBackend::Postgres => {
-                        "({}, 'history@1', 'strong', 'refund.create', 'critical', 'applied', 1, NULL, {}, {}, CAST('{ }' AS JSONB), {}, {})"
-                    }
-                    _ => {
-                        "({}, 'history@1', 'strong', 'refund.create', 'critical', 'applied', 1, NULL, {}, {}, '{ }', {}, {})"
-                    }
-                },
-                "",
-            ),
-            effects: Table::new(
-                "INSERT INTO effects (effect_id, key, effect_type, criticality, status, sink, result, downstream_ref, \
-                 first_delivery_id, discriminants, created_at, settled_at, evidence_purged_at) VALUES ",
-                match backend {
-                    DbBackend::Postgres => {
-                        "({}, {}, 'refund.create', 'critical', 'applied', 'record', NULL, NULL, {}, CAST('{ }' AS JSONB), {}, {}, NULL)"
-                    }
-                    _ => {
-                        "({}, {}, 'refund.create', 'critical', 'applied', 'record', NULL, NULL, {}, '{ }', {}, {}, NULL)"
-                    }
-                },
-                "",
-            ),
-            effect_deliveries: Table::new(
-                "INSERT INTO effect_deliveries (effect_id, delivery_id, linked_at) VALUES ",
-                "({}, {}, {})",
-                "",
-            ),
-            delivered: 0,
-            retries: 0,
-        }
-    }
-
-    /// Tables in insertion order.
-    fn tables(self) -> [Table; 7] {
-        [
-            self.raw_bodies,
-            self.journal,
-            self.deliveries,
-            self.transport_links,
-            self.reservations,
-            self.effects,
-            self.effect_deliveries,
-        ]
-    }
 }
 
 /// Renders history rows into batches, on its own thread.

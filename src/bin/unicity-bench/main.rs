@@ -29,12 +29,15 @@ mod checks;
 mod database;
 mod flood;
 mod history;
+mod history_rows;
+mod io;
 mod load;
 mod payloads;
 use unicity::simulate::prng;
 mod queue;
 mod report;
 mod server;
+mod shadow;
 mod work;
 mod workload;
 
@@ -47,7 +50,8 @@ use anyhow::{Context, bail};
 use clap::Parser;
 
 use database::{Backend, Fresh};
-use report::{IoPerOp, Phase, Report};
+use io::IoPerOp;
+use report::{Phase, Report};
 use work::Side;
 use workload::Plan;
 
@@ -379,7 +383,7 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
     }
     emit(&report.json_line()?)?;
     if let Some(candidate) = &cli.shadow_candidate {
-        shadow(cli, fresh, candidate).await?;
+        shadow::run(cli.sqlite_dir.as_deref(), fresh, candidate).await?;
     }
 
     if failures > 0 {
@@ -398,59 +402,6 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
 }
 
 /// Replays the run's journal with `candidate` and reports how fast.
-async fn shadow(cli: &Cli, fresh: &Fresh, candidate: &std::path::Path) -> anyhow::Result<()> {
-    let candidate = std::fs::read_to_string(candidate)?;
-    let scratch = cli
-        .sqlite_dir
-        .clone()
-        .unwrap_or_else(std::env::temp_dir)
-        .join(format!(
-            "unicity-bench-shadow-{}",
-            uuid::Uuid::now_v7().simple()
-        ));
-    std::fs::create_dir_all(&scratch)?;
-    note!("unicity-bench: shadow replay of the run's journal with the candidate");
-    let db = unicity::store::connect(&fresh.url).await?;
-    let replayed = unicity::services::shadow::shadow(
-        &db,
-        server::CONFIGURATION,
-        &candidate,
-        &unicity::services::shadow::Window::default(),
-        &scratch,
-    )
-    .await;
-    let _ = db.close().await;
-    let _ = std::fs::remove_dir_all(&scratch);
-    let report = replayed?;
-    let merges: usize = report
-        .changes
-        .iter()
-        .filter(|c| c.change == unicity::services::shadow::Change::Merge)
-        .map(|c| c.deliveries)
-        .sum();
-    let per_replay = report.replayed as f64 / report.elapsed_secs.max(1e-9);
-    println!(
-        "shadow replay              {} deliveries, twice, in {:.1} s: {per_replay:.0} deliveries/s per replay (target >= 5000: {}), noise {}, merges {merges}",
-        report.replayed,
-        report.elapsed_secs,
-        if per_replay >= 5000.0 { "ok" } else { "MISSED" },
-        report.noise.len()
-    );
-    println!(
-        "{}",
-        serde_json::json!({
-            "shadow": {
-                "replayed": report.replayed,
-                "elapsed_s": report.elapsed_secs,
-                "per_s_per_replay": per_replay,
-                "noise": report.noise.len(),
-                "merges": merges,
-            }
-        })
-    );
-    Ok(())
-}
-
 async fn run_flood(cli: &Cli, fresh: &Fresh, base_url: &str) -> anyhow::Result<()> {
     let report = flood::run(flood::FloodArgs {
         backend: cli.backend,

@@ -306,7 +306,7 @@ impl Meter<'_> {
     ) -> anyhow::Result<(T, Io)> {
         // PostgreSQL writes in its own processes: this one's I/O says nothing.
         let sqlite = self.backend == crate::database::Backend::Sqlite;
-        let io_now = || sqlite.then(crate::report::IoCounters::now).flatten();
+        let io_now = || sqlite.then(crate::io::IoCounters::now).flatten();
         let tables = Tables::read_at(self.url, side).await?;
         let cpu = Cpu::now(self.backend, &self.others);
         let io = io_now();
@@ -323,10 +323,7 @@ impl Meter<'_> {
 }
 
 /// This process's I/O counters before and after a phase.
-pub type Io = (
-    Option<crate::report::IoCounters>,
-    Option<crate::report::IoCounters>,
-);
+pub type Io = (Option<crate::io::IoCounters>, Option<crate::io::IoCounters>);
 
 /// One phase's cost, per operation.
 #[derive(Debug, Clone, Serialize)]
