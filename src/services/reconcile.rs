@@ -10,6 +10,8 @@
 //! written in one.
 
 use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::effects::Journaled;
@@ -22,7 +24,9 @@ use crate::domain::journal::{DiscrepancyFound, DiscrepancyKind, JournalEvent, Re
 use crate::domain::reconcile::{self, Effect, Operation, Window};
 use crate::domain::reservation::ReservationState;
 use crate::providers::lookup::Lookup;
+use crate::store::Tx;
 use crate::store::entities::effect;
+use crate::store::writer::WriteJob;
 
 /// What one run found for one provider, as journaled.
 pub type Run = ReconciliationRan;
@@ -170,28 +174,10 @@ async fn ledger_effect(
 /// Opens each discrepancy's case (once) and journals the run.
 async fn journal(
     engine: &SharedEngine,
-    mut ran: ReconciliationRan,
+    ran: ReconciliationRan,
     found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
 ) -> anyhow::Result<Run> {
-    let written = engine
-        .writer
-        .run(move |tx| {
-            Box::pin(async move {
-                let at = Utc::now();
-                for (delivery, event) in found {
-                    if tx
-                        .claim(delivery, &JournalEvent::DiscrepancyFound(event), at)
-                        .await?
-                    {
-                        ran.opened += 1;
-                    }
-                }
-                tx.record(None, JournalEvent::ReconciliationRan(ran.clone()), at)
-                    .await?;
-                Ok(ran)
-            })
-        })
-        .await?;
+    let written = engine.writer.submit(JournalRun { ran, found }).await?;
     tracing::info!(
         provider = %written.provider,
         expected = written.expected,
@@ -203,6 +189,36 @@ async fn journal(
         "reconciliation ran"
     );
     Ok(written)
+}
+
+/// A run and its discrepancies, journaled as a writer job: each
+/// discrepancy's case opens once (a claim), then the run is recorded with how
+/// many it opened.
+struct JournalRun {
+    ran: ReconciliationRan,
+    found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
+}
+
+impl WriteJob for JournalRun {
+    type Output = ReconciliationRan;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<ReconciliationRan, DbErr>> {
+        Box::pin(async move {
+            let Self { mut ran, found } = self;
+            let at = Utc::now();
+            for (delivery, event) in found {
+                if tx
+                    .claim(delivery, &JournalEvent::DiscrepancyFound(event), at)
+                    .await?
+                {
+                    ran.opened += 1;
+                }
+            }
+            tx.record(None, JournalEvent::ReconciliationRan(ran.clone()), at)
+                .await?;
+            Ok(ran)
+        })
+    }
 }
 
 /// Runs reconciliation every `interval_secs` over the window that ended

@@ -15,11 +15,14 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::future::BoxFuture;
+use sea_orm::DbErr;
 
 use super::rate_limits::RateLimits;
 use crate::config::EngineConfig;
 use crate::domain::journal::{JournalEvent, Origin, RejectionsAggregated};
-use crate::store::writer::Writer;
+use crate::store::Tx;
+use crate::store::writer::{WriteJob, Writer};
 
 /// What the flusher needs of the engine that holds it: the counts and the
 /// writer that journals them.
@@ -192,20 +195,7 @@ pub async fn flush(engine: &impl Holder, all: bool) -> usize {
     if events.is_empty() {
         return 0;
     }
-    let journaled = events.clone();
-    let written = engine
-        .writer()
-        .run(move |tx| {
-            Box::pin(async move {
-                let at = Utc::now();
-                for event in journaled {
-                    tx.record(None, JournalEvent::RejectionsAggregated(event), at)
-                        .await?;
-                }
-                Ok(())
-            })
-        })
-        .await;
+    let written = engine.writer().submit(RecordCounts(events.clone())).await;
     match written {
         Ok(()) => events.len(),
         Err(error) => {
@@ -213,6 +203,24 @@ pub async fn flush(engine: &impl Holder, all: bool) -> usize {
             engine.rejections().tally.restore(events);
             0
         }
+    }
+}
+
+/// Closed windows' counts, journaled as a writer job.
+struct RecordCounts(Vec<RejectionsAggregated>);
+
+impl WriteJob for RecordCounts {
+    type Output = ();
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<(), DbErr>> {
+        Box::pin(async move {
+            let at = Utc::now();
+            for event in self.0 {
+                tx.record(None, JournalEvent::RejectionsAggregated(event), at)
+                    .await?;
+            }
+            Ok(())
+        })
     }
 }
 

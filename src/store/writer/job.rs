@@ -4,8 +4,6 @@
 //! was; any other job runs in a savepoint and leaves nothing behind if it fails.
 //! A storage error a job meets breaks its batch: nothing of it commits.
 
-use std::marker::PhantomData;
-
 use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr};
 use tokio::sync::oneshot;
@@ -37,21 +35,6 @@ pub trait WriteJob: Send + 'static {
 
     /// The work. An error rolls back this job's writes only.
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>>;
-}
-
-/// A one-off job written as a closure, without keys (see `Writer::run`).
-pub(super) struct Adhoc<F, T>(pub(super) F, pub(super) PhantomData<fn() -> T>);
-
-impl<F, T> WriteJob for Adhoc<F, T>
-where
-    T: Send + 'static,
-    F: for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>> + Send + 'static,
-{
-    type Output = T;
-
-    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<T, DbErr>> {
-        (self.0)(tx)
-    }
 }
 
 /// Reports the batch's commit to one job's caller.

@@ -36,7 +36,6 @@ mod locks;
 #[cfg(test)]
 mod tests;
 
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
@@ -47,11 +46,10 @@ use self::batch::write_loop;
 use self::connection::Connection;
 pub use self::connection::{Health, is_storage_error};
 pub use self::direct::Direct;
-use self::job::{Adhoc, Job, Pending};
 pub use self::job::{Batch, Queued, WriteJob};
+use self::job::{Job, Pending};
 use self::locks::shard;
 use super::Pool;
-use super::tx::Tx;
 
 /// Jobs waiting for the writer before callers wait to enqueue.
 const QUEUE: usize = 4096;
@@ -168,15 +166,5 @@ impl Writer {
                     .map_err(|_| DbErr::Custom("the writer dropped the job".to_owned()))?
             }
         }
-    }
-
-    /// Submits a one-off job written as a closure, without keys: for work
-    /// that is one or two `Tx` calls, not worth a type of its own.
-    pub async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
-    where
-        T: Send + 'static,
-        F: for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>> + Send + 'static,
-    {
-        self.submit(Adhoc(work, PhantomData)).await
     }
 }

@@ -2,11 +2,14 @@
 //! visible to the jobs after them, a failed job leaves nothing behind, and
 //! one that panics fails its batch without stopping the writer.
 
+use std::marker::PhantomData;
+
 use chrono::Utc;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
 use super::*;
 use crate::domain::delivery::BodyRef;
+use crate::store::Tx;
 use crate::store::key_index::IndexKeys;
 
 async fn stored_bodies<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
@@ -192,5 +195,32 @@ async fn a_job_that_panics_fails_its_batch_and_the_writer_goes_on() {
     while !writer.is_healthy() {
         assert!(std::time::Instant::now() < deadline, "still unhealthy");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A one-off job written as a closure, without keys (see `Writer::run`).
+struct Adhoc<F, T>(F, PhantomData<fn() -> T>);
+
+impl<F, T> WriteJob for Adhoc<F, T>
+where
+    T: Send + 'static,
+    F: for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>> + Send + 'static,
+{
+    type Output = T;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<T, DbErr>> {
+        (self.0)(tx)
+    }
+}
+
+impl Writer {
+    /// Submits a one-off job written as a closure, without keys: the
+    /// writer's own tests use it; services name their jobs.
+    async fn run<T, F>(&self, work: F) -> Result<T, DbErr>
+    where
+        T: Send + 'static,
+        F: for<'a, 't> FnOnce(&'a mut Tx<'t>) -> BoxFuture<'a, Result<T, DbErr>> + Send + 'static,
+    {
+        self.submit(Adhoc(work, PhantomData)).await
     }
 }
