@@ -216,14 +216,12 @@ impl WriteJob for Redecision {
             if verdict.decision.action == Action::Defer {
                 return Ok(Redecided::NotNow);
             }
-            let case = verdict.decision.action.opens_case();
             let mut made = DecisionMade::new(
                 verdict.decision,
                 verdict.layer,
                 Some(key.key.clone()),
                 verdict.matched_key,
             );
-            made.case_id = case.then(Uuid::now_v7);
             made.redecided = true;
             if let Some(taken) = verdict.taken {
                 tx.append_taken(taken, at);

@@ -125,8 +125,9 @@ pub struct DecisionMade {
 
 impl DecisionMade {
     /// A decision as journaled, its summary naming the older strategy version
-    /// a match was made through. Case, first delivery and re-decision are set
-    /// by the caller.
+    /// a match was made through, with a new case when its action opens one
+    /// (`Action::opens_case`: the one rule, for ingest and re-decision
+    /// alike). First delivery and re-decision are set by the caller.
     pub fn new(
         decision: Decision,
         layer: Layer,
@@ -139,7 +140,7 @@ impl DecisionMade {
         }
         Self {
             summary,
-            case_id: None,
+            case_id: decision.action.opens_case().then(Uuid::now_v7),
             layer,
             business_key,
             matched_key,

@@ -18,7 +18,6 @@ use refuse::{masked, reject};
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
-use uuid::Uuid;
 
 use super::decide::{self, Verdict};
 use super::derived::{identity_of, key_derived};
@@ -413,14 +412,12 @@ fn decision_made(
     matched_key: Option<String>,
     first: Option<DeliveryId>,
 ) -> DecisionMade {
-    let case = decision.action.opens_case();
     let mut made = DecisionMade::new(
         decision,
         layer,
         business.map(|b| b.key.clone()),
         matched_key,
     );
-    made.case_id = case.then(Uuid::now_v7);
     made.first_delivery_id = first;
     made
 }

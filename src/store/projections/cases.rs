@@ -1,23 +1,157 @@
 //! Projection `cases`: deliveries waiting for reconciliation or review. The
-//! only code that writes the `cases` table: the projections of decisions,
-//! effects and reconciliation open cases through `open` (or defer `row`).
+//! only code that writes the `cases` table, and the one place that says which
+//! events open a case (a decision that holds, an unknown outcome, an expired
+//! lease, a discrepancy), close one (a resolution, the effect applied after
+//! all) or count a look-up: `apply` for a replayed or claimed event,
+//! `opened_by` for the live path that defers its rows.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use uuid::Uuid;
 
 use crate::domain::cases::CaseStatus;
-use crate::domain::decision::Reason;
-use crate::domain::journal::CaseResolved;
+use crate::domain::decision::{Action, Reason};
+use crate::domain::journal::{
+    CaseResolved, DecisionMade, DiscrepancyFound, EffectSettled, JournalEvent, ReservationExpired,
+    SettlementOutcome,
+};
 use crate::store::entities::case;
 
+/// Applies `event` to `cases`; returns the rows it changed (for a
+/// resolution or a discrepancy, the claim: 0 when the case was resolved or
+/// opened before). Settlements and expiries reach it only once their claim
+/// on the reservation took.
+pub(super) async fn apply<C: ConnectionTrait>(
+    conn: &C,
+    delivery_id: &str,
+    event: &JournalEvent,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    match event {
+        JournalEvent::EffectApplied(e)
+        | JournalEvent::EffectFailed(e)
+        | JournalEvent::EffectOutcomeUnknown(e) => settled(conn, e, at).await,
+        JournalEvent::DecisionMade(_)
+        | JournalEvent::ReservationExpired(_)
+        | JournalEvent::DiscrepancyFound(_) => match opened_by(delivery_id, event) {
+            Some(new) => open(conn, new, at).await,
+            None => Ok(0),
+        },
+        JournalEvent::CaseResolved(e) => resolved(conn, e, at).await,
+        JournalEvent::LookupPerformed(e) => looked_up(conn, e.case_id, e.retry_at).await,
+        JournalEvent::StatusLookupPerformed(e) => looked_up(conn, e.case_id, e.retry_at).await,
+        _ => Ok(0),
+    }
+}
+
+/// A settlement whose claim took: an unknown outcome opens its case; an
+/// applied one answers the question an expired lease raised.
+pub(super) async fn settled<C: ConnectionTrait>(
+    conn: &C,
+    e: &EffectSettled,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let mut changed = 0;
+    if let Some(new) = settlement(e) {
+        changed += open(conn, new, at).await?;
+    }
+    if e.outcome == SettlementOutcome::Applied {
+        changed += resolve_outcome_unknown(conn, &e.key, at).await?;
+    }
+    Ok(changed)
+}
+
+/// The case `event` opens, if any.
+pub(super) fn opened_by(delivery_id: &str, event: &JournalEvent) -> Option<NewCase> {
+    match event {
+        JournalEvent::DecisionMade(e) => opened_by_decision(delivery_id, e),
+        JournalEvent::EffectApplied(e)
+        | JournalEvent::EffectFailed(e)
+        | JournalEvent::EffectOutcomeUnknown(e) => settlement(e),
+        JournalEvent::ReservationExpired(e) => Some(expiry(e)),
+        JournalEvent::DiscrepancyFound(e) => Some(discrepancy(delivery_id, e)),
+        _ => None,
+    }
+}
+
+/// A decision that holds the delivery (`Action::opens_case`) carries its case.
+pub(super) fn opened_by_decision(delivery_id: &str, e: &DecisionMade) -> Option<NewCase> {
+    let d = &e.decision;
+    Some(NewCase {
+        case_id: e.case_id?,
+        delivery_id: delivery_id.to_owned(),
+        business_key: e.business_key.clone(),
+        action: d.action.as_str(),
+        reason: d.reason.as_str(),
+        lookup_first: d.lookup_first,
+        due: false,
+        details: serde_json::json!({
+            "summary": e.summary,
+            "differences": d.differences,
+            "missing_fields": d.missing_fields,
+            "reference_delivery_id": d.reference_delivery,
+            "effect_id": d.effect_id,
+        }),
+    })
+}
+
+/// An unknown outcome is put to the sink's status URL at once.
+fn settlement(e: &EffectSettled) -> Option<NewCase> {
+    Some(NewCase {
+        case_id: e.case_id?,
+        delivery_id: e.delivery_id.to_string(),
+        business_key: Some(e.key.clone()),
+        action: Action::Reconcile.as_str(),
+        reason: Reason::OutcomeUnknown.as_str(),
+        lookup_first: true,
+        due: true,
+        details: serde_json::json!({ "effect_id": e.effect_id, "error": e.error }),
+    })
+}
+
+/// A lease that ran out leaves the outcome unknown, asked about at once.
+fn expiry(e: &ReservationExpired) -> NewCase {
+    NewCase {
+        case_id: e.case_id,
+        delivery_id: e.first_delivery_id.to_string(),
+        business_key: Some(e.key.clone()),
+        action: Action::Reconcile.as_str(),
+        reason: Reason::OutcomeUnknown.as_str(),
+        lookup_first: true,
+        due: true,
+        details: serde_json::json!({ "effect_id": e.effect_id, "fencing_token": e.fencing_token }),
+    }
+}
+
+/// What periodic reconciliation found: its case id is derived from the
+/// operation or effect, so it opens once.
+fn discrepancy(delivery_id: &str, e: &DiscrepancyFound) -> NewCase {
+    NewCase {
+        case_id: e.case_id,
+        delivery_id: delivery_id.to_owned(),
+        business_key: e.key.clone(),
+        action: Action::Reconcile.as_str(),
+        reason: e.kind.as_str(),
+        lookup_first: false,
+        due: false,
+        details: serde_json::json!({
+            "provider": e.provider,
+            "window_from": e.window_from,
+            "window_to": e.window_to,
+            "operation": e.operation,
+            "effect_id": e.effect_id,
+        }),
+    }
+}
+
 /// A case to open.
-pub(super) struct NewCase<'a> {
-    pub case_id: uuid::Uuid,
-    pub delivery_id: &'a str,
-    pub business_key: Option<&'a str>,
-    pub action: &'a str,
-    pub reason: &'a str,
+pub(super) struct NewCase {
+    pub case_id: Uuid,
+    pub delivery_id: String,
+    pub business_key: Option<String>,
+    pub action: &'static str,
+    pub reason: &'static str,
     pub lookup_first: bool,
     /// Asked about at once by the sweeper (an unknown outcome, verified
     /// through the sink's status URL).
@@ -26,11 +160,7 @@ pub(super) struct NewCase<'a> {
 }
 
 /// Opens a case, once: 1, or 0 when its id was opened before.
-pub(super) async fn open<C: ConnectionTrait>(
-    conn: &C,
-    new: NewCase<'_>,
-    at: DateTime<Utc>,
-) -> Result<u64, DbErr> {
+async fn open<C: ConnectionTrait>(conn: &C, new: NewCase, at: DateTime<Utc>) -> Result<u64, DbErr> {
     case::Entity::insert(row(new, at))
         .on_conflict_do_nothing()
         .exec_without_returning(conn)
@@ -39,11 +169,11 @@ pub(super) async fn open<C: ConnectionTrait>(
 }
 
 /// The row of a newly opened case.
-pub(super) fn row(new: NewCase<'_>, at: DateTime<Utc>) -> case::ActiveModel {
+pub(super) fn row(new: NewCase, at: DateTime<Utc>) -> case::ActiveModel {
     case::ActiveModel {
         case_id: Set(new.case_id.to_string()),
-        delivery_id: Set(new.delivery_id.to_owned()),
-        business_key: Set(new.business_key.map(str::to_owned)),
+        delivery_id: Set(new.delivery_id),
+        business_key: Set(new.business_key),
         action: Set(new.action.to_owned()),
         reason: Set(new.reason.to_owned()),
         status: Set(CaseStatus::Open.as_str().to_owned()),
@@ -60,7 +190,7 @@ pub(super) fn row(new: NewCase<'_>, at: DateTime<Utc>) -> case::ActiveModel {
 
 /// Closes the open "outcome unknown" cases of a key once its effect is known
 /// to have been applied.
-pub(super) async fn resolve_outcome_unknown<C: ConnectionTrait>(
+async fn resolve_outcome_unknown<C: ConnectionTrait>(
     conn: &C,
     key: &str,
     at: DateTime<Utc>,
@@ -81,7 +211,7 @@ pub(super) async fn resolve_outcome_unknown<C: ConnectionTrait>(
 
 /// Resolves an open case: the atomic claim that lets a case resolve once.
 /// Returns the rows changed (0: it was not open).
-pub(super) async fn resolved<C: ConnectionTrait>(
+async fn resolved<C: ConnectionTrait>(
     conn: &C,
     e: &CaseResolved,
     at: DateTime<Utc>,
@@ -107,9 +237,9 @@ pub(super) async fn resolved<C: ConnectionTrait>(
 /// A look-up (of the provider's operations, or of an effect's status at
 /// the downstream) was performed: counted, and its retry time (after a failure)
 /// recorded for the sweeper.
-pub(super) async fn looked_up<C: ConnectionTrait>(
+async fn looked_up<C: ConnectionTrait>(
     conn: &C,
-    case_id: uuid::Uuid,
+    case_id: Uuid,
     retry_at: Option<DateTime<Utc>>,
 ) -> Result<u64, DbErr> {
     Ok(case::Entity::update_many()

@@ -13,7 +13,7 @@ use sea_orm::{
     QuerySelect, Select,
 };
 
-use super::cases::{self, NewCase};
+use super::cases;
 use super::rows;
 use crate::domain::decision::Action;
 use crate::domain::journal::{DecisionMade, DeliveryReceived, KeyDerived, Origin};
@@ -239,8 +239,9 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     let mut row = untouched();
     set_decision_columns(&mut row, e, at);
     let changed = update_row(conn, id, row).await?;
+    // Its case is the cases projection's (`cases::apply`).
     let mut rows = Deferred::default();
-    decision_consequences(&mut rows, id, e, at);
+    link_to_effect(&mut rows, id, e, at);
     rows.flush(conn).await?;
     Ok(changed)
 }
@@ -268,34 +269,15 @@ pub fn decide_row(
     at: DateTime<Utc>,
 ) {
     set_decision_columns(row, made, at);
-    decision_consequences(rows, id, made, at);
+    if let Some(case) = cases::opened_by_decision(id, made) {
+        rows.case(cases::row(case, at));
+    }
+    link_to_effect(rows, id, made, at);
 }
 
-/// A case for what waits; a link from an ignored delivery to its effect.
-fn decision_consequences(rows: &mut Deferred, id: &str, e: &DecisionMade, at: DateTime<Utc>) {
+/// An ignored delivery is linked to the effect it asked for again.
+fn link_to_effect(rows: &mut Deferred, id: &str, e: &DecisionMade, at: DateTime<Utc>) {
     let d = &e.decision;
-    if let Some(case_id) = e.case_id {
-        let details = serde_json::json!({
-            "summary": e.summary,
-            "differences": d.differences,
-            "missing_fields": d.missing_fields,
-            "reference_delivery_id": d.reference_delivery,
-            "effect_id": d.effect_id,
-        });
-        rows.case(cases::row(
-            NewCase {
-                case_id,
-                delivery_id: id,
-                business_key: e.business_key.as_deref(),
-                action: d.action.as_str(),
-                reason: d.reason.as_str(),
-                lookup_first: d.lookup_first,
-                due: false,
-                details,
-            },
-            at,
-        ));
-    }
     if let (Action::Ignore, Some(effect_id)) = (d.action, d.effect_id) {
         rows.effect_link(&effect_id.to_string(), id, at);
     }

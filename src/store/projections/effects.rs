@@ -10,9 +10,7 @@ use sea_orm::{
     IntoActiveModel, QueryFilter,
 };
 
-use super::cases::{self, NewCase};
 use crate::domain::cases::Resolution;
-use crate::domain::decision::{Action, Reason};
 use crate::domain::journal::{
     CaseResolved, EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired,
     SettlementOutcome,
@@ -140,7 +138,7 @@ pub async fn reserve<C: ConnectionTrait>(
             rows.settlement(settlement.clone(), at);
         } else {
             rows.flush(conn).await?;
-            settled(conn, settlement, at).await?;
+            super::settle(conn, settlement, at).await?;
         }
     }
     Ok(claimed)
@@ -243,27 +241,6 @@ pub(crate) async fn settled<C: ConnectionTrait>(
             .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
             .exec(conn)
             .await?;
-        if let Some(case_id) = e.case_id {
-            cases::open(
-                conn,
-                NewCase {
-                    case_id,
-                    delivery_id: &e.delivery_id.to_string(),
-                    business_key: Some(&e.key),
-                    action: Action::Reconcile.as_str(),
-                    reason: Reason::OutcomeUnknown.as_str(),
-                    lookup_first: true,
-                    due: true,
-                    details: serde_json::json!({ "effect_id": e.effect_id, "error": e.error }),
-                },
-                at,
-            )
-            .await?;
-        }
-        if e.outcome == SettlementOutcome::Applied {
-            // A late settlement answers the question an expired lease raised.
-            cases::resolve_outcome_unknown(conn, &e.key, at).await?;
-        }
     }
     Ok(rows)
 }
@@ -294,21 +271,6 @@ pub(super) async fn expired<C: ConnectionTrait>(
             .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
             .exec(conn)
             .await?;
-        cases::open(
-                    conn,
-                    NewCase {
-                        case_id: e.case_id,
-                        delivery_id: &e.first_delivery_id.to_string(),
-                        business_key: Some(&e.key),
-                        action: Action::Reconcile.as_str(),
-                        reason: Reason::OutcomeUnknown.as_str(),
-                        lookup_first: true,
-                        due: true,
-                        details: serde_json::json!({ "effect_id": e.effect_id, "fencing_token": e.fencing_token }),
-                    },
-                    at,
-                )
-                .await?;
     }
     Ok(rows)
 }

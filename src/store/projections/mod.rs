@@ -15,13 +15,13 @@ pub mod migrations;
 mod reconcile;
 
 pub use effects::reserve;
-pub(crate) use effects::{retake, settled as settle};
+pub(crate) use effects::retake;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr};
 
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::JournalEvent;
+use crate::domain::journal::{EffectSettled, JournalEvent};
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
 pub const TABLES: [&str; 10] = [
@@ -62,7 +62,11 @@ pub async fn apply<C: ConnectionTrait>(
             deliveries::insert(conn, &id, &e.origin, e.received_at, "rejected").await
         }
         JournalEvent::KeyDerived(e) => deliveries::key_derived(conn, &id, e, at).await,
-        JournalEvent::DecisionMade(e) => deliveries::decision_made(conn, &id, e, at).await,
+        JournalEvent::DecisionMade(e) => {
+            let changed = deliveries::decision_made(conn, &id, e, at).await?;
+            cases::apply(conn, &id, event, at).await?;
+            Ok(changed)
+        }
         // Readers get its parts (`JournalEvent::into_parts`), never this.
         JournalEvent::DeliveryDecided(_) => Err(DbErr::Custom(
             "a folded DeliveryDecided row is applied through its parts".to_owned(),
@@ -70,8 +74,14 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::KeyReserved(e) => effects::reserved(conn, e, at).await,
         JournalEvent::EffectApplied(e)
         | JournalEvent::EffectFailed(e)
-        | JournalEvent::EffectOutcomeUnknown(e) => effects::settled(conn, e, at).await,
-        JournalEvent::ReservationExpired(e) => effects::expired(conn, e, at).await,
+        | JournalEvent::EffectOutcomeUnknown(e) => settle(conn, e, at).await,
+        JournalEvent::ReservationExpired(e) => {
+            let claimed = effects::expired(conn, e, at).await?;
+            if claimed == 1 {
+                cases::apply(conn, &id, event, at).await?;
+            }
+            Ok(claimed)
+        }
         JournalEvent::KeysPurged(e) => effects::keys_purged(conn, e).await,
         JournalEvent::EvidencePurged(e) => effects::evidence_purged(conn, e, at).await,
         JournalEvent::StrategyTripped(e) => breakers::tripped(conn, e, at).await,
@@ -89,7 +99,7 @@ pub async fn apply<C: ConnectionTrait>(
         // Observe mode reads these from the journal: no projection.
         JournalEvent::SourceModeSet(_) | JournalEvent::LegacyEffectsImported(_) => Ok(0),
         JournalEvent::CaseResolved(e) => {
-            let claimed = cases::resolved(conn, e, at).await?;
+            let claimed = cases::apply(conn, &id, event, at).await?;
             if claimed == 1 {
                 effects::resolved_as_duplicate(conn, &id, e, at).await?;
             }
@@ -97,12 +107,10 @@ pub async fn apply<C: ConnectionTrait>(
         }
         // A case's comments are read from the journal (its history).
         JournalEvent::CaseCommented(_) => Ok(0),
-        JournalEvent::LookupPerformed(e) => cases::looked_up(conn, e.case_id, e.retry_at).await,
-        JournalEvent::DiscrepancyFound(e) => reconcile::discrepancy(conn, &id, e, at).await,
+        JournalEvent::LookupPerformed(_)
+        | JournalEvent::StatusLookupPerformed(_)
+        | JournalEvent::DiscrepancyFound(_) => cases::apply(conn, &id, event, at).await,
         JournalEvent::ReconciliationRan(e) => reconcile::ran(conn, e, at).await,
-        JournalEvent::StatusLookupPerformed(e) => {
-            cases::looked_up(conn, e.case_id, e.retry_at).await
-        }
         // Audit of operator access: operators and tokens are state tables
         // written beside these events (their hashes are never journaled).
         JournalEvent::OperatorLoggedIn(_)
@@ -116,6 +124,20 @@ pub async fn apply<C: ConnectionTrait>(
         | JournalEvent::TokenRevoked(_)
         | JournalEvent::SetupCompleted(_) => Ok(0),
     }
+}
+
+/// Settles an effect by compare-and-set on its fencing token (the ledger and
+/// the key index), then, if that took, the cases it opens or answers.
+pub(crate) async fn settle<C: ConnectionTrait>(
+    conn: &C,
+    e: &EffectSettled,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let claimed = effects::settled(conn, e, at).await?;
+    if claimed == 1 {
+        cases::settled(conn, e, at).await?;
+    }
+    Ok(claimed)
 }
 
 const PAGE: u64 = 2000;

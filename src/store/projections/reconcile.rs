@@ -1,42 +1,11 @@
-//! Projections of periodic reconciliation: a discrepancy opens its case in
-//! `cases` (once: its case id is derived from the operation or effect), a
-//! run is a row of `reconciliation_runs`.
+//! Projection `reconciliation_runs`: a run is a row (its discrepancies open
+//! their cases in the cases projection).
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
 
-use super::cases::{self, NewCase};
-use crate::domain::decision::Action;
-use crate::domain::journal::{DiscrepancyFound, ReconciliationRan};
+use crate::domain::journal::ReconciliationRan;
 use crate::store::entities::reconciliation_run;
-
-/// Opens the discrepancy's case; returns 1, or 0 when it was opened before
-/// (the event is then not journaled again).
-pub(super) async fn discrepancy<C: ConnectionTrait>(
-    conn: &C,
-    delivery_id: &str,
-    e: &DiscrepancyFound,
-    at: DateTime<Utc>,
-) -> Result<u64, DbErr> {
-    let details = serde_json::json!({
-        "provider": e.provider,
-        "window_from": e.window_from,
-        "window_to": e.window_to,
-        "operation": e.operation,
-        "effect_id": e.effect_id,
-    });
-    let new = NewCase {
-        case_id: e.case_id,
-        delivery_id,
-        business_key: e.key.as_deref(),
-        action: Action::Reconcile.as_str(),
-        reason: e.kind.as_str(),
-        lookup_first: false,
-        due: false,
-        details,
-    };
-    cases::open(conn, new, at).await
-}
 
 pub(super) async fn ran<C: ConnectionTrait>(
     conn: &C,
