@@ -62,6 +62,11 @@ pub struct EngineConfig {
     pub source_rejections_per_sec: u32,
     /// The burst each rate allows, in seconds of that rate.
     pub rate_burst_secs: u32,
+    /// What a commit promises: `Full` for everything real; a sandbox (a
+    /// fixture's or a shadow replay's scratch engine) sets `Scratch`. Never
+    /// read from the file.
+    #[serde(skip)]
+    pub durability: crate::store::Durability,
 }
 
 impl Default for EngineConfig {
@@ -86,6 +91,7 @@ impl Default for EngineConfig {
             source_requests_per_sec: 10_000,
             source_rejections_per_sec: 200,
             rate_burst_secs: 2,
+            durability: crate::store::Durability::Full,
         }
     }
 }

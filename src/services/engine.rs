@@ -58,7 +58,7 @@ impl Engine {
         lookups: Vec<Lookup>,
         config: EngineConfig,
     ) -> anyhow::Result<SharedEngine> {
-        let db = store::connect(database_url).await?;
+        let db = store::connect_with(database_url, config.durability).await?;
         store::migrate(&db).await?;
         let added = super::strategies::check_and_record(&db, &catalog).await?;
         if added > 0 {
@@ -70,9 +70,15 @@ impl Engine {
                 sea_orm::DbBackend::Postgres => config.postgres_writers.max(1),
                 _ => 1,
             };
-            Writer::start_on_threads(database_url, count, metrics.batch_sizes()).await?
+            Writer::start_on_threads(
+                database_url,
+                count,
+                metrics.batch_sizes(),
+                config.durability,
+            )
+            .await?
         } else {
-            Writer::direct(database_url).await?
+            Writer::direct(database_url, config.durability).await?
         };
         Ok(Arc::new(Self {
             rejections: Rejections::new(&config),

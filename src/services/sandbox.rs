@@ -78,16 +78,19 @@ pub fn configuration(
     Ok(toml::to_string(&table)?)
 }
 
-/// The settings of a sandbox configured by `text` on `database_url`.
+/// The settings of a sandbox configured by `text` on `database_url`: a
+/// scratch database, whose commits are not synced to disk.
 pub fn settings(text: &str, database_url: &str) -> anyhow::Result<Settings> {
-    Settings::from_toml(
+    let mut settings = Settings::from_toml(
         text,
         "127.0.0.1:0".to_owned(),
         database_url.to_owned(),
         |name| (name == KEY_SECRET_ENV).then(|| SANDBOX_KEY_SECRET.to_owned()),
         false,
     )
-    .context("the sandbox's configuration")
+    .context("the sandbox's configuration")?;
+    settings.engine.durability = crate::store::Durability::Scratch;
+    Ok(settings)
 }
 
 /// A scratch engine and its sources. Dropped, its writer and connections go.
@@ -149,5 +152,40 @@ pub fn decided(received: &Result<Accepted, Refusal>) -> Decided {
             decision: "refused".to_owned(),
             reason: refusal.code().to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_sandbox_decides_on_a_scratch_database_that_is_not_synced() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let origin = Origin {
+            source: "shop".into(),
+            tenant: "t".into(),
+            provider: "stripe".into(),
+            environment: "test".into(),
+        };
+        let text = configuration("", None, &[origin]).expect("a configuration");
+        let url = crate::store::test_url(&dir);
+        let sandbox = Sandbox::open(settings(&text, &url).expect("settings"))
+            .await
+            .expect("the sandbox opens");
+        let row = sandbox
+            .engine
+            .db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "PRAGMA synchronous",
+            ))
+            .await
+            .expect("the pragma reads")
+            .expect("one row");
+        let synchronous: i64 = row.try_get_by_index(0).expect("an integer");
+        assert_eq!(synchronous, 0, "synchronous=OFF");
     }
 }

@@ -60,12 +60,31 @@ const SQLITE_WRITER_CACHE_KIB: u32 = 64 * 1024;
 /// SQLite runs in WAL mode with `synchronous=FULL`: an acknowledged delivery
 /// survives a power failure, not only a process crash.
 pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
-    open(url, Pool::Shared).await
+    open(url, Pool::Shared, Durability::Full).await
+}
+
+/// Opens a database with the durability asked for (see `Durability`).
+pub async fn connect_with(url: &str, durability: Durability) -> anyhow::Result<DatabaseConnection> {
+    open(url, Pool::Shared, durability).await
 }
 
 /// The pool a group-commit writer opens for itself (see `Pool::Writer`).
 pub async fn connect_writer(url: &str) -> anyhow::Result<DatabaseConnection> {
-    open(url, Pool::Writer).await
+    open(url, Pool::Writer, Durability::Full).await
+}
+
+/// What a commit promises on SQLite (PostgreSQL is left as its server is
+/// configured).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: a committed delivery survives a power failure.
+    /// Everything that answers a provider or an operator runs so.
+    #[default]
+    Full,
+    /// `synchronous=OFF`: commits are not synced to disk. For scratch
+    /// databases only (a fixture's or a shadow replay's sandbox), which are
+    /// deleted when done and rebuilt from the journal if lost.
+    Scratch,
 }
 
 /// Which pool `open` makes.
@@ -83,7 +102,7 @@ enum Pool {
     Writer,
 }
 
-async fn open(url: &str, pool: Pool) -> anyhow::Result<DatabaseConnection> {
+async fn open(url: &str, pool: Pool, durability: Durability) -> anyhow::Result<DatabaseConnection> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .sqlx_logging(false)
@@ -95,6 +114,10 @@ async fn open(url: &str, pool: Pool) -> anyhow::Result<DatabaseConnection> {
             .test_before_acquire(false);
     }
     if url.starts_with("sqlite:") {
+        let synchronous = match durability {
+            Durability::Full => SqliteSynchronous::Full,
+            Durability::Scratch => SqliteSynchronous::Off,
+        };
         let (connections, cache_kib) = match pool {
             Pool::Shared => (SQLITE_POOL, SQLITE_CACHE_KIB),
             Pool::Writer => (1, SQLITE_WRITER_CACHE_KIB),
@@ -103,7 +126,7 @@ async fn open(url: &str, pool: Pool) -> anyhow::Result<DatabaseConnection> {
             .max_connections(connections)
             .map_sqlx_sqlite_opts(move |o| {
                 o.journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Full)
+                    .synchronous(synchronous)
                     .busy_timeout(Duration::from_secs(5))
                     .foreign_keys(true)
                     .create_if_missing(true)
@@ -298,7 +321,33 @@ pub(crate) fn delivery_named_by(
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+
+    use super::*;
+
+    async fn synchronous(db: &DatabaseConnection) -> i64 {
+        let row = db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "PRAGMA synchronous",
+            ))
+            .await
+            .expect("the pragma reads")
+            .expect("one row");
+        row.try_get_by_index(0).expect("an integer")
+    }
+
+    #[tokio::test]
+    async fn sqlite_syncs_every_commit_unless_the_database_is_a_scratch_one() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let url = test_url(&dir);
+        let full = connect(&url).await.expect("SQLite opens");
+        assert_eq!(synchronous(&full).await, 2, "FULL");
+        let scratch = connect_with(&url, Durability::Scratch)
+            .await
+            .expect("SQLite opens");
+        assert_eq!(synchronous(&scratch).await, 0, "OFF");
+    }
 
     #[test]
     fn redact_url_hides_only_the_password() {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, RuntimeErr};
 
-use super::super::{Pool, open};
+use super::super::{Durability, Pool, open};
 
 /// How long closing a broken connection may take before it is abandoned.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,17 +56,23 @@ impl Health {
 pub struct Connection {
     url: String,
     pool: Pool,
+    durability: Durability,
     db: Option<DatabaseConnection>,
     generation: u64,
 }
 
 impl Connection {
     /// Opens the first pool; failing here fails start-up.
-    pub(in crate::store) async fn open(url: &str, pool: Pool) -> anyhow::Result<Self> {
-        let db = open(url, pool).await?;
+    pub(in crate::store) async fn open(
+        url: &str,
+        pool: Pool,
+        durability: Durability,
+    ) -> anyhow::Result<Self> {
+        let db = open(url, pool, durability).await?;
         Ok(Self {
             url: url.to_owned(),
             pool,
+            durability,
             db: Some(db),
             generation: 0,
         })
@@ -78,7 +84,7 @@ impl Connection {
         if let Some(db) = &self.db {
             return Ok((db.clone(), self.generation));
         }
-        let db = open(&self.url, self.pool)
+        let db = open(&self.url, self.pool, self.durability)
             .await
             .map_err(|error| DbErr::Conn(RuntimeErr::Internal(format!("{error:#}"))))?;
         self.generation += 1;

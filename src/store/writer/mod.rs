@@ -49,7 +49,7 @@ pub use self::direct::Direct;
 pub use self::job::{Batch, Queued, WriteJob};
 use self::job::{Job, Pending};
 use self::locks::shard;
-use super::Pool;
+use super::{Durability, Pool};
 
 /// Jobs waiting for the writer before callers wait to enqueue.
 const QUEUE: usize = 4096;
@@ -69,9 +69,9 @@ pub enum Writer {
 
 impl Writer {
     /// A transaction per job, on a pool of its own opened on `url`.
-    pub async fn direct(url: &str) -> anyhow::Result<Self> {
+    pub async fn direct(url: &str, durability: Durability) -> anyhow::Result<Self> {
         Ok(Self::Direct(Arc::new(Direct {
-            connection: Mutex::new(Connection::open(url, Pool::Shared).await?),
+            connection: Mutex::new(Connection::open(url, Pool::Shared, durability).await?),
             health: Health::default(),
         })))
     }
@@ -87,6 +87,7 @@ impl Writer {
         url: &str,
         count: usize,
         batch_sizes: metrics::Histogram,
+        durability: Durability,
     ) -> anyhow::Result<Self> {
         let mut queues = Vec::with_capacity(count);
         let mut health = Vec::with_capacity(count);
@@ -112,7 +113,7 @@ impl Writer {
                         }
                     };
                     runtime.block_on(async move {
-                        match Connection::open(&url, Pool::Writer).await {
+                        match Connection::open(&url, Pool::Writer, durability).await {
                             Ok(connection) => {
                                 let _ = opened.send(Ok(()));
                                 write_loop(connection, &shared, &name, receiver, &sizes).await;

@@ -76,10 +76,14 @@ async fn hold(writer: &Writer) -> oneshot::Sender<()> {
 #[tokio::test]
 async fn a_job_that_reads_sees_the_rows_deferred_before_it_in_its_batch() {
     let (dir, db) = crate::store::test_database().await;
-    let writer =
-        Writer::start_on_threads(&crate::store::test_url(&dir), 1, metrics::Histogram::noop())
-            .await
-            .unwrap();
+    let writer = Writer::start_on_threads(
+        &crate::store::test_url(&dir),
+        1,
+        metrics::Histogram::noop(),
+        Durability::Full,
+    )
+    .await
+    .unwrap();
 
     let release = hold(&writer).await;
     let deferring = writer.clone();
@@ -110,10 +114,14 @@ async fn a_job_that_reads_sees_the_rows_deferred_before_it_in_its_batch() {
 #[tokio::test]
 async fn a_failed_job_leaves_no_deferred_row_and_its_batch_commits() {
     let (dir, db) = crate::store::test_database().await;
-    let writer =
-        Writer::start_on_threads(&crate::store::test_url(&dir), 1, metrics::Histogram::noop())
-            .await
-            .unwrap();
+    let writer = Writer::start_on_threads(
+        &crate::store::test_url(&dir),
+        1,
+        metrics::Histogram::noop(),
+        Durability::Full,
+    )
+    .await
+    .unwrap();
 
     let release = hold(&writer).await;
     let mut jobs = Vec::new();
@@ -143,10 +151,14 @@ async fn a_failed_job_leaves_no_deferred_row_and_its_batch_commits() {
 #[tokio::test]
 async fn a_job_that_panics_fails_its_batch_and_the_writer_goes_on() {
     let (dir, db) = crate::store::test_database().await;
-    let writer =
-        Writer::start_on_threads(&crate::store::test_url(&dir), 1, metrics::Histogram::noop())
-            .await
-            .unwrap();
+    let writer = Writer::start_on_threads(
+        &crate::store::test_url(&dir),
+        1,
+        metrics::Histogram::noop(),
+        Durability::Full,
+    )
+    .await
+    .unwrap();
 
     let release = hold(&writer).await;
     let before = {
