@@ -50,8 +50,10 @@ pub async fn guard(
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
     let Some(pattern) = routed_pattern(&req) else {
-        // No route matches the path the router routes: the default 404.
-        return pass(req, next).await;
+        // No route matches the path the router routes: the same 404 as a
+        // route asked with another method, a page with the way back for
+        // people, JSON for programs.
+        return Ok(refuse(req, Refusal::NoRoute));
     };
     let Some(route) = row(req.method(), &pattern) else {
         return Ok(refuse(req, Refusal::NoRoute));
@@ -97,11 +99,16 @@ async fn pass(
     Ok(response)
 }
 
-/// Whether `req` is for a program (the JSON API, the metrics), by the
-/// routed path: refused with a status and JSON, never sent to sign in.
+/// Whether `req` is for a program (the JSON API, the metrics, a provider's
+/// webhook), by the routed path: refused with a status and JSON, never sent
+/// to sign in.
 fn is_api(req: &ServiceRequest) -> bool {
     let path = req.match_info().as_str();
-    path.starts_with("/api/") || path == "/metrics"
+    let under = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    };
+    under("/api") || under("/hooks") || path == "/metrics"
 }
 
 fn no_store(headers: &mut header::HeaderMap) {

@@ -598,3 +598,49 @@ async fn the_queue_lists_open_resolved_or_all_cases_as_asked_and_says_which() {
         assert_eq!(ids, expected, "{query}");
     }
 }
+
+#[tokio::test]
+async fn an_address_with_no_page_gets_a_page_with_the_way_back_and_programs_get_json() {
+    // Given a server, and a signed-in support agent
+    let app = crate::helpers::spawn_app().await;
+    let mut anonymous = Browser::new(&app);
+    let mut support = signed_in(&app, "sam", Role::Support).await;
+
+    // When people ask for addresses nothing is at, signed in or not
+    for (who, browser) in [("anonymous", &mut anonymous), ("support", &mut support)] {
+        for path in ["/nowhere", "/cases/x/y", "/static/", "/deliveries%2Fx"] {
+            let page = browser.get(path).await;
+            // Then they get a 404 page saying so, with where to go instead
+            // and the skip link every page has
+            assert_eq!(page.status, StatusCode::NOT_FOUND, "{who} {path}");
+            assert!(
+                page.body.contains("There is no such page."),
+                "{who} {path}: {}",
+                page.body
+            );
+            for link in [
+                r#"href="/deliveries""#,
+                r#"href="/cases""#,
+                r##"href="#main""##,
+            ] {
+                assert!(page.body.contains(link), "{who} {path} links {link}");
+            }
+        }
+    }
+
+    // And programs get the API's JSON error, under /api and /hooks alike
+    for path in ["/api/nowhere", "/api/deliveries/x/y", "/hooks"] {
+        let reply = app.get(path).await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.json["code"], "not_found", "{path}: {}", reply.json);
+    }
+    let posted = reqwest::Client::new()
+        .post(format!("{}/hooks/shop/extra", app.address))
+        .body("{}")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(posted.status(), StatusCode::NOT_FOUND);
+    let json: serde_json::Value = posted.json().await.expect("JSON");
+    assert_eq!(json["code"], "not_found");
+}

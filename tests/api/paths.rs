@@ -154,9 +154,13 @@ fn verdict(api: bool, answer: &Raw) -> Verdict {
         }
         403 if api && answer.body.contains("\"forbidden\"") => Verdict::Forbidden,
         403 if !api && answer.body.contains("Your role does not allow") => Verdict::Forbidden,
-        // The router's own 404 has no body; a handler's says what it
-        // did not find.
-        404 if answer.body.is_empty() => Verdict::NoRoute,
+        // No route: the guard's own 404 (a page for people, JSON under
+        // /api); a handler's 404 says what it did not find.
+        404 if answer.body.contains("There is no such page.")
+            || answer.body.contains("\"no such route\"") =>
+        {
+            Verdict::NoRoute
+        }
         _ => Verdict::Through,
     }
 }
