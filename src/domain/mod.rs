@@ -12,6 +12,7 @@ pub mod identity;
 pub mod journal;
 pub mod lookup;
 pub mod masking;
+pub mod money;
 pub mod reconcile;
 pub mod rejection;
 pub mod reservation;

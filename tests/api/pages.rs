@@ -185,9 +185,10 @@ async fn a_money_case_shows_both_amounts_and_only_finance_resolves_it_once() {
     assert_eq!(page.status, StatusCode::OK, "{}", page.body);
     for side in ["delivery", "reference"] {
         assert!(
-            page.body
-                .contains(&format!(r#"data-side="{side}" data-name="amount">700<"#)),
-            "{side} amount shown"
+            page.body.contains(&format!(
+                r#"data-side="{side}" data-name="amount">7.00 EUR<"#
+            )),
+            "{side} amount shown as money"
         );
     }
     assert!(page.body.contains("<code>$.sent_at</code>"), "the diff");

@@ -9,7 +9,7 @@ use chrono::Utc;
 use serde_json::Value;
 
 use super::format::{Nav, ShortId, Stamp, filters, json_text};
-use crate::services::case_view::{CaseEvent, CaseView, EffectState};
+use crate::services::case_view::{CaseEvent, CaseView, EffectState, Figure};
 use crate::services::deliveries::DeliveryView;
 
 /// One delivery of the side-by-side view.
@@ -188,16 +188,7 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         strength: strategy.map(|s| s.strength.clone()).unwrap_or_default(),
         effect_type: strategy.map(|s| s.effect_type.clone()).unwrap_or_default(),
         key: view.business_key.map(ShortId::new),
-        figures: view
-            .figures
-            .iter()
-            .map(|f| FigureLine {
-                name: f.name.clone(),
-                delivery: shown(f.delivery.as_ref()),
-                reference: shown(f.reference.as_ref()),
-                differs: f.delivery != f.reference,
-            })
-            .collect(),
+        figures: figure_lines(&view.figures),
         sides: vec![
             (
                 "This delivery",
@@ -238,8 +229,7 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         fixture: forms.fixture,
         operation: view.operation.map(|o| OperationLine {
             id: o.id,
-            amount: shown(o.amount.as_ref()),
-            currency: shown(o.currency.as_ref()),
+            amount: money(o.amount.as_ref(), o.currency.as_ref()),
             status: o.status.unwrap_or_default(),
             resource: o.resource.unwrap_or_default(),
             created_at: o
@@ -253,11 +243,52 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
 /// The provider's operation a reconciliation case is about.
 pub struct OperationLine {
     pub id: String,
+    /// With its currency: `7.00 EUR`.
     pub amount: String,
-    pub currency: String,
     pub status: String,
     pub resource: String,
     pub created_at: String,
+}
+
+/// The discriminating figures of both sides; an `amount` beside a
+/// `currency` reads as money (`7.00 EUR`), each side in its own currency.
+fn figure_lines(figures: &[Figure]) -> Vec<FigureLine> {
+    let currency = figures.iter().find(|f| f.name == "currency");
+    figures
+        .iter()
+        .map(|f| {
+            let (delivery, reference) = match currency.filter(|_| f.name == "amount") {
+                Some(c) => (
+                    money(f.delivery.as_ref(), c.delivery.as_ref()),
+                    money(f.reference.as_ref(), c.reference.as_ref()),
+                ),
+                None => (shown(f.delivery.as_ref()), shown(f.reference.as_ref())),
+            };
+            FigureLine {
+                name: f.name.clone(),
+                delivery,
+                reference,
+                differs: f.delivery != f.reference,
+            }
+        })
+        .collect()
+}
+
+/// An amount in minor units with its currency, as money (`7.00 EUR`, `700
+/// JPY`); what is not money in a known currency is shown as it came, the
+/// currency unquoted; `—` when there is no amount.
+fn money(amount: Option<&Value>, currency: Option<&Value>) -> String {
+    let Some(amount) = amount else {
+        return "—".to_owned();
+    };
+    if let Some(text) = currency.and_then(|c| crate::domain::money::minor_units(amount, c)) {
+        return text;
+    }
+    match currency {
+        Some(Value::String(code)) => format!("{} {code}", json_text(amount)),
+        Some(other) => format!("{} {}", json_text(amount), json_text(other)),
+        None => json_text(amount),
+    }
 }
 
 /// A JSON value as one line of text; `—` when absent.
@@ -330,10 +361,9 @@ fn history(event: CaseEvent, now: chrono::DateTime<Utc>) -> HistoryLine {
             )];
             details.extend(operations.iter().map(|op| {
                 format!(
-                    "operation {}: {} {} ({})",
+                    "operation {}: {} ({})",
                     op.id,
-                    shown(op.amount.as_ref()),
-                    shown(op.currency.as_ref()),
+                    money(op.amount.as_ref(), op.currency.as_ref()),
                     op.status.as_deref().unwrap_or("no status")
                 )
             }));
