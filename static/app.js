@@ -9,3 +9,18 @@ document.addEventListener("click", (event) => {
     setTimeout(() => { button.textContent = label; }, 1200);
   });
 });
+
+// Times are written in UTC; hovering one shows it in the viewer's own time
+// zone too.
+const localTimes = () => {
+  for (const time of document.querySelectorAll("time[datetime]")) {
+    const at = new Date(time.getAttribute("datetime"));
+    if (Number.isNaN(at.getTime())) continue;
+    time.title = `${time.textContent} UTC · ${at.toLocaleString()} your time`;
+  }
+};
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", localTimes);
+} else {
+  localTimes();
+}

@@ -32,6 +32,10 @@ pub struct Row {
     pub event_type: String,
     pub decision: String,
     pub reason: String,
+    /// What it is about (a payment id), `sealed` when stored as its keyed hash.
+    pub resource: String,
+    /// `name@version`, `—` without a business key.
+    pub strategy: String,
     pub key: Option<ShortId>,
     pub id: ShortId,
     pub link: String,
@@ -74,6 +78,12 @@ fn row(found: Found, now: chrono::DateTime<Utc>) -> Row {
         event_type: found.event_type.unwrap_or_else(|| "—".to_owned()),
         decision: found.decision.unwrap_or_else(|| found.status.clone()),
         reason: found.reason.unwrap_or_default(),
+        resource: match found.resource {
+            Some(r) if r.starts_with("hmac:") => "sealed".to_owned(),
+            Some(r) => r,
+            None => "—".to_owned(),
+        },
+        strategy: found.strategy.unwrap_or_else(|| "—".to_owned()),
         key: found.business_key.map(ShortId::new),
     }
 }
