@@ -93,6 +93,43 @@ async fn a_candidate_that_merges_two_refunds_is_reported_first_and_the_live_set_
 }
 
 #[tokio::test]
+async fn hundreds_of_deliveries_replay_in_journal_order_so_each_retry_stays_after_its_first() {
+    // Given a journal where every refund is followed at once by the
+    // provider's retry of it: replayed out of order, a retry would be decided
+    // first (process) and its original second (ignore).
+    let app = spawn_app().await;
+    let pairs = 200;
+    for n in 0..pairs {
+        let body = refund(&format!("pay_order_{n}"), 100 + n, Some(&format!("rr_{n}")));
+        let first = app.post_signed("hmac", &body).await;
+        assert_eq!(first.json["decision"], "process", "{}", first.json);
+        let retry = app.post_signed("hmac", &body).await;
+        assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
+    }
+
+    // When the live set is replayed over it, many deliveries in flight at once
+    let scratch = tempfile::tempdir().unwrap();
+    let report = shadow::shadow(
+        &app.db,
+        TEST_SOURCES,
+        PAYMENT_ONLY,
+        &Window::default(),
+        scratch.path(),
+    )
+    .await
+    .expect("replayed");
+
+    // Then each is decided as the journal says: no noise
+    assert_eq!(report.replayed, 2 * pairs as usize);
+    assert!(
+        report.noise.is_empty(),
+        "{} deliveries decided otherwise, e.g. {:?}",
+        report.noise.len(),
+        report.noise.first()
+    );
+}
+
+#[tokio::test]
 async fn a_candidate_with_anything_but_strategies_and_hierarchies_is_refused() {
     let app = spawn_app().await;
     let scratch = tempfile::tempdir().unwrap();
