@@ -26,8 +26,8 @@ pub enum LogFormat {
 
 impl LogFormat {
     /// Text on a terminal, JSON otherwise (a service manager, a container).
-    pub fn for_stdout() -> Self {
-        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+    pub fn for_stderr() -> Self {
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
             Self::Text
         } else {
             Self::Json
@@ -35,13 +35,14 @@ impl LogFormat {
     }
 }
 
-/// Installs the global subscriber on standard output, in `format` (by
-/// default, see `LogFormat::for_stdout`); `RUST_LOG` overrides the default
-/// filter.
+/// Installs the global subscriber on standard error, in `format` (by
+/// default, see `LogFormat::for_stderr`); `RUST_LOG` overrides the default
+/// filter. Standard output is left to what a command prints (a report, a
+/// JSON document), so that logs never mix into it.
 pub fn init(format: Option<LogFormat>) {
-    let format = format.unwrap_or_else(LogFormat::for_stdout);
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    init_with(std::io::stdout, ansi, format);
+    let format = format.unwrap_or_else(LogFormat::for_stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    init_with(std::io::stderr, ansi, format);
 }
 
 /// Installs the global subscriber, writing to `writer` (tests read the lines

@@ -41,8 +41,8 @@ pub struct Cli {
     #[arg(long, env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL, global = true, hide_env_values = true)]
     database_url: String,
 
-    /// Log lines as `text` or `json` (one object per line); by default text
-    /// on a terminal, JSON otherwise.
+    /// Log lines, on standard error, as `text` or `json` (one object per
+    /// line); by default text on a terminal, JSON otherwise.
     #[arg(long, env = "UNICITY_LOG_FORMAT", value_enum, global = true)]
     pub log_format: Option<crate::telemetry::LogFormat>,
 

@@ -4,7 +4,7 @@
 use unicity::services::shadow::{self, Change, Window};
 
 use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{Counts, TEST_SOURCES, id_of, refund, spawn_app};
+use crate::helpers::{Counts, TEST_SOURCES, cli, finished, id_of, refund, spawn_app};
 
 /// A candidate that keys refunds on the payment alone: it drops the refund
 /// reference, so two refunds of one payment become one.
@@ -127,6 +127,30 @@ async fn hundreds_of_deliveries_replay_in_journal_order_so_each_retry_stays_afte
         report.noise.len(),
         report.noise.first()
     );
+}
+
+#[tokio::test]
+async fn the_replay_command_prints_its_json_report_alone_with_logs_on_standard_error() {
+    // Given a journal, and the replay command with informational logs on
+    let app = spawn_app().await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_cli", 700, Some("rr_cli")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    let dir = tempfile::tempdir().unwrap();
+    let candidate = dir.path().join("candidate.toml");
+    std::fs::write(&candidate, PAYMENT_ONLY).unwrap();
+    let mut command = cli(&app.database_url, "", dir.path());
+    command
+        .env("RUST_LOG", "info")
+        .args(["--log-format", "json", "replay", "--json", "--strategies"])
+        .arg(&candidate);
+
+    // When it runs, then standard output is one JSON document: its report
+    let printed = finished(command).await;
+    let report: serde_json::Value = serde_json::from_str(&printed)
+        .unwrap_or_else(|e| panic!("stdout is the report alone ({e}): {printed}"));
+    assert_eq!(report["replayed"], 1, "{report}");
 }
 
 #[tokio::test]
