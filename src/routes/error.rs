@@ -137,7 +137,11 @@ fn access_status(error: &AccessError) -> (StatusCode, &'static str) {
         AccessError::NameTaken(_) => (StatusCode::CONFLICT, "name_taken"),
         AccessError::UnknownOperator(_) => (StatusCode::NOT_FOUND, "operator_not_found"),
         AccessError::UnknownToken(_) => (StatusCode::NOT_FOUND, "token_not_found"),
+        AccessError::UnknownRole(_) => (StatusCode::BAD_REQUEST, "invalid_role"),
+        AccessError::InvalidExpiry => (StatusCode::BAD_REQUEST, "invalid_expiry"),
+        AccessError::Yourself => (StatusCode::CONFLICT, "own_account"),
         AccessError::SetupClosed => (StatusCode::NOT_FOUND, "setup_closed"),
+        AccessError::LinkClosed => (StatusCode::NOT_FOUND, "link_closed"),
         AccessError::Storage(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),
     }
 }

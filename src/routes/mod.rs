@@ -79,6 +79,14 @@ routes! {
     GET "/account" => ui::account::show, Requires(Action::OwnAccount);
     POST "/account/password" => ui::account::change_password, Requires(Action::OwnAccount);
     GET "/admin" => ui::admin::show, Requires(Action::ManageOperators);
+    POST "/admin/operators" => ui::admin_forms::add_operator, Requires(Action::ManageOperators);
+    POST "/admin/operators/role" => ui::admin_forms::change_role, Requires(Action::ManageOperators);
+    POST "/admin/operators/disable" => ui::admin_forms::disable_operator, Requires(Action::ManageOperators);
+    POST "/admin/operators/link" => ui::admin_forms::password_link, Requires(Action::ManageOperators);
+    POST "/admin/tokens" => ui::admin_forms::issue_token, Requires(Action::ManageTokens);
+    POST "/admin/tokens/revoke" => ui::admin_forms::revoke_token, Requires(Action::ManageTokens);
+    GET "/password/{token}" => ui::password::show, Public;
+    POST "/password/{token}" => ui::password::submit, Public;
     GET "/cases" => ui::cases::list, Requires(Action::ReadDeliveries);
     GET "/cases/{id}" => ui::case::show, Requires(Action::ReadDeliveries);
     GET "/cases/{id}/fixture" => ui::fixture::fixture, Requires(Action::ExportFixtures);

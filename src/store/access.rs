@@ -8,7 +8,7 @@ use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
 };
 
-use super::entities::{api_token, operator, session, setup_token};
+use super::entities::{api_token, operator, password_link, session, setup_token};
 
 pub use api_token::Model as TokenRow;
 pub use operator::Model as OperatorRow;
@@ -292,6 +292,57 @@ pub async fn claim_setup_token<C: ConnectionTrait>(
         .col_expr(setup_token::Column::UsedAt, Expr::value(Some(at)))
         .filter(setup_token::Column::TokenHash.eq(token_hash))
         .filter(setup_token::Column::UsedAt.is_null())
+        .exec(conn)
+        .await?;
+    Ok(result.rows_affected == 1)
+}
+
+/// Replaces the operator's unused set-password links with this one: the
+/// newest link an admin handed out is the only one that works.
+pub async fn replace_password_link<C: ConnectionTrait>(
+    conn: &C,
+    operator_id: &str,
+    token_hash: String,
+    at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    password_link::Entity::delete_many()
+        .filter(password_link::Column::OperatorId.eq(operator_id))
+        .filter(password_link::Column::UsedAt.is_null())
+        .exec(conn)
+        .await?;
+    password_link::Entity::insert(password_link::ActiveModel {
+        token_hash: Set(token_hash),
+        operator_id: Set(operator_id.to_owned()),
+        created_at: Set(at),
+        expires_at: Set(expires_at),
+        used_at: Set(None),
+    })
+    .exec_without_returning(conn)
+    .await
+    .map(|_| ())
+}
+
+pub async fn password_link<C: ConnectionTrait>(
+    conn: &C,
+    token_hash: &str,
+) -> Result<Option<password_link::Model>, DbErr> {
+    password_link::Entity::find_by_id(token_hash.to_owned())
+        .one(conn)
+        .await
+}
+
+/// Marks a live set-password link used; true for the one caller that did.
+pub async fn claim_password_link<C: ConnectionTrait>(
+    conn: &C,
+    token_hash: &str,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let result = password_link::Entity::update_many()
+        .col_expr(password_link::Column::UsedAt, Expr::value(Some(at)))
+        .filter(password_link::Column::TokenHash.eq(token_hash))
+        .filter(password_link::Column::UsedAt.is_null())
+        .filter(password_link::Column::ExpiresAt.gt(at))
         .exec(conn)
         .await?;
     Ok(result.rows_affected == 1)

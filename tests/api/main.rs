@@ -2,6 +2,8 @@
 //! database per test (SQLite file, or PostgreSQL when TEST_DATABASE_URL is set).
 
 mod access;
+mod admin;
+mod admin_browser;
 mod batches;
 mod browser;
 mod case_browser;

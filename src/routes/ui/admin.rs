@@ -1,6 +1,9 @@
-//! `GET /admin`: operators and API tokens (admin only). Tokens are managed
-//! with `unicity tokens ...` until the back-office pages come.
+//! `GET /admin`: operators and API tokens (admin only), with the forms that
+//! manage them (`admin_forms`): add an operator (who sets their own password
+//! through a one-time link), change a role, disable, hand out a new
+//! set-password link; issue and revoke tokens.
 
+use actix_web::http::StatusCode;
 use actix_web::{HttpResponse, get, web};
 use askama::Template;
 
@@ -8,7 +11,7 @@ use actix_session::Session;
 
 use super::format::Nav;
 use super::html;
-use crate::auth::Principal;
+use crate::auth::{Principal, Role};
 use crate::routes::error::UiError;
 use crate::services::access;
 use crate::state::AppState;
@@ -20,6 +23,8 @@ pub struct OperatorLine {
     pub enabled: bool,
     pub created_at: String,
     pub last_login_at: String,
+    /// The signed-in admin's own line: no role change or disabling here.
+    pub yourself: bool,
 }
 
 /// One API token as the admin page lists it (never the token).
@@ -31,6 +36,16 @@ pub struct TokenLine {
     pub state: &'static str,
 }
 
+/// What the last form did, shown above the lists.
+pub enum Notice {
+    /// Done; the sentence says what.
+    Done(String),
+    /// A secret to hand over, shown this once: the sentence, then the value.
+    Secret(String, String),
+    /// Refused; the sentence says why.
+    Refused(String),
+}
+
 /// `templates/admin.html`.
 #[derive(Template)]
 #[template(path = "admin.html")]
@@ -38,6 +53,8 @@ pub struct AdminPage {
     pub nav: Nav,
     pub operators: Vec<OperatorLine>,
     pub tokens: Vec<TokenLine>,
+    pub roles: Vec<&'static str>,
+    pub notice: Option<Notice>,
 }
 
 fn when(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
@@ -45,17 +62,20 @@ fn when(at: Option<chrono::DateTime<chrono::Utc>>) -> String {
         .unwrap_or_else(|| "—".to_owned())
 }
 
-#[get("/admin")]
-pub async fn show(
-    state: web::Data<AppState>,
-    session: Session,
-    operator: Principal,
+/// The admin page, with what the last form did.
+pub async fn page(
+    state: &AppState,
+    session: &Session,
+    operator: &Principal,
+    status: StatusCode,
+    notice: Option<Notice>,
 ) -> Result<HttpResponse, UiError> {
     let now = chrono::Utc::now();
     let operators = access::operators(state.db())
         .await?
         .into_iter()
         .map(|o| OperatorLine {
+            yourself: o.id == operator.id.to_string(),
             name: o.name,
             role: o.role,
             enabled: o.enabled,
@@ -79,11 +99,22 @@ pub async fn show(
         })
         .collect();
     Ok(html(
-        HttpResponse::Ok(),
+        HttpResponse::build(status),
         &AdminPage {
-            nav: Nav::new(&session, &operator, "admin")?,
+            nav: Nav::new(session, operator, "admin")?,
             operators,
             tokens,
+            roles: Role::ALL.iter().map(|r| r.as_str()).collect(),
+            notice,
         },
     ))
+}
+
+#[get("/admin")]
+pub async fn show(
+    state: web::Data<AppState>,
+    session: Session,
+    operator: Principal,
+) -> Result<HttpResponse, UiError> {
+    page(&state, &session, &operator, StatusCode::OK, None).await
 }

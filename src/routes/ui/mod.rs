@@ -4,6 +4,7 @@
 
 pub mod account;
 pub mod admin;
+pub mod admin_forms;
 pub mod assets;
 pub mod case;
 pub mod case_forms;
@@ -19,6 +20,7 @@ pub mod format;
 pub mod home;
 pub mod login;
 pub mod next;
+pub mod password;
 pub mod replay;
 pub mod setup;
 pub mod strategies;

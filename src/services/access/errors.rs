@@ -10,6 +10,8 @@ use crate::store::access::{self as store};
 
 /// How long a first-run setup link stays valid.
 pub const SETUP_LINK_VALIDITY: chrono::Duration = chrono::Duration::hours(1);
+/// How long a set-password link an admin hands out stays valid.
+pub const PASSWORD_LINK_VALIDITY: chrono::Duration = chrono::Duration::hours(72);
 pub(super) const MAX_NAME: usize = 64;
 
 /// Why an access operation was refused.
@@ -25,8 +27,18 @@ pub enum AccessError {
     UnknownOperator(String),
     #[error("no token named {0:?}")]
     UnknownToken(String),
+    #[error("no role named {0:?}: support, finance, engineer or admin")]
+    UnknownRole(String),
+    #[error("an expiry is a whole number of days from 1 to 3650, or empty for none")]
+    InvalidExpiry,
+    #[error("your own account is changed on your account page, not here")]
+    Yourself,
     #[error("the setup link is invalid, expired or already used")]
     SetupClosed,
+    #[error(
+        "this set-password link is invalid, expired or already used: ask an admin for a new one"
+    )]
+    LinkClosed,
     #[error("storage: {0}")]
     Storage(#[from] anyhow::Error),
 }

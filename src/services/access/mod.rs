@@ -4,12 +4,14 @@
 //! begins, so none is held open across an argon2 computation.
 
 mod errors;
+mod links;
 mod operators;
 mod setup;
 mod sign_in;
 mod tokens;
 
-pub use errors::{AccessError, LoginError, SETUP_LINK_VALIDITY};
+pub use errors::{AccessError, LoginError, PASSWORD_LINK_VALIDITY, SETUP_LINK_VALIDITY};
+pub use links::{invite_operator, link_holder, password_link, set_password_by_link};
 pub use operators::{
     check_password, create_operator, disable_operator, operators, set_password, set_role,
 };

@@ -9,6 +9,7 @@ pub mod effect_delivery;
 pub mod journal;
 pub mod migrated_key;
 pub mod operator;
+pub mod password_link;
 pub mod raw_body;
 pub mod reconciliation_run;
 pub mod reservation;

@@ -1,0 +1,20 @@
+//! A one-time set-password link (its SHA-256) for one operator, valid until
+//! `expires_at` and used once.
+
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "password_links")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub token_hash: String,
+    pub operator_id: String,
+    pub created_at: DateTimeUtc,
+    pub expires_at: DateTimeUtc,
+    pub used_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

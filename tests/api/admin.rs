@@ -1,0 +1,319 @@
+//! The admin page manages people over real HTTP: an admin adds an operator,
+//! who chooses their own password through a one-time link and signs in; an
+//! admin changes roles, disables, hands out a new link, issues and revokes
+//! API tokens — each journaled with who acted — and cannot lock themselves
+//! out. Only admins may; every form needs its CSRF token.
+
+use reqwest::StatusCode;
+use unicity::auth::Role;
+
+use crate::forms::{Answer, Browser, PASSWORD, csrf_in, signed_in};
+use crate::helpers::{Counts, TestApp, spawn_app};
+
+const NEW_PASSWORD: &str = "a long new password 42";
+
+/// The one-time value the admin page shows after a form.
+fn secret_in(page: &Answer) -> String {
+    let marker = r#"<code id="secret">"#;
+    let start = page.body.find(marker).expect("a secret shown once") + marker.len();
+    let end = page.body[start..].find("</code>").expect("closed") + start;
+    page.body[start..end].to_owned()
+}
+
+/// The path of a set-password link the page showed.
+fn link_path(app: &TestApp, page: &Answer) -> String {
+    let link = secret_in(page);
+    let path = link
+        .strip_prefix(&app.address)
+        .unwrap_or_else(|| panic!("{link} is on this server"));
+    assert!(path.starts_with("/password/"), "{path}");
+    path.to_owned()
+}
+
+async fn admin_post(admin: &mut Browser, path: &str, fields: &[(&str, &str)]) -> Answer {
+    let csrf = admin.csrf("/admin").await;
+    let mut form = vec![("csrf", csrf.as_str())];
+    form.extend_from_slice(fields);
+    admin.post(path, &form).await
+}
+
+/// Chooses a password through the link at `path`, as its holder does.
+async fn choose_password(app: &TestApp, path: &str, password: &str) -> Answer {
+    let mut holder = Browser::new(app);
+    let page = holder.get(path).await;
+    assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
+    let csrf = csrf_in(&page.body);
+    holder
+        .post(
+            path,
+            &[
+                ("csrf", &csrf),
+                ("password", password),
+                ("confirm", password),
+            ],
+        )
+        .await
+}
+
+#[tokio::test]
+async fn an_operator_added_by_an_admin_chooses_their_password_through_a_one_time_link() {
+    // Given an admin on the admin page
+    let app = spawn_app().await;
+    let mut admin = signed_in(&app, "ada", Role::Admin).await;
+
+    // When they add an operator
+    let added = admin_post(
+        &mut admin,
+        "/admin/operators",
+        &[("name", "nina"), ("role", "finance")],
+    )
+    .await;
+
+    // Then the page shows a link, once, and the new operator cannot sign in yet
+    assert_eq!(added.status, StatusCode::OK, "{}", added.body);
+    assert!(
+        added.body.contains("nina was added as finance"),
+        "{}",
+        added.body
+    );
+    let path = link_path(&app, &added);
+    assert_eq!(
+        app.journal_count("OperatorCreated").await,
+        2,
+        "ada and nina"
+    );
+    let again = admin.get("/admin").await;
+    assert!(!again.body.contains(&path), "the link is shown once");
+    let mut nina = Browser::new(&app);
+    for guess in [PASSWORD, ""] {
+        assert_ne!(
+            nina.login("nina", guess).await.status,
+            StatusCode::SEE_OTHER
+        );
+    }
+
+    // When nina opens the link and chooses a password
+    let set = choose_password(&app, &path, NEW_PASSWORD).await;
+
+    // Then she is sent to sign in, signs in with it, as finance
+    assert_eq!(set.status, StatusCode::SEE_OTHER, "{}", set.body);
+    assert_eq!(set.location, "/login");
+    assert_eq!(
+        nina.login("nina", NEW_PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+    let account = nina.get("/account").await;
+    assert!(
+        account.body.contains("<strong>finance</strong>"),
+        "{}",
+        account.body
+    );
+    assert_eq!(app.journal_count("OperatorPasswordChanged").await, 1);
+
+    // And the link is used up
+    let mut other = Browser::new(&app);
+    let used = other.get(&path).await;
+    assert_eq!(used.status, StatusCode::NOT_FOUND);
+    assert!(used.body.contains("already used"), "{}", used.body);
+}
+
+#[tokio::test]
+async fn a_new_link_replaces_the_old_one_and_a_bad_password_keeps_the_link_open() {
+    let app = spawn_app().await;
+    let mut admin = signed_in(&app, "ada", Role::Admin).await;
+    let first = link_path(
+        &app,
+        &admin_post(
+            &mut admin,
+            "/admin/operators",
+            &[("name", "sam"), ("role", "support")],
+        )
+        .await,
+    );
+
+    // A new link for sam: the first stops working
+    let second = admin_post(&mut admin, "/admin/operators/link", &[("name", "sam")]).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.body);
+    let second = link_path(&app, &second);
+    assert_ne!(first, second);
+    let mut holder = Browser::new(&app);
+    assert_eq!(holder.get(&first).await.status, StatusCode::NOT_FOUND);
+
+    // A password too short is refused on the page, and the link still works
+    let short = choose_password(&app, &second, "short").await;
+    assert_eq!(short.status, StatusCode::BAD_REQUEST, "{}", short.body);
+    assert!(short.body.contains("12"), "says why: {}", short.body);
+    let set = choose_password(&app, &second, NEW_PASSWORD).await;
+    assert_eq!(set.status, StatusCode::SEE_OTHER, "{}", set.body);
+
+    // An unknown or made-up link is a 404 page, not an error
+    assert_eq!(
+        holder.get("/password/0000").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn an_admin_changes_roles_and_disables_others_but_never_their_own_account() {
+    let app = spawn_app().await;
+    let mut admin = signed_in(&app, "ada", Role::Admin).await;
+    let mut sam = signed_in(&app, "sam", Role::Support).await;
+
+    // Role change: journaled, effective on sam's next request
+    let promoted = admin_post(
+        &mut admin,
+        "/admin/operators/role",
+        &[("name", "sam"), ("role", "finance")],
+    )
+    .await;
+    assert_eq!(promoted.status, StatusCode::OK, "{}", promoted.body);
+    assert!(promoted.body.contains("sam is now finance (was support)"));
+    assert_eq!(app.journal_count("OperatorRoleChanged").await, 1);
+    assert!(
+        sam.get("/account")
+            .await
+            .body
+            .contains("<strong>finance</strong>")
+    );
+
+    // An unknown role or operator is refused with why
+    let bad = admin_post(
+        &mut admin,
+        "/admin/operators/role",
+        &[("name", "sam"), ("role", "root")],
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("no role named"), "{}", bad.body);
+    let nobody = admin_post(
+        &mut admin,
+        "/admin/operators/disable",
+        &[("name", "nobody")],
+    )
+    .await;
+    assert_eq!(nobody.status, StatusCode::NOT_FOUND);
+
+    // Disabling ends sam's session
+    let disabled = admin_post(&mut admin, "/admin/operators/disable", &[("name", "sam")]).await;
+    assert_eq!(disabled.status, StatusCode::OK, "{}", disabled.body);
+    assert_eq!(sam.get("/account").await.status, StatusCode::SEE_OTHER);
+    assert_ne!(
+        Browser::new(&app).login("sam", PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+
+    // The admin's own account is not changed here
+    for (path, fields) in [
+        ("/admin/operators/disable", vec![("name", "ada")]),
+        (
+            "/admin/operators/role",
+            vec![("name", "ada"), ("role", "support")],
+        ),
+        ("/admin/operators/link", vec![("name", "ada")]),
+    ] {
+        let refused = admin_post(&mut admin, path, &fields).await;
+        assert_eq!(refused.status, StatusCode::CONFLICT, "{path}");
+        assert!(refused.body.contains("your own account"), "{path}");
+    }
+    assert!(
+        admin.get("/admin").await.status == StatusCode::OK,
+        "still admin"
+    );
+}
+
+#[tokio::test]
+async fn tokens_issued_on_the_page_work_on_the_api_until_revoked() {
+    let app = spawn_app().await;
+    let mut admin = signed_in(&app, "ada", Role::Admin).await;
+    let issued_before = app.journal_count("TokenIssued").await;
+    let issued = admin_post(
+        &mut admin,
+        "/admin/tokens",
+        &[
+            ("name", "ci-bot"),
+            ("role", "support"),
+            ("expires_days", "30"),
+        ],
+    )
+    .await;
+    assert_eq!(issued.status, StatusCode::OK, "{}", issued.body);
+    let token = secret_in(&issued);
+    assert!(token.starts_with("uni_"), "{token}");
+    assert!(
+        !admin.get("/admin").await.body.contains(&token),
+        "shown once"
+    );
+    let api = |token: String| {
+        let url = format!("{}/api/deliveries", app.address);
+        async move {
+            reqwest::Client::new()
+                .get(url)
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("answered")
+                .status()
+        }
+    };
+    assert_eq!(api(token.clone()).await, StatusCode::OK);
+
+    let bad_expiry = admin_post(
+        &mut admin,
+        "/admin/tokens",
+        &[
+            ("name", "other"),
+            ("role", "support"),
+            ("expires_days", "soon"),
+        ],
+    )
+    .await;
+    assert_eq!(bad_expiry.status, StatusCode::BAD_REQUEST);
+    let taken = admin_post(
+        &mut admin,
+        "/admin/tokens",
+        &[
+            ("name", "ci-bot"),
+            ("role", "support"),
+            ("expires_days", ""),
+        ],
+    )
+    .await;
+    assert_eq!(taken.status, StatusCode::CONFLICT, "{}", taken.body);
+
+    let revoked = admin_post(&mut admin, "/admin/tokens/revoke", &[("name", "ci-bot")]).await;
+    assert_eq!(revoked.status, StatusCode::OK, "{}", revoked.body);
+    assert_eq!(api(token).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(app.journal_count("TokenIssued").await, issued_before + 1);
+    assert_eq!(app.journal_count("TokenRevoked").await, 1);
+}
+
+#[tokio::test]
+async fn only_an_admin_with_the_page_s_csrf_token_changes_anyone() {
+    let app = spawn_app().await;
+    let mut admin = signed_in(&app, "ada", Role::Admin).await;
+    let mut engineer = signed_in(&app, "eve", Role::Engineer).await;
+
+    // An engineer's session, with a valid CSRF token of its own: refused
+    let csrf = engineer.csrf("/account").await;
+    let refused = engineer
+        .post(
+            "/admin/operators",
+            &[("csrf", &csrf), ("name", "mallory"), ("role", "admin")],
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    // The admin without the token: refused
+    let forged = admin
+        .post(
+            "/admin/operators",
+            &[("name", "mallory"), ("role", "admin")],
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        app.journal_count("OperatorCreated").await,
+        2,
+        "ada and eve only"
+    );
+}
