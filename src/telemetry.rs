@@ -152,4 +152,19 @@ mod tests {
         );
         assert_eq!(logged_target("/nowhere", None), "/nowhere");
     }
+
+    #[test]
+    fn every_one_time_link_of_the_route_table_is_logged_redacted() {
+        let links: Vec<&str> = crate::routes::TABLE
+            .iter()
+            .map(|r| r.path)
+            .filter(|p| p.contains("{token}"))
+            .collect();
+        assert!(links.contains(&"/password/{token}"), "{links:?}");
+        for route in links {
+            let path = route.replace("{token}", "5243f5835e13");
+            let logged = logged_target(&path, Some(route));
+            assert!(!logged.contains("5243f5835e13"), "{logged}");
+        }
+    }
 }
