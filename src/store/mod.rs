@@ -81,7 +81,8 @@ pub enum Durability {
     /// Everything that answers a provider or an operator runs so.
     #[default]
     Full,
-    /// `synchronous=OFF`: commits are not synced to disk. For scratch
+    /// `synchronous=OFF` and the rollback journal in memory: commits are not
+    /// synced to disk and a crash may leave the file unusable. For scratch
     /// databases only (a fixture's or a shadow replay's sandbox), which are
     /// deleted when done and rebuilt from the journal if lost.
     Scratch,
@@ -114,9 +115,9 @@ async fn open(url: &str, pool: Pool, durability: Durability) -> anyhow::Result<D
             .test_before_acquire(false);
     }
     if url.starts_with("sqlite:") {
-        let synchronous = match durability {
-            Durability::Full => SqliteSynchronous::Full,
-            Durability::Scratch => SqliteSynchronous::Off,
+        let (journal_mode, synchronous) = match durability {
+            Durability::Full => (SqliteJournalMode::Wal, SqliteSynchronous::Full),
+            Durability::Scratch => (SqliteJournalMode::Memory, SqliteSynchronous::Off),
         };
         let (connections, cache_kib) = match pool {
             Pool::Shared => (SQLITE_POOL, SQLITE_CACHE_KIB),
@@ -125,7 +126,7 @@ async fn open(url: &str, pool: Pool, durability: Durability) -> anyhow::Result<D
         options
             .max_connections(connections)
             .map_sqlx_sqlite_opts(move |o| {
-                o.journal_mode(SqliteJournalMode::Wal)
+                o.journal_mode(journal_mode)
                     .synchronous(synchronous)
                     .busy_timeout(Duration::from_secs(5))
                     .foreign_keys(true)
@@ -325,28 +326,30 @@ mod tests {
 
     use super::*;
 
-    async fn synchronous(db: &DatabaseConnection) -> i64 {
+    async fn pragma<T: sea_orm::TryGetable>(db: &DatabaseConnection, name: &str) -> T {
         let row = db
             .query_one_raw(Statement::from_string(
                 DbBackend::Sqlite,
-                "PRAGMA synchronous",
+                format!("PRAGMA {name}"),
             ))
             .await
             .expect("the pragma reads")
             .expect("one row");
-        row.try_get_by_index(0).expect("an integer")
+        row.try_get_by_index(0).expect("a value")
     }
 
     #[tokio::test]
-    async fn sqlite_syncs_every_commit_unless_the_database_is_a_scratch_one() {
+    async fn sqlite_syncs_every_commit_to_its_wal_unless_the_database_is_a_scratch_one() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let url = test_url(&dir);
-        let full = connect(&url).await.expect("SQLite opens");
-        assert_eq!(synchronous(&full).await, 2, "FULL");
-        let scratch = connect_with(&url, Durability::Scratch)
+        let full = connect(&test_url(&dir)).await.expect("SQLite opens");
+        assert_eq!(pragma::<i64>(&full, "synchronous").await, 2, "FULL");
+        assert_eq!(pragma::<String>(&full, "journal_mode").await, "wal");
+        let other = tempfile::tempdir().expect("a temporary directory");
+        let scratch = connect_with(&test_url(&other), Durability::Scratch)
             .await
             .expect("SQLite opens");
-        assert_eq!(synchronous(&scratch).await, 0, "OFF");
+        assert_eq!(pragma::<i64>(&scratch, "synchronous").await, 0, "OFF");
+        assert_eq!(pragma::<String>(&scratch, "journal_mode").await, "memory");
     }
 
     #[test]
