@@ -21,6 +21,7 @@ mod m20261203_000033_running_leases;
 mod m20261203_000034_journal_rows_inline;
 mod m20261204_000040_effect_references;
 mod m20261204_000041_password_links;
+mod m20261204_000042_journal_audited;
 mod sql;
 
 pub struct Migrator;
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000034_journal_rows_inline::Migration),
             Box::new(m20261204_000040_effect_references::Migration),
             Box::new(m20261204_000041_password_links::Migration),
+            Box::new(m20261204_000042_journal_audited::Migration),
         ]
     }
 }

@@ -74,6 +74,9 @@ pub enum Action {
     ManageTokens,
     /// The Prometheus metrics (`/metrics`): counts, never ids or amounts.
     ReadMetrics,
+    /// The audit trail: who signed in, resolved, read a raw body, changed
+    /// an operator or a token.
+    ReadAudit,
 }
 
 const S: Role = Role::Support;
@@ -97,6 +100,7 @@ pub const TABLE: &[(Action, &[Role])] = &[
     (Action::ManageOperators, &[A]),
     (Action::ManageTokens, &[A]),
     (Action::ReadMetrics, &[S, F, E, A]),
+    (Action::ReadAudit, &[E, A]),
 ];
 
 /// Whether `role` may perform `action`. An action missing from the table is

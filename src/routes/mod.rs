@@ -78,6 +78,7 @@ routes! {
     POST "/setup/{token}" => ui::setup::submit, Public;
     GET "/account" => ui::account::show, Requires(Action::OwnAccount);
     POST "/account/password" => ui::account::change_password, Requires(Action::OwnAccount);
+    GET "/audit" => ui::audit::show, Requires(Action::ReadAudit);
     GET "/admin" => ui::admin::show, Requires(Action::ManageOperators);
     POST "/admin/operators" => ui::admin_forms::add_operator, Requires(Action::ManageOperators);
     POST "/admin/operators/role" => ui::admin_forms::change_role, Requires(Action::ManageOperators);

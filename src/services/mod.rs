@@ -2,6 +2,7 @@
 //! together.
 
 pub mod access;
+pub mod audit;
 pub mod backoff;
 pub mod breakers;
 pub mod case_view;

@@ -10,6 +10,7 @@ use sea_orm::{
 
 use super::entities::journal;
 use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::audit::AUDITED;
 use crate::domain::journal::{
     DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, Reserved, StoredEventError,
 };
@@ -188,6 +189,38 @@ pub async fn without_delivery<C: ConnectionTrait>(
     decode_all(rows)
 }
 
+/// Up to `limit` rows of the audit trail (`audit::AUDITED`) before position
+/// `before` (from the newest without one), newest first.
+pub async fn newest_audited<C: ConnectionTrait>(
+    conn: &C,
+    before: Option<i64>,
+    limit: u64,
+) -> Result<Vec<StoredEvent>, ReadError> {
+    let rows = newest_audited_query(select(conn), before)
+        .limit(limit)
+        .into_model::<RawRow>()
+        .all(conn)
+        .await?;
+    decode_all(rows)
+}
+
+/// `query` narrowed to the audit trail's rows before `before`, newest
+/// first. The list of types is written literally, in the order of the
+/// partial index `journal_audited` (migration `journal_audited`), so that the
+/// planner can see the query implies the index's condition: a bound
+/// parameter hides it, and the whole journal is scanned.
+fn newest_audited_query(
+    query: sea_orm::Select<journal::Entity>,
+    before: Option<i64>,
+) -> sea_orm::Select<journal::Entity> {
+    let listed: Vec<String> = AUDITED.iter().map(|t| format!("'{t}'")).collect();
+    let mut query = query.filter(Expr::cust(format!("event_type IN ({})", listed.join(", "))));
+    if let Some(before) = before {
+        query = query.filter(journal::Column::Position.lt(before));
+    }
+    query.order_by_desc(journal::Column::Position)
+}
+
 /// The events of the rows after position `after`, up to `limit` rows, in
 /// journal order (a row folding several events gives them all). after position `after`, in journal order.
 pub async fn page_after<C: ConnectionTrait>(
@@ -359,6 +392,17 @@ mod tests {
             );
             let data: serde_json::Value = serde_json::from_str(&row.data).unwrap();
             assert_eq!(data, event.data());
+        }
+    }
+
+    #[tokio::test]
+    async fn the_audit_trail_reads_its_own_index_newest_first_not_the_whole_journal() {
+        let (_dir, db) = crate::store::test_database().await;
+        for before in [None, Some(1_000)] {
+            let query = newest_audited_query(journal::Entity::find(), before);
+            let plan = crate::store::sqlite_plan(&db, &query).await.join("\n");
+            assert!(plan.contains("journal_audited"), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
         }
     }
 }

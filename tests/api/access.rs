@@ -50,6 +50,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
         ("POST", "/setup/{token}", None),
         ("GET", "/account", Some(EVERYONE)),
         ("POST", "/account/password", Some(EVERYONE)),
+        ("GET", "/audit", Some(&[Engineer, Admin])),
         ("GET", "/admin", Some(&[Admin])),
         ("POST", "/admin/operators", Some(&[Admin])),
         ("POST", "/admin/operators/role", Some(&[Admin])),

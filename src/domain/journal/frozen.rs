@@ -68,3 +68,13 @@ fn every_frozen_payload_reads_back_and_is_stored_again_unchanged() {
         }
     }
 }
+
+#[test]
+fn the_audit_trail_lists_exactly_the_events_it_can_say_as_who_did_what() {
+    for (name, version, stored) in samples() {
+        let event = JournalEvent::from_stored(&name, version, stored).expect("reads");
+        let listed = super::audit::AUDITED.contains(&event.event_type());
+        let said = super::audit::audited(&event).is_some();
+        assert_eq!(listed, said, "{name}: listed {listed}, said {said}");
+    }
+}

@@ -3,6 +3,7 @@
 //! version and an upcaster in `JournalEvent::from_stored`.
 
 mod access;
+pub mod audit;
 mod case;
 mod decided;
 mod decision;

@@ -25,6 +25,8 @@ pub struct Nav {
     pub admin: bool,
     /// May read the strategies page (engineers and admins).
     pub strategies: bool,
+    /// May read the audit trail (engineers and admins).
+    pub audit: bool,
     /// Which entry is the current page (`deliveries`, `cases`, ...).
     pub current: &'static str,
 }
@@ -41,6 +43,7 @@ impl Nav {
             role: operator.role.as_str(),
             admin: operator.may(Action::ManageOperators),
             strategies: operator.may(Action::ViewStrategies),
+            audit: operator.may(Action::ReadAudit),
             current,
         })
     }

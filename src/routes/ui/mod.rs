@@ -6,6 +6,7 @@ pub mod account;
 pub mod admin;
 pub mod admin_forms;
 pub mod assets;
+pub mod audit;
 pub mod case;
 pub mod case_forms;
 pub mod case_page;

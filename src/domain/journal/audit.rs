@@ -1,0 +1,237 @@
+//! The audit trail: which journal events are something a person (or an API
+//! token, or the host's command line) did, and each said as who did what.
+//! The journal is the record; the audit page reads it through this.
+
+use super::{Actor, JournalEvent};
+
+/// The stored names of the events the audit trail lists.
+pub const AUDITED: [&str; 16] = [
+    "OperatorLoggedIn",
+    "LoginFailed",
+    "OperatorLoggedOut",
+    "OperatorCreated",
+    "OperatorDisabled",
+    "OperatorRoleChanged",
+    "OperatorPasswordChanged",
+    "TokenIssued",
+    "TokenRevoked",
+    "SetupCompleted",
+    "CaseResolved",
+    "CaseCommented",
+    "RawBodyRead",
+    "FixtureExported",
+    "StrategyReset",
+    "LegacyEffectsImported",
+];
+
+/// Who acted, as the event names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Who {
+    /// An operator's or API token's name.
+    Named(String),
+    /// An operator's or API token's id (events that store the id only).
+    Id(String),
+    /// The command line on the host, the first-run setup link, a look-up.
+    System(&'static str),
+}
+
+/// One audited action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Audited {
+    pub who: Who,
+    /// A stable code: the event's stored name in snake case.
+    pub kind: &'static str,
+    /// What was done, in a sentence.
+    pub what: String,
+    pub case_id: Option<uuid::Uuid>,
+}
+
+fn actor(by: &Actor) -> Who {
+    match by {
+        Actor::Operator { name, .. } | Actor::Token { name, .. } => Who::Named(name.clone()),
+        Actor::Cli => Who::System("the command line"),
+        Actor::Setup => Who::System("the setup link"),
+    }
+}
+
+/// An id or `cli` as stored by the events that keep no name.
+fn stored(by: &str) -> Who {
+    match by {
+        "cli" => Who::System("the command line"),
+        "lookup" | "look-up" => Who::System("a provider look-up"),
+        id => Who::Id(id.to_owned()),
+    }
+}
+
+/// The audited action `event` records, if it is one.
+pub fn audited(event: &JournalEvent) -> Option<Audited> {
+    use JournalEvent as E;
+    let (who, kind, what, case_id) = match event {
+        E::OperatorLoggedIn(e) => (
+            Who::Named(e.name.clone()),
+            "signed_in",
+            format!(
+                "signed in from {}",
+                e.client.as_deref().unwrap_or("an unknown address")
+            ),
+            None,
+        ),
+        E::LoginFailed(e) => (
+            Who::Named(e.name.clone()),
+            "sign_in_refused",
+            format!(
+                "sign-in refused ({}) from {}",
+                e.reason.replace('_', " "),
+                e.client.as_deref().unwrap_or("an unknown address")
+            ),
+            None,
+        ),
+        E::OperatorLoggedOut(e) => (
+            Who::Named(e.name.clone()),
+            "signed_out",
+            "signed out".to_owned(),
+            None,
+        ),
+        E::OperatorCreated(e) => (
+            actor(&e.by),
+            "operator_added",
+            format!("added operator {} as {}", e.name, e.role),
+            None,
+        ),
+        E::OperatorDisabled(e) => (
+            actor(&e.by),
+            "operator_disabled",
+            format!("disabled operator {}", e.name),
+            None,
+        ),
+        E::OperatorRoleChanged(e) => (
+            actor(&e.by),
+            "role_changed",
+            format!("changed {}'s role from {} to {}", e.name, e.from, e.to),
+            None,
+        ),
+        E::OperatorPasswordChanged(e) => (
+            actor(&e.by),
+            "password_changed",
+            format!("set the password of {}", e.name),
+            None,
+        ),
+        E::TokenIssued(e) => (
+            actor(&e.by),
+            "token_issued",
+            format!("issued API token {} ({})", e.name, e.role),
+            None,
+        ),
+        E::TokenRevoked(e) => (
+            actor(&e.by),
+            "token_revoked",
+            format!("revoked API token {}", e.name),
+            None,
+        ),
+        E::SetupCompleted(e) => (
+            Who::System("the setup link"),
+            "setup_completed",
+            format!("created the first admin, {}", e.name),
+            None,
+        ),
+        E::CaseResolved(e) => (
+            stored(&e.resolved_by),
+            "case_resolved",
+            format!(
+                "resolved a case: {}",
+                e.resolution.as_str().replace('_', " ")
+            ),
+            Some(e.case_id),
+        ),
+        E::CaseCommented(e) => (
+            stored(&e.commented_by),
+            "case_commented",
+            "commented on a case".to_owned(),
+            Some(e.case_id),
+        ),
+        E::RawBodyRead(e) => (
+            e.operator
+                .as_deref()
+                .map_or(Who::System("someone before operator accounts"), stored),
+            "raw_body_read",
+            "read a delivery's raw body".to_owned(),
+            None,
+        ),
+        E::FixtureExported(e) => (
+            stored(&e.by),
+            "fixture_exported",
+            format!("exported a case as a fixture ({} deliveries)", e.deliveries),
+            Some(e.case_id),
+        ),
+        E::StrategyReset(e) => (
+            e.reset_by
+                .as_deref()
+                .map_or(Who::System("the command line"), stored),
+            "breaker_reset",
+            format!("reset the breaker of {}", e.strategy),
+            None,
+        ),
+        E::LegacyEffectsImported(e) => (
+            Who::System("the command line"),
+            "legacy_effects_imported",
+            format!(
+                "imported {} legacy effects for source {}",
+                e.effects.len(),
+                e.source
+            ),
+            None,
+        ),
+        _ => return None,
+    };
+    Some(Audited {
+        who,
+        kind,
+        what,
+        case_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::journal::{OperatorRoleChanged, RejectionsAggregated};
+
+    #[test]
+    fn an_admin_s_role_change_reads_as_who_did_what_to_whom() {
+        let event = JournalEvent::OperatorRoleChanged(OperatorRoleChanged {
+            operator_id: uuid::Uuid::nil(),
+            name: "sam".into(),
+            from: "support".into(),
+            to: "finance".into(),
+            by: Actor::Operator {
+                id: uuid::Uuid::nil(),
+                name: "ada".into(),
+            },
+        });
+        let audited = audited(&event).expect("audited");
+        assert_eq!(audited.who, Who::Named("ada".into()));
+        assert_eq!(audited.kind, "role_changed");
+        assert_eq!(audited.what, "changed sam's role from support to finance");
+        assert!(AUDITED.contains(&event.event_type()));
+    }
+
+    #[test]
+    fn what_the_engine_does_on_its_own_is_not_in_the_audit_trail() {
+        let event = JournalEvent::RejectionsAggregated(RejectionsAggregated {
+            origin: crate::domain::journal::Origin {
+                source: "s".into(),
+                tenant: "t".into(),
+                provider: "p".into(),
+                environment: "e".into(),
+            },
+            window_start: chrono::DateTime::UNIX_EPOCH,
+            window_secs: 60,
+            reason: "invalid_signature".into(),
+            status: 401,
+            count: 3,
+            bytes: 30,
+        });
+        assert_eq!(audited(&event), None);
+        assert!(!AUDITED.contains(&event.event_type()));
+    }
+}

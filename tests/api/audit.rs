@@ -1,0 +1,127 @@
+//! The audit trail over real HTTP: what operators did, newest first, who did
+//! what, filtered by who and by kind, a page of 100 with a link further back;
+//! for engineers and admins; hostile names shown as text.
+
+use reqwest::StatusCode;
+use unicity::auth::Role;
+
+use crate::forms::{Browser, csrf_in, signed_in};
+use crate::pages::Pages;
+
+/// The rows of the audit table, each as its visible text in order.
+fn entries(html: &str) -> Vec<String> {
+    html.split("<tr data-kind=\"")
+        .skip(1)
+        .map(|row| row.split("</tr>").next().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn an_engineer_reads_who_did_what_newest_first_and_narrows_it_by_who_and_kind() {
+    // Given an admin who adds an operator and changes a role, a refused
+    // sign-in under a hostile name, and a finance operator's comment
+    let p = Pages::new().await;
+    let case = p.money_case("pay_audit").await;
+    let mut ada = signed_in(&p.app, "ada", Role::Admin).await;
+    let csrf = ada.csrf("/admin").await;
+    let added = ada
+        .post(
+            "/admin/operators",
+            &[("csrf", &csrf), ("name", "nina"), ("role", "support")],
+        )
+        .await;
+    assert_eq!(added.status, StatusCode::OK, "{}", added.body);
+    let mut fin = signed_in(&p.app, "fin", Role::Finance).await;
+    let refused = Browser::new(&p.app)
+        .login("<b>mallory</b>", "not the password at all")
+        .await;
+    assert_ne!(refused.status, StatusCode::SEE_OTHER);
+    let csrf = fin.csrf(&format!("/cases/{case}")).await;
+    let commented = fin
+        .post(
+            &format!("/cases/{case}/comments"),
+            &[("csrf", &csrf), ("note", "asked the provider")],
+        )
+        .await;
+    assert_eq!(
+        commented.status,
+        StatusCode::SEE_OTHER,
+        "{}",
+        commented.body
+    );
+
+    // When an engineer reads the audit trail
+    let mut eve = signed_in(&p.app, "eve", Role::Engineer).await;
+    let page = eve.get("/audit").await;
+
+    // Then each action is there, newest first, said as who did what
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    let rows = entries(&page.body);
+    let first = rows.first().expect("entries");
+    assert!(
+        first.starts_with("signed_in") && first.contains("eve"),
+        "{first}"
+    );
+    let said = |text: &str| rows.iter().position(|r| r.contains(text));
+    let comment = said("commented on a case").expect("the comment");
+    let added = said("added operator nina as support").expect("the new operator");
+    assert!(comment < added, "newest first");
+    assert!(rows[comment].contains("fin") && rows[comment].contains(&format!("/cases/{case}")));
+    assert!(rows[added].contains("<td>ada</td>"), "{}", rows[added]);
+    // and a hostile name is text, never markup
+    assert!(!page.body.contains("<b>mallory</b>"));
+    assert!(page.body.contains("&#60;b&#62;mallory&#60;/b&#62;"));
+
+    // When narrowed to ada, then only ada's actions
+    let ada_only = entries(&eve.get("/audit?who=ada").await.body);
+    assert!(!ada_only.is_empty());
+    assert!(
+        ada_only.iter().all(|r| r.contains("<td>ada</td>")),
+        "{ada_only:?}"
+    );
+    // and to refused sign-ins, only those
+    let refusals = entries(&eve.get("/audit?kind=sign_in_refused").await.body);
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
+    assert!(
+        refusals[0].contains("sign-in refused (unknown name)"),
+        "{}",
+        refusals[0]
+    );
+
+    // And support may not read it
+    let mut sam = signed_in(&p.app, "sam", Role::Support).await;
+    assert_eq!(sam.get("/audit").await.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn a_long_trail_reads_a_hundred_at_a_time_with_a_link_further_back() {
+    let p = Pages::new().await;
+    let case = p.money_case("pay_audit_pages").await;
+    let mut fin = signed_in(&p.app, "fin", Role::Finance).await;
+    let page = fin.get(&format!("/cases/{case}")).await;
+    let csrf = csrf_in(&page.body);
+    for n in 0..120 {
+        let note = format!("note {n}");
+        let posted = fin
+            .post(
+                &format!("/cases/{case}/comments"),
+                &[("csrf", &csrf), ("note", &note)],
+            )
+            .await;
+        assert_eq!(posted.status, StatusCode::SEE_OTHER);
+    }
+    let mut eve = signed_in(&p.app, "eve", Role::Engineer).await;
+    let first = eve.get("/audit?kind=case_commented").await;
+    assert_eq!(entries(&first.body).len(), 100);
+    let marker = r#"<a rel="next" href=""#;
+    let start = first.body.find(marker).expect("a link further back") + marker.len();
+    let older = first.body[start..]
+        .split('"')
+        .next()
+        .unwrap()
+        .replace("&#38;", "&");
+    assert!(older.contains("kind=case_commented"), "{older}");
+    let second = eve.get(&older).await;
+    assert_eq!(entries(&second.body).len(), 20, "the 20 older comments");
+    assert!(!second.body.contains(r#"rel="next""#));
+}
