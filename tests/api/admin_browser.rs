@@ -13,6 +13,7 @@ use crate::helpers::spawn_app;
 async fn an_admin_adds_an_operator_in_the_browser_who_then_signs_in_with_the_link() {
     let app = spawn_app().await;
     operator(&app, "ada", Role::Admin).await;
+    operator(&app, "eve", Role::Engineer).await;
     let Some(browser) = Browser::open(&app.address, "admin_pages").await else {
         return;
     };
@@ -70,5 +71,22 @@ async fn an_admin_adds_an_operator_in_the_browser_who_then_signs_in_with_the_lin
         account.contains("nina") && account.contains("support"),
         "{account}"
     );
+    browser.sign_out().await;
+
+    // An engineer reads the strategies and the audit trail of all this
+    browser.sign_in("eve", PASSWORD).await;
+    browser.visit("/strategies").await;
+    browser.screenshot("engineer-strategies").await;
+    assert!(browser.text().await.contains("Strategies"));
+    browser.visit("/audit").await;
+    browser.screenshot("engineer-audit").await;
+    let audit = browser.text().await;
+    for said in [
+        "added operator nina as support",
+        "set the password of nina",
+        "signed in from",
+    ] {
+        assert!(audit.contains(said), "{said}: {audit}");
+    }
     browser.close().await;
 }
