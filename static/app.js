@@ -24,3 +24,29 @@ if (document.readyState === "loading") {
 } else {
   localTimes();
 }
+
+// The case queue by keyboard: j and k move through the rows, o or Enter
+// opens the one marked. Keys typed into a field are left alone.
+const queue = document.querySelector("table.queue");
+if (queue) {
+  const rows = [...queue.querySelectorAll("tbody tr")];
+  let current = -1;
+  const mark = (index) => {
+    if (!rows.length) return;
+    if (current >= 0) rows[current].removeAttribute("aria-current");
+    current = Math.max(0, Math.min(rows.length - 1, index));
+    rows[current].setAttribute("aria-current", "true");
+    rows[current].scrollIntoView({ block: "nearest" });
+  };
+  document.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.target.closest("input, select, textarea, button")) return;
+    if (event.key === "j") mark(current + 1);
+    else if (event.key === "k") mark(current - 1);
+    else if ((event.key === "o" || event.key === "Enter") && current >= 0) {
+      const link = rows[current].querySelector("a");
+      if (link) window.location.assign(link.href);
+    } else return;
+    event.preventDefault();
+  });
+}

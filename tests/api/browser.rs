@@ -195,16 +195,65 @@ impl Browser {
         self.find(css).await.click().await.expect("click");
     }
 
+    /// Resizes the window to `width` × 800 CSS pixels.
+    pub async fn width(&self, width: u32) {
+        self.client()
+            .set_window_size(width, 800)
+            .await
+            .expect("window resized");
+    }
+
+    /// How far the page is wider than the window (0 when nothing scrolls
+    /// sideways).
+    pub async fn overflow(&self) -> i64 {
+        self.client()
+            .execute(
+                "return document.documentElement.scrollWidth - document.documentElement.clientWidth;",
+                vec![],
+            )
+            .await
+            .ok()
+            .and_then(|v| v.as_i64())
+            .expect("a width")
+    }
+
+    /// Presses `key` on the keyboard, on whatever has the focus.
+    pub async fn press(&self, key: char) {
+        use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+        let actions = KeyActions::new("keyboard".to_owned())
+            .then(KeyAction::Down { value: key })
+            .then(KeyAction::Up { value: key });
+        self.client()
+            .perform_actions(actions)
+            .await
+            .unwrap_or_else(|e| panic!("press {key}: {e}"));
+    }
+
+    /// Presses `key` and waits until the page it leads to has loaded.
+    pub async fn press_and_wait(&self, key: char) {
+        self.mark_page().await;
+        self.press(key).await;
+        self.wait_for_new_page(&format!("pressing {key}")).await;
+    }
+
+    async fn mark_page(&self) {
+        self.client()
+            .execute("window.__unicity_old_page = true;", vec![])
+            .await
+            .expect("mark the page");
+    }
+
     /// Clicks `css` (a submit button or a link) and waits until the next
     /// page has loaded: a mark left on the old page's window is gone (a new
     /// document has a new window) and the new document is complete.
     pub async fn click_and_wait(&self, css: &str) {
-        let client = self.client();
-        client
-            .execute("window.__unicity_old_page = true;", vec![])
-            .await
-            .expect("mark the page");
+        self.mark_page().await;
         self.click(css).await;
+        self.wait_for_new_page(css).await;
+    }
+
+    async fn wait_for_new_page(&self, what: &str) {
+        let client = self.client();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let loaded = client
@@ -219,7 +268,7 @@ impl Browser {
             if loaded {
                 return;
             }
-            assert!(Instant::now() < deadline, "{css} led to no new page");
+            assert!(Instant::now() < deadline, "{what} led to no new page");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

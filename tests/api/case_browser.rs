@@ -24,9 +24,16 @@ async fn finance_resolves_a_weak_match_refund_in_the_browser_and_one_more_refund
     browser.screenshot("queue").await;
     let queue = browser.text().await;
     assert!(queue.contains("weak_match_critical 1"), "{queue}");
-    browser
-        .click_and_wait(&format!("table.queue a[href='/cases/{case}']"))
-        .await;
+    // The queue by keyboard: j marks the first case, o opens it
+    assert!(queue.contains("Keys: j next case"), "{queue}");
+    browser.press('j').await;
+    let marked = browser.find("table.queue tr[aria-current='true'] a").await;
+    assert_eq!(
+        marked.attr("href").await.expect("href").as_deref(),
+        Some(format!("/cases/{case}").as_str())
+    );
+    browser.press_and_wait('o').await;
+    assert_eq!(browser.path().await, format!("/cases/{case}"));
     let page = browser.text().await;
     browser.screenshot("case-support").await;
     assert!(page.contains("Amounts and what tells them apart"), "{page}");
@@ -73,5 +80,45 @@ async fn finance_resolves_a_weak_match_refund_in_the_browser_and_one_more_refund
     browser.visit("/dashboard").await;
     assert!(browser.html().await.contains("<svg"));
     browser.screenshot("dashboard").await;
+    browser.close().await;
+}
+
+#[tokio::test]
+async fn no_page_scrolls_sideways_in_a_window_1024_pixels_wide() {
+    let p = Pages::new().await;
+    let case = p.money_case("pay_narrow").await;
+    operator(&p.app, "ada", Role::Admin).await;
+    let Some(browser) = Browser::open(&p.app.address, "narrow_pages").await else {
+        return;
+    };
+    browser.sign_in("ada", PASSWORD).await;
+    browser.width(1024).await;
+    let delivery = p.app.get(&format!("/api/cases/{case}")).await.json["delivery"]["delivery_id"]
+        .as_str()
+        .expect("the case's delivery")
+        .to_owned();
+    let mut wide = Vec::new();
+    for path in [
+        "/deliveries".to_owned(),
+        "/deliveries?q=pay_narrow".to_owned(),
+        format!("/deliveries/{delivery}"),
+        "/cases".to_owned(),
+        format!("/cases/{case}"),
+        "/dashboard".to_owned(),
+        "/strategies".to_owned(),
+        "/audit".to_owned(),
+        "/admin".to_owned(),
+        "/account".to_owned(),
+        "/nowhere".to_owned(),
+    ] {
+        browser.visit(&path).await;
+        let name = path.trim_start_matches('/').replace(['/', '?', '='], "-");
+        browser.screenshot(&format!("1024-{name}")).await;
+        let overflow = browser.overflow().await;
+        if overflow > 0 {
+            wide.push(format!("{path}: {overflow} px too wide"));
+        }
+    }
+    assert!(wide.is_empty(), "{wide:#?}");
     browser.close().await;
 }
