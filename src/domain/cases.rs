@@ -130,6 +130,8 @@ pub enum Refusal {
     OperationConsumed,
     #[error("this case is a reconciliation finding: it can only be closed with a reason")]
     CloseOnly,
+    #[error("a person resolves a case as process_as_distinct, confirm_duplicate or reject")]
+    NotAPersonsResolution,
 }
 
 impl Refusal {
@@ -143,6 +145,7 @@ impl Refusal {
             Self::NothingToConfirm => "nothing_to_confirm",
             Self::OperationConsumed => "operation_consumed",
             Self::CloseOnly => "close_only",
+            Self::NotAPersonsResolution => "not_a_persons_resolution",
         }
     }
 }

@@ -89,6 +89,7 @@ routes! {
     GET "/password/{token}" => ui::password::show, Public;
     POST "/password/{token}" => ui::password::submit, Public;
     GET "/cases" => ui::cases::list, Requires(Action::ReadDeliveries);
+    POST "/cases/resolve-many" => ui::bulk::resolve_many, Requires(Action::ResolveCases);
     GET "/cases/{id}" => ui::case::show, Requires(Action::ReadDeliveries);
     GET "/cases/{id}/fixture" => ui::fixture::fixture, Requires(Action::ExportFixtures);
     POST "/cases/{id}/resolve" => ui::case_forms::resolve, Requires(Action::ResolveSomeCases);

@@ -61,6 +61,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
         ("GET", "/password/{token}", None),
         ("POST", "/password/{token}", None),
         ("GET", "/cases", Some(EVERYONE)),
+        ("POST", "/cases/resolve-many", Some(&[Engineer, Admin])),
         ("GET", "/cases/{id}", Some(EVERYONE)),
         ("GET", "/cases/{id}/fixture", Some(&[Engineer, Admin])),
         (

@@ -645,3 +645,117 @@ async fn an_address_with_no_page_gets_a_page_with_the_way_back_and_programs_get_
     let json: serde_json::Value = posted.json().await.expect("JSON");
     assert_eq!(json["code"], "not_found");
 }
+
+/// A collision on a notice (not money) with its own reference: a case.
+async fn notice_collision(app: &TestApp, reference: &str) -> String {
+    let notice = |text: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "type": "notice.sent", "reference": reference, "text": text,
+        }))
+        .unwrap()
+    };
+    let first = app.post_signed("hmac", &notice("hello")).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let second = app.post_signed("hmac", &notice("goodbye")).await;
+    assert_eq!(
+        second.json["reason"], "discriminants_differ",
+        "{}",
+        second.json
+    );
+    second.json["case_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn an_engineer_resolves_ticked_non_money_cases_at_once_and_money_cases_stay_one_at_a_time() {
+    // Given three collisions on notices and one money case
+    let p = Pages::new().await;
+    let mut notices = Vec::new();
+    for n in 0..3 {
+        notices.push(notice_collision(&p.app, &format!("n-bulk-{n}")).await);
+    }
+    let money = p.money_case("pay_bulk").await;
+    let resolved_before = p.app.journal_count("CaseResolved").await;
+
+    // The queue offers an engineer boxes for the notices only; finance none
+    let mut eve = signed_in(&p.app, "eve", Role::Engineer).await;
+    let queue = eve.get("/cases").await.body;
+    for case in &notices {
+        assert!(
+            queue.contains(&format!(r#"name="case" value="{case}""#)),
+            "{case}"
+        );
+    }
+    assert!(!queue.contains(&format!(r#"name="case" value="{money}""#)));
+    let mut fin = signed_in(&p.app, "fin", Role::Finance).await;
+    assert!(
+        !fin.get("/cases")
+            .await
+            .body
+            .contains(r#"action="/cases/resolve-many""#)
+    );
+
+    // When the engineer resolves all four the same way
+    let csrf = csrf_in(&queue);
+    let mut form = vec![
+        ("csrf", csrf.as_str()),
+        ("resolution", "reject"),
+        ("note", "test notices from a misconfigured sender"),
+    ];
+    for case in notices.iter().chain([&money]) {
+        form.push(("case", case.as_str()));
+    }
+    let done = eve.post("/cases/resolve-many", &form).await;
+
+    // Then the three notices are resolved, once each, and the money case is left open
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    let page = eve.get(&done.location).await.body;
+    assert!(
+        page.contains(
+            "3 cases resolved. 1 money case left open: money cases are resolved one at a time."
+        ),
+        "{page}"
+    );
+    assert_eq!(
+        p.app.journal_count("CaseResolved").await,
+        resolved_before + 3
+    );
+    let shown = p.app.get(&format!("/api/cases/{money}")).await;
+    assert_eq!(shown.json["status"], "open", "{}", shown.json);
+
+    // And again, nothing more happens: each case resolves once
+    let again = eve.post("/cases/resolve-many", &form).await;
+    let page = eve.get(&again.location).await.body;
+    assert!(
+        page.contains("0 cases resolved.") && page.contains("3 had been resolved already."),
+        "{page}"
+    );
+    assert_eq!(
+        p.app.journal_count("CaseResolved").await,
+        resolved_before + 3
+    );
+
+    // A bulk resolution without a note resolves nothing
+    let fresh = notice_collision(&p.app, "n-bulk-late").await;
+    let csrf = eve.csrf("/cases").await;
+    let refused = eve
+        .post(
+            "/cases/resolve-many",
+            &[
+                ("csrf", &csrf),
+                ("resolution", "reject"),
+                ("note", " "),
+                ("case", &fresh),
+            ],
+        )
+        .await;
+    assert!(
+        eve.get(&refused.location)
+            .await
+            .body
+            .contains("needs a note")
+    );
+    assert_eq!(
+        p.app.journal_count("CaseResolved").await,
+        resolved_before + 3
+    );
+}

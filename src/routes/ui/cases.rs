@@ -52,6 +52,57 @@ pub struct QueueForm {
     pub status: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
+    /// What a bulk resolution came to (`done`, or a refusal's code), and
+    /// its counts; never carried into the page's links.
+    #[serde(default, skip_serializing)]
+    pub bulk: String,
+    #[serde(default, skip_serializing)]
+    pub resolved: usize,
+    #[serde(default, skip_serializing)]
+    pub money: usize,
+    #[serde(default, skip_serializing)]
+    pub already: usize,
+    #[serde(default, skip_serializing)]
+    pub refused: usize,
+}
+
+impl QueueForm {
+    /// The sentence saying what the last bulk resolution did.
+    fn bulk_notice(&self) -> Option<String> {
+        let said = match self.bulk.as_str() {
+            "" => return None,
+            "done" => {
+                let mut said = format!(
+                    "{} case{} resolved.",
+                    self.resolved,
+                    if self.resolved == 1 { "" } else { "s" }
+                );
+                if self.money > 0 {
+                    said.push_str(&format!(
+                        " {} money case{} left open: money cases are resolved one at a time.",
+                        self.money,
+                        if self.money == 1 { "" } else { "s" }
+                    ));
+                }
+                if self.already > 0 {
+                    said.push_str(&format!(" {} had been resolved already.", self.already));
+                }
+                if self.refused > 0 {
+                    said.push_str(&format!(
+                        " {} could not be resolved that way: open each to see why.",
+                        self.refused
+                    ));
+                }
+                said
+            }
+            "none" => "No case was ticked: nothing was resolved.".to_owned(),
+            "note_required" => {
+                "A bulk resolution needs a note saying why: nothing was resolved.".to_owned()
+            }
+            _ => "That resolution is not one a person makes: nothing was resolved.".to_owned(),
+        };
+        Some(said)
+    }
 }
 
 fn given(value: &str) -> Option<String> {
@@ -147,6 +198,8 @@ pub struct QueueLine {
     pub opened: Stamp,
     /// `open`, or the resolution of a resolved case.
     pub state: String,
+    /// Open and not about money: may be ticked for a bulk resolution.
+    pub bulk: bool,
 }
 
 /// `templates/queue.html`.
@@ -173,6 +226,10 @@ pub struct QueuePage {
     pub cases: Vec<QueueLine>,
     pub previous: Option<String>,
     pub next: Option<String>,
+    /// The session's CSRF token when the operator may resolve non-money
+    /// cases in bulk from this page.
+    pub bulk_csrf: Option<String>,
+    pub bulk_notice: Option<String>,
 }
 
 #[get("/cases")]
@@ -229,6 +286,7 @@ pub async fn list(
             delivery_link: format!("/deliveries/{}", c.delivery_id),
             delivery: ShortId::new(c.delivery_id),
             opened: Stamp::new(c.opened_at, now),
+            bulk: !c.critical && c.resolution.is_none() && c.status == "open",
             state: match c.resolution {
                 Some(resolution) => format!("{}: {resolution}", c.status),
                 None => c.status,
@@ -240,8 +298,13 @@ pub async fn list(
         "open" => "/cases".to_owned(),
         other => format!("/cases?status={other}"),
     };
+    let nav = Nav::new(&session, &operator, "cases")?;
+    let bulk_csrf = (operator.may(crate::services::cases::resolving(false)) && status == "open")
+        .then(|| nav.csrf.clone());
     let page = QueuePage {
-        nav: Nav::new(&session, &operator, "cases")?,
+        bulk_csrf,
+        bulk_notice: form.bulk_notice(),
+        nav,
         status,
         heading: match status {
             "resolved" => "Resolved cases",

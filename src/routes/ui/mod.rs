@@ -7,6 +7,7 @@ pub mod admin;
 pub mod admin_forms;
 pub mod assets;
 pub mod audit;
+pub mod bulk;
 pub mod case;
 pub mod case_forms;
 pub mod case_page;

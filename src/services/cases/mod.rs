@@ -89,6 +89,69 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
     }
 }
 
+/// Most cases one bulk resolution takes.
+pub const BULK_MOST: usize = 200;
+
+/// What resolving many cases the same way came to.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Bulk {
+    pub resolved: usize,
+    /// Money (critical) cases: resolved one at a time, never in bulk.
+    pub money: usize,
+    /// Resolved before, by someone else or a look-up.
+    pub already: usize,
+    /// Refused for a reason of their own (nothing to confirm, a
+    /// reconciliation finding that only closes, ...): left open.
+    pub refused: usize,
+}
+
+/// Resolves non-money cases the same way, with one note for all, each
+/// through `resolve` (its own claim: a case resolves once whoever else
+/// resolves it meanwhile). A money case is left open: money is decided one
+/// case at a time, its own delivery compared. The caller's role must allow
+/// resolving non-money cases; at most `BULK_MOST` cases.
+pub async fn resolve_many(
+    engine: &SharedEngine,
+    case_ids: &[Uuid],
+    resolution: Resolution,
+    by: &Principal,
+    note: &str,
+) -> Result<Bulk, CaseError> {
+    if !by.may(resolving(false)) {
+        return Err(CaseError::Forbidden { critical: false });
+    }
+    if note.trim().is_empty() {
+        return Err(Refusal::NoteRequired.into());
+    }
+    if !matches!(
+        resolution,
+        Resolution::ConfirmDuplicate | Resolution::Reject | Resolution::ProcessAsDistinct
+    ) {
+        return Err(Refusal::NotAPersonsResolution.into());
+    }
+    let mut bulk = Bulk::default();
+    for &case_id in case_ids.iter().take(BULK_MOST) {
+        if is_critical(engine, case_id).await? {
+            bulk.money += 1;
+            continue;
+        }
+        let request = Resolve {
+            case_id,
+            resolution,
+            by: by.clone(),
+            note: note.to_owned(),
+            authoritative_ref: None,
+        };
+        match resolve(engine, request).await {
+            Ok(_) => bulk.resolved += 1,
+            Err(CaseError::Refused(Refusal::AlreadyResolved)) => bulk.already += 1,
+            Err(CaseError::Refused(_) | CaseError::NotFound) => bulk.refused += 1,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(bulk)
+}
+
 /// Adds a note to a case (journaled with its delivery).
 pub async fn comment(
     engine: &SharedEngine,
