@@ -22,6 +22,7 @@ mod m20261203_000034_journal_rows_inline;
 mod m20261204_000040_effect_references;
 mod m20261204_000041_password_links;
 mod m20261204_000042_journal_audited;
+mod m20261204_000043_case_assignees;
 mod sql;
 
 pub struct Migrator;
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000040_effect_references::Migration),
             Box::new(m20261204_000041_password_links::Migration),
             Box::new(m20261204_000042_journal_audited::Migration),
+            Box::new(m20261204_000043_case_assignees::Migration),
         ]
     }
 }

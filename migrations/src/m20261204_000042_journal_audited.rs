@@ -14,7 +14,7 @@ const BOTH: &[&str] = &["CREATE INDEX journal_audited ON journal (position) \
      WHERE event_type IN ('OperatorLoggedIn', 'LoginFailed', 'OperatorLoggedOut', \
      'OperatorCreated', 'OperatorDisabled', 'OperatorRoleChanged', 'OperatorPasswordChanged', \
      'TokenIssued', 'TokenRevoked', 'SetupCompleted', 'CaseResolved', 'CaseCommented', \
-     'RawBodyRead', 'FixtureExported', 'StrategyReset', 'LegacyEffectsImported')"];
+     'CaseAssigned', 'RawBodyRead', 'FixtureExported', 'StrategyReset', 'LegacyEffectsImported')"];
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {

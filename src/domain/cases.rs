@@ -132,6 +132,8 @@ pub enum Refusal {
     CloseOnly,
     #[error("a person resolves a case as process_as_distinct, confirm_duplicate or reject")]
     NotAPersonsResolution,
+    #[error("no enabled operator has this name")]
+    NoSuchOperator,
 }
 
 impl Refusal {
@@ -146,6 +148,7 @@ impl Refusal {
             Self::OperationConsumed => "operation_consumed",
             Self::CloseOnly => "close_only",
             Self::NotAPersonsResolution => "not_a_persons_resolution",
+            Self::NoSuchOperator => "no_such_operator",
         }
     }
 }

@@ -94,6 +94,7 @@ routes! {
     GET "/cases/{id}/fixture" => ui::fixture::fixture, Requires(Action::ExportFixtures);
     POST "/cases/{id}/resolve" => ui::case_forms::resolve, Requires(Action::ResolveSomeCases);
     POST "/cases/{id}/comments" => ui::case_forms::comment, Requires(Action::CommentCases);
+    POST "/cases/{id}/assign" => ui::case_forms::assign, Requires(Action::CommentCases);
     POST "/cases/{id}/lookup" => ui::case_forms::lookup, Requires(Action::ResolveSomeCases);
     GET "/dashboard" => ui::dashboard::show, Requires(Action::ReadDeliveries);
     GET "/strategies" => ui::strategies::show, Requires(Action::ViewStrategies);

@@ -123,7 +123,7 @@ async fn names(db: &DatabaseConnection) -> Result<HashMap<String, String>, DbErr
 }
 
 /// The kinds an entry may have, for the filter's choices.
-pub const KINDS: [&str; 16] = [
+pub const KINDS: [&str; 17] = [
     "signed_in",
     "sign_in_refused",
     "signed_out",
@@ -136,6 +136,7 @@ pub const KINDS: [&str; 16] = [
     "setup_completed",
     "case_resolved",
     "case_commented",
+    "case_assigned",
     "raw_body_read",
     "fixture_exported",
     "breaker_reset",

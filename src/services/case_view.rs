@@ -36,6 +36,8 @@ pub struct CaseView {
     pub resolved_at: Option<DateTime<Utc>>,
     pub resolution: Option<String>,
     pub resolved_by: Option<String>,
+    /// The operator the case was given to.
+    pub assignee: Option<String>,
     pub details: serde_json::Value,
     /// The effect is critical (money, rights, stock): only finance or an
     /// admin may resolve it. A case without a key counts as critical.
@@ -215,6 +217,7 @@ pub async fn show(
         resolved_at: case.resolved_at,
         resolution: case.resolution,
         resolved_by: case.resolved_by,
+        assignee: case.assignee,
         details: case.details,
         critical,
         delivery,

@@ -37,6 +37,8 @@ pub struct CaseRow {
     pub status: String,
     pub opened_at: chrono::DateTime<Utc>,
     pub resolution: Option<String>,
+    /// Who the case was given to.
+    pub assignee: Option<String>,
     /// `name@version` of the strategy that derived the key.
     pub strategy: Option<String>,
     pub effect_type: Option<String>,
@@ -130,6 +132,7 @@ fn row(catalog: &Catalog, deliveries: &[QueueDelivery], c: case::Model) -> CaseR
         status: c.status,
         opened_at: c.opened_at,
         resolution: c.resolution,
+        assignee: c.assignee,
     }
 }
 

@@ -29,6 +29,8 @@ pub struct QueueFilter {
     pub event_type: Option<String>,
     /// Opened before this instant (older than an age).
     pub opened_before: Option<chrono::DateTime<chrono::Utc>>,
+    /// Given to this operator (by name).
+    pub assignee: Option<String>,
     /// Only cases keyed by these strategies (an effect type, a criticality).
     pub keys: Option<KeyScope>,
 }
@@ -92,6 +94,9 @@ pub async fn queue<C: ConnectionTrait>(
     }
     if let Some(before) = filter.opened_before {
         query = query.filter(case::Column::OpenedAt.lt(before));
+    }
+    if let Some(assignee) = &filter.assignee {
+        query = query.filter(case::Column::Assignee.eq(assignee.as_str()));
     }
     if let Some(keys) = &filter.keys {
         query = query.filter(keys.condition());

@@ -70,6 +70,7 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
             Some(&[Finance, Engineer, Admin]),
         ),
         ("POST", "/cases/{id}/comments", Some(EVERYONE)),
+        ("POST", "/cases/{id}/assign", Some(EVERYONE)),
         (
             "POST",
             "/cases/{id}/lookup",

@@ -759,3 +759,60 @@ async fn an_engineer_resolves_ticked_non_money_cases_at_once_and_money_cases_sta
         resolved_before + 3
     );
 }
+
+#[tokio::test]
+async fn a_case_is_given_to_an_operator_who_finds_it_under_my_cases_and_a_rebuild_keeps_it() {
+    let p = Pages::new().await;
+    let case = p.money_case("pay_assign").await;
+    let path = format!("/cases/{case}");
+    let mut fin = signed_in(&p.app, "fin", Role::Finance).await;
+    let _eve = signed_in(&p.app, "eve", Role::Engineer).await;
+
+    // Nobody has it yet; finance takes it
+    let page = fin.get(&path).await.body;
+    assert!(page.contains("Nobody yet."), "{page}");
+    let csrf = csrf_in(&page);
+    let taken = fin
+        .post(
+            &format!("{path}/assign"),
+            &[("csrf", &csrf), ("assignee", "fin")],
+        )
+        .await;
+    assert_eq!(taken.location, format!("{path}?done=assigned"));
+    let page = fin.get(&path).await.body;
+    assert!(
+        page.contains(r#"<p id="assignee"><strong>fin</strong></p>"#),
+        "{page}"
+    );
+    assert_eq!(p.app.journal_count("CaseAssigned").await, 1);
+
+    // "My cases" lists it for fin, not for eve
+    let mine = fin.get("/cases?assignee=fin").await.body;
+    assert!(mine.contains(&format!(r#"href="/cases/{case}""#)), "{mine}");
+    assert!(mine.contains("· fin"), "{mine}");
+    let eves = fin.get("/cases?assignee=eve").await.body;
+    assert!(!eves.contains(&format!(r#"href="/cases/{case}""#)));
+
+    // A name that is no enabled operator (or markup) assigns nothing
+    for ghost in ["ghost", "<script>alert(1)</script>"] {
+        let refused = fin
+            .post(
+                &format!("{path}/assign"),
+                &[("csrf", &csrf), ("assignee", ghost)],
+            )
+            .await;
+        assert_eq!(refused.location, format!("{path}?done=no_such_operator"));
+    }
+    assert_eq!(p.app.journal_count("CaseAssigned").await, 1);
+
+    // The cases table rebuilt from the journal gives it to fin again
+    unicity::services::projections::rebuild(&p.app.db)
+        .await
+        .expect("rebuilt");
+    assert!(
+        fin.get("/cases?assignee=fin")
+            .await
+            .body
+            .contains(&format!(r#"href="/cases/{case}""#))
+    );
+}

@@ -79,6 +79,7 @@ pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
                 resolved_by: sea_orm::Set(None),
                 lookups: sea_orm::Set(0),
                 next_lookup_at: sea_orm::Set(None),
+                assignee: sea_orm::Set(None),
             }
         })
         .collect();

@@ -5,7 +5,7 @@
 use super::{Actor, JournalEvent};
 
 /// The stored names of the events the audit trail lists.
-pub const AUDITED: [&str; 16] = [
+pub const AUDITED: [&str; 17] = [
     "OperatorLoggedIn",
     "LoginFailed",
     "OperatorLoggedOut",
@@ -18,6 +18,7 @@ pub const AUDITED: [&str; 16] = [
     "SetupCompleted",
     "CaseResolved",
     "CaseCommented",
+    "CaseAssigned",
     "RawBodyRead",
     "FixtureExported",
     "StrategyReset",
@@ -147,6 +148,15 @@ pub fn audited(event: &JournalEvent) -> Option<Audited> {
             stored(&e.commented_by),
             "case_commented",
             "commented on a case".to_owned(),
+            Some(e.case_id),
+        ),
+        E::CaseAssigned(e) => (
+            actor(&e.by),
+            "case_assigned",
+            match &e.assignee {
+                Some(name) => format!("assigned a case to {name}"),
+                None => "unassigned a case".to_owned(),
+            },
             Some(e.case_id),
         ),
         E::RawBodyRead(e) => (

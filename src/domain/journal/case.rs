@@ -21,6 +21,15 @@ pub struct CaseResolved {
     pub key: Option<String>,
 }
 
+/// A case given to an operator to handle (or given back: no assignee).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseAssigned {
+    pub case_id: uuid::Uuid,
+    /// The operator's name; `None` when the case was unassigned.
+    pub assignee: Option<String>,
+    pub by: super::Actor,
+}
+
 /// A note added to a case without resolving it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseCommented {

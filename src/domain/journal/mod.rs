@@ -18,7 +18,7 @@ mod reconcile;
 mod strategy;
 
 pub use access::{FixtureExported, RawBodyRead};
-pub use case::{CaseCommented, CaseResolved, LookupPerformed, ProviderOperation};
+pub use case::{CaseAssigned, CaseCommented, CaseResolved, LookupPerformed, ProviderOperation};
 pub use decided::{Applied, DeliveryDecided, Reserved, Unfoldable};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
@@ -188,6 +188,7 @@ journal_events! {
     StrategyMigrated(StrategyMigrated) = "StrategyMigrated", version 1;
     CaseResolved(CaseResolved) = "CaseResolved", version 1;
     CaseCommented(CaseCommented) = "CaseCommented", version 1;
+    CaseAssigned(CaseAssigned) = "CaseAssigned", version 1;
     LookupPerformed(LookupPerformed) = "LookupPerformed", version 1;
     StatusLookupPerformed(StatusLookupPerformed) = "StatusLookupPerformed", version 1;
     DiscrepancyFound(DiscrepancyFound) = "DiscrepancyFound", version 1;

@@ -96,6 +96,7 @@ pub async fn list(
             opened_before: query
                 .older_than_secs
                 .map(|secs| chrono::Utc::now() - chrono::Duration::seconds(secs)),
+            assignee: None,
             keys: None,
         },
         effect_type: query.effect_type,

@@ -67,11 +67,22 @@ pub async fn show(
         && lookups::available(&state.engine, id).await?;
     let fixture =
         (!open && operator.may(Action::ExportFixtures)).then(|| format!("/cases/{id}/fixture"));
+    let assignable = if open && operator.may(Action::CommentCases) {
+        crate::services::access::operators(state.db())
+            .await?
+            .into_iter()
+            .filter(|o| o.enabled)
+            .map(|o| o.name)
+            .collect()
+    } else {
+        Vec::new()
+    };
     let page = page(
         view,
         Nav::new(&session, &operator, "cases")?,
         Forms {
             notice: done.done.as_deref().and_then(notice),
+            assignable,
             form_token,
             cannot_resolve,
             can_comment: operator.may(Action::CommentCases),

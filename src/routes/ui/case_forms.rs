@@ -135,3 +135,27 @@ pub async fn lookup(
         Err(error) => refused(id, error),
     }
 }
+
+#[derive(Deserialize)]
+pub struct AssignForm {
+    #[serde(default)]
+    assignee: String,
+}
+
+/// Gives the case to the operator named (nobody when empty).
+#[post("/cases/{id}/assign")]
+pub async fn assign(
+    state: web::Data<AppState>,
+    operator: Principal,
+    id: web::Path<String>,
+    form: CsrfForm<AssignForm>,
+) -> Result<HttpResponse, UiError> {
+    let id = super::case::parse_id(&id)?;
+    let name = form.0.assignee.trim().to_owned();
+    let assignee = (!name.is_empty()).then_some(name.as_str());
+    match cases::assign(&state.engine, id, assignee, &operator).await {
+        Ok(()) => Ok(back(id, "assigned")),
+        Err(CaseError::Refused(Refusal::AlreadyResolved)) => Ok(back(id, "assign_resolved")),
+        Err(error) => refused(id, error),
+    }
+}

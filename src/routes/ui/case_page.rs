@@ -97,11 +97,15 @@ pub struct CasePage {
     pub can_comment: bool,
     pub can_look_up: bool,
     pub fixture: Option<String>,
+    /// Who the case was given to.
+    pub assignee: Option<String>,
+    /// Enabled operators' names, to give an open case to.
+    pub assignable: Vec<String>,
     /// A reconciliation finding: the form offers closing it with a reason.
     pub close_only: bool,
 }
 
-const NOTICES: [(&str, &str); 16] = [
+const NOTICES: [(&str, &str); 19] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -112,6 +116,15 @@ const NOTICES: [(&str, &str); 16] = [
         "This form was already submitted: nothing more was applied. The case as it stands is below.",
     ),
     ("commented", "Your comment is in the case's history."),
+    ("assigned", "The case is assigned as shown."),
+    (
+        "no_such_operator",
+        "No enabled operator has that name: the case was not assigned.",
+    ),
+    (
+        "assign_resolved",
+        "A resolved case keeps who had it: it was not assigned.",
+    ),
     ("comment_empty", "A comment needs some text."),
     (
         "asked_settled",
@@ -161,6 +174,7 @@ pub fn notice(code: &str) -> Option<&'static str> {
 /// What the page offers the operator.
 pub(super) struct Forms {
     pub(super) notice: Option<&'static str>,
+    pub(super) assignable: Vec<String>,
     pub(super) form_token: Option<String>,
     pub(super) cannot_resolve: Option<&'static str>,
     pub(super) can_comment: bool,
@@ -227,6 +241,8 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         can_comment: forms.can_comment,
         can_look_up: forms.can_look_up,
         fixture: forms.fixture,
+        assignee: view.assignee,
+        assignable: forms.assignable,
         operation: view.operation.map(|o| OperationLine {
             id: o.id,
             amount: money(o.amount.as_ref(), o.currency.as_ref()),

@@ -47,6 +47,9 @@ pub struct QueueForm {
     /// One of `AGES`, or empty.
     #[serde(default)]
     pub age: String,
+    /// An operator's name: the cases given to them.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub assignee: String,
     /// `open` (also when empty), `resolved` or `all`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
@@ -130,6 +133,7 @@ impl QueueForm {
                 provider: given(&self.provider),
                 event_type: given(&self.event_type),
                 opened_before: age.map(|(_, _, secs)| now - chrono::Duration::seconds(*secs)),
+                assignee: given(&self.assignee),
                 keys: None,
             },
             effect_type: given(&self.effect_type),
@@ -200,6 +204,8 @@ pub struct QueueLine {
     pub state: String,
     /// Open and not about money: may be ticked for a bulk resolution.
     pub bulk: bool,
+    /// Who the case was given to.
+    pub assignee: Option<String>,
 }
 
 /// `templates/queue.html`.
@@ -230,6 +236,8 @@ pub struct QueuePage {
     /// cases in bulk from this page.
     pub bulk_csrf: Option<String>,
     pub bulk_notice: Option<String>,
+    /// The operator's own cases (`/cases?assignee=<name>`).
+    pub mine: String,
 }
 
 #[get("/cases")]
@@ -287,6 +295,7 @@ pub async fn list(
             delivery: ShortId::new(c.delivery_id),
             opened: Stamp::new(c.opened_at, now),
             bulk: !c.critical && c.resolution.is_none() && c.status == "open",
+            assignee: c.assignee,
             state: match c.resolution {
                 Some(resolution) => format!("{}: {resolution}", c.status),
                 None => c.status,
@@ -301,7 +310,13 @@ pub async fn list(
     let nav = Nav::new(&session, &operator, "cases")?;
     let bulk_csrf = (operator.may(crate::services::cases::resolving(false)) && status == "open")
         .then(|| nav.csrf.clone());
+    let mine = QueueForm {
+        assignee: operator.name.clone(),
+        ..QueueForm::default()
+    }
+    .link(None);
     let page = QueuePage {
+        mine,
         bulk_csrf,
         bulk_notice: form.bulk_notice(),
         nav,

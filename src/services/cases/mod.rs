@@ -25,7 +25,7 @@ use crate::auth::{Action, Principal};
 use crate::domain::cases::{Refusal, Resolution};
 use crate::domain::confidence::Criticality;
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{CaseCommented, JournalEvent};
+use crate::domain::journal::{CaseAssigned, CaseCommented, JournalEvent};
 
 /// A resolution asked for by a person (or a token).
 pub struct Resolve {
@@ -150,6 +150,38 @@ pub async fn resolve_many(
         }
     }
     Ok(bulk)
+}
+
+/// Gives an open case to `assignee` (an enabled operator's name), or back
+/// to nobody (`None`), journaled with who did it.
+pub async fn assign(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    assignee: Option<&str>,
+    by: &Principal,
+) -> Result<(), CaseError> {
+    let case = crate::store::cases::find(&engine.db, case_id)
+        .await?
+        .ok_or(CaseError::NotFound)?;
+    if case.status != crate::domain::cases::CaseStatus::Open.as_str() {
+        return Err(Refusal::AlreadyResolved.into());
+    }
+    if let Some(name) = assignee {
+        let operator = crate::store::access::operator_by_name(&engine.db, name).await?;
+        if !operator.is_some_and(|o| o.enabled) {
+            return Err(Refusal::NoSuchOperator.into());
+        }
+    }
+    let event = JournalEvent::CaseAssigned(CaseAssigned {
+        case_id,
+        assignee: assignee.map(str::to_owned),
+        by: by.actor(),
+    });
+    engine
+        .writer
+        .submit(WriteEvent::record(case.delivery_id.parse().ok(), event))
+        .await?;
+    Ok(())
 }
 
 /// Adds a note to a case (journaled with its delivery).

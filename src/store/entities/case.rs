@@ -21,6 +21,8 @@ pub struct Model {
     pub resolved_by: Option<String>,
     pub lookups: i64,
     pub next_lookup_at: Option<DateTimeUtc>,
+    /// The operator the case was given to, by name.
+    pub assignee: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -13,8 +13,8 @@ use uuid::Uuid;
 use crate::domain::cases::CaseStatus;
 use crate::domain::decision::{Action, Reason};
 use crate::domain::journal::{
-    CaseResolved, DecisionMade, DiscrepancyFound, EffectSettled, JournalEvent, ReservationExpired,
-    SettlementOutcome,
+    CaseAssigned, CaseResolved, DecisionMade, DiscrepancyFound, EffectSettled, JournalEvent,
+    ReservationExpired, SettlementOutcome,
 };
 use crate::store::entities::case;
 
@@ -39,6 +39,7 @@ pub(super) async fn apply<C: ConnectionTrait>(
             None => Ok(0),
         },
         JournalEvent::CaseResolved(e) => resolved(conn, e, at).await,
+        JournalEvent::CaseAssigned(e) => assigned(conn, e).await,
         JournalEvent::LookupPerformed(e) => looked_up(conn, e.case_id, e.retry_at).await,
         JournalEvent::StatusLookupPerformed(e) => looked_up(conn, e.case_id, e.retry_at).await,
         _ => Ok(0),
@@ -185,6 +186,7 @@ pub(super) fn row(new: NewCase, at: DateTime<Utc>) -> case::ActiveModel {
         resolved_by: Set(None),
         lookups: Set(0),
         next_lookup_at: Set(new.due.then_some(at)),
+        assignee: Set(None),
     }
 }
 
@@ -227,6 +229,18 @@ async fn resolved<C: ConnectionTrait>(
             case::Column::ResolvedBy,
             Expr::value(e.resolved_by.as_str()),
         )
+        .filter(case::Column::CaseId.eq(e.case_id.to_string()))
+        .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+/// Gives an open case to its assignee (or none); a resolved case keeps who
+/// had it. Returns the rows changed (0: not open).
+async fn assigned<C: ConnectionTrait>(conn: &C, e: &CaseAssigned) -> Result<u64, DbErr> {
+    Ok(case::Entity::update_many()
+        .col_expr(case::Column::Assignee, Expr::value(e.assignee.clone()))
         .filter(case::Column::CaseId.eq(e.case_id.to_string()))
         .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
         .exec(conn)

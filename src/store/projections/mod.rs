@@ -107,6 +107,7 @@ pub async fn apply<C: ConnectionTrait>(
         }
         // A case's comments are read from the journal (its history).
         JournalEvent::CaseCommented(_) => Ok(0),
+        JournalEvent::CaseAssigned(_) => cases::apply(conn, &id, event, at).await,
         JournalEvent::LookupPerformed(_)
         | JournalEvent::StatusLookupPerformed(_)
         | JournalEvent::DiscrepancyFound(_) => cases::apply(conn, &id, event, at).await,
