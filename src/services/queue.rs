@@ -8,7 +8,6 @@ use chrono::Utc;
 
 use super::cases::CaseError;
 use super::engine::SharedEngine;
-use crate::domain::cases::CaseStatus;
 use crate::domain::confidence::Criticality;
 use crate::domain::identity::Catalog;
 pub use crate::store::cases::QueueFilter;
@@ -71,12 +70,7 @@ pub async fn queue(
     cases.truncate(limit as usize);
     let ids: Vec<&str> = cases.iter().map(|c| c.delivery_id.as_str()).collect();
     let deliveries = crate::store::cases::queue_deliveries(db, &ids).await?;
-    let status = filter
-        .queue
-        .status
-        .as_deref()
-        .unwrap_or(CaseStatus::Open.as_str());
-    let counts = crate::store::cases::counts_by_reason(db, status).await?;
+    let counts = crate::store::cases::counts_matching(db, &store_filter).await?;
     Ok(QueuePage {
         cases: cases
             .into_iter()

@@ -76,8 +76,74 @@ pub async fn queue<C: ConnectionTrait>(
     limit: u64,
     offset: u64,
 ) -> Result<Vec<case::Model>, DbErr> {
+    use sea_orm::{QueryOrder, QuerySelect};
+    matching(filter)
+        .order_by_asc(case::Column::OpenedAt)
+        .order_by_asc(case::Column::CaseId)
+        .limit(limit)
+        .offset(offset)
+        .all(conn)
+        .await
+}
+
+/// Where a listed case's delivery came from.
+#[derive(Debug, Clone, sea_orm::FromQueryResult)]
+pub struct QueueDelivery {
+    pub delivery_id: String,
+    pub source: String,
+    pub provider: String,
+    pub event_type: Option<String>,
+}
+
+/// The origin of the deliveries `ids` (one page of the queue), by primary key.
+pub async fn queue_deliveries<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[&str],
+) -> Result<Vec<QueueDelivery>, DbErr> {
+    use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
+
+    use super::entities::delivery;
+
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    delivery::Entity::find()
+        .select_only()
+        .column(delivery::Column::DeliveryId)
+        .column(delivery::Column::Source)
+        .column(delivery::Column::Provider)
+        .column(delivery::Column::EventType)
+        .filter(delivery::Column::DeliveryId.is_in(ids.iter().copied()))
+        .into_model()
+        .all(conn)
+        .await
+}
+
+/// How many cases `filter` matches, per reason, whatever reason it names
+/// (the queue's header: each count is the link that narrows to it).
+pub async fn counts_matching<C: ConnectionTrait>(
+    conn: &C,
+    filter: &QueueFilter,
+) -> Result<Vec<(String, i64)>, DbErr> {
+    use sea_orm::{ColumnTrait, QuerySelect};
+    let any_reason = QueueFilter {
+        reason: None,
+        ..filter.clone()
+    };
+    matching(&any_reason)
+        .select_only()
+        .column(case::Column::Reason)
+        .column_as(case::Column::CaseId.count(), "n")
+        .group_by(case::Column::Reason)
+        .into_tuple()
+        .all(conn)
+        .await
+}
+
+/// The cases `filter` lets through, unordered.
+fn matching(filter: &QueueFilter) -> sea_orm::Select<case::Entity> {
     use sea_orm::sea_query::{Expr, ExprTrait};
-    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+    use sea_orm::{ColumnTrait, QueryFilter};
 
     use super::entities::delivery;
 
@@ -121,45 +187,6 @@ pub async fn queue<C: ConnectionTrait>(
         query = query.filter(Expr::exists(deliveries));
     }
     query
-        .order_by_asc(case::Column::OpenedAt)
-        .order_by_asc(case::Column::CaseId)
-        .limit(limit)
-        .offset(offset)
-        .all(conn)
-        .await
-}
-
-/// Where a listed case's delivery came from.
-#[derive(Debug, Clone, sea_orm::FromQueryResult)]
-pub struct QueueDelivery {
-    pub delivery_id: String,
-    pub source: String,
-    pub provider: String,
-    pub event_type: Option<String>,
-}
-
-/// The origin of the deliveries `ids` (one page of the queue), by primary key.
-pub async fn queue_deliveries<C: ConnectionTrait>(
-    conn: &C,
-    ids: &[&str],
-) -> Result<Vec<QueueDelivery>, DbErr> {
-    use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
-
-    use super::entities::delivery;
-
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    delivery::Entity::find()
-        .select_only()
-        .column(delivery::Column::DeliveryId)
-        .column(delivery::Column::Source)
-        .column(delivery::Column::Provider)
-        .column(delivery::Column::EventType)
-        .filter(delivery::Column::DeliveryId.is_in(ids.iter().copied()))
-        .into_model()
-        .all(conn)
-        .await
 }
 
 /// How many cases of `status` (any, for [`ANY_STATUS`]) there are per reason.

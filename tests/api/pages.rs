@@ -816,3 +816,24 @@ async fn a_case_is_given_to_an_operator_who_finds_it_under_my_cases_and_a_rebuil
             .contains(&format!(r#"href="/cases/{case}""#))
     );
 }
+
+#[tokio::test]
+async fn the_queue_header_counts_the_cases_its_filters_let_through() {
+    // Given a money case and a notice collision
+    let p = Pages::new().await;
+    p.money_case("pay_counted").await;
+    notice_collision(&p.app, "n-counted").await;
+    let mut sam = signed_in(&p.app, "sam", Role::Support).await;
+
+    // Unfiltered, both are counted
+    let all = sam.get("/cases").await.body;
+    assert_eq!(reason_count(&all, "weak_match_critical"), 1);
+    assert_eq!(reason_count(&all, "discriminants_differ"), 1);
+    assert!(all.contains(r#"<span class="count">2</span>"#), "{all}");
+
+    // Only what is not money: the header counts the notice alone
+    let calm = sam.get("/cases?critical=no").await.body;
+    assert_eq!(reason_count(&calm, "weak_match_critical"), 0);
+    assert_eq!(reason_count(&calm, "discriminants_differ"), 1);
+    assert!(calm.contains(r#"<span class="count">1</span>"#), "{calm}");
+}
