@@ -79,6 +79,13 @@ async fn an_engineer_reads_who_did_what_newest_first_and_narrows_it_by_who_and_k
         ada_only.iter().all(|r| r.contains("<td>ada</td>")),
         "{ada_only:?}"
     );
+    // and to fin, their comment, signed in their name
+    let fins = entries(&eve.get("/audit?who=fin").await.body);
+    assert!(
+        fins.iter()
+            .any(|r| r.contains("commented on a case") && r.contains("<td>fin</td>")),
+        "{fins:?}"
+    );
     // and to refused sign-ins, only those
     let refusals = entries(&eve.get("/audit?kind=sign_in_refused").await.body);
     assert_eq!(refusals.len(), 1, "{refusals:?}");

@@ -55,8 +55,21 @@ fn actor(by: &Actor) -> Who {
     }
 }
 
-/// An id or `cli` as stored by the events that keep no name.
-fn stored(by: &str) -> Who {
+/// Who, as stored by the events that keep a string: a signature
+/// (`operator:NAME (ROLE, ID)`, `token:NAME (ROLE, ID)`), an id, `cli`, or a
+/// look-up.
+pub fn stored(by: &str) -> Who {
+    let signed = |kind: &str| {
+        by.strip_prefix(kind)
+            .and_then(|rest| rest.split_once(" ("))
+            .map(|(name, _)| name.to_owned())
+    };
+    if let Some(name) = signed("operator:") {
+        return Who::Named(name);
+    }
+    if let Some(name) = signed("token:") {
+        return Who::Named(format!("token {name}"));
+    }
     match by {
         "cli" => Who::System("the command line"),
         "lookup" | "look-up" => Who::System("a provider look-up"),
@@ -223,6 +236,20 @@ mod tests {
         assert_eq!(audited.kind, "role_changed");
         assert_eq!(audited.what, "changed sam's role from support to finance");
         assert!(AUDITED.contains(&event.event_type()));
+    }
+
+    #[test]
+    fn a_signature_reads_as_the_name_it_signs() {
+        assert_eq!(
+            stored("operator:fin (finance, 01938f3c-0000-7000-8000-0000000000a1)"),
+            Who::Named("fin".into())
+        );
+        assert_eq!(
+            stored("token:ci-bot (engineer, 01938f3c-0000-7000-8000-0000000000a2)"),
+            Who::Named("token ci-bot".into())
+        );
+        assert_eq!(stored("cli"), Who::System("the command line"));
+        assert_eq!(stored("0193-a"), Who::Id("0193-a".into()));
     }
 
     #[test]
