@@ -10,6 +10,7 @@ use super::cases::CaseError;
 use super::engine::SharedEngine;
 use crate::domain::confidence::Criticality;
 use crate::domain::identity::Catalog;
+use crate::domain::journal::audit::{self, Who};
 pub use crate::store::cases::QueueFilter;
 use crate::store::cases::{KeyScope, QueueDelivery};
 use crate::store::entities::case;
@@ -36,6 +37,9 @@ pub struct CaseRow {
     pub status: String,
     pub opened_at: chrono::DateTime<Utc>,
     pub resolution: Option<String>,
+    /// Who resolved it: an operator's or token's name, or what did (a look-up).
+    pub resolved_by: Option<String>,
+    pub resolved_at: Option<chrono::DateTime<Utc>>,
     /// Who the case was given to.
     pub assignee: Option<String>,
     /// `name@version` of the strategy that derived the key.
@@ -126,6 +130,11 @@ fn row(catalog: &Catalog, deliveries: &[QueueDelivery], c: case::Model) -> CaseR
         status: c.status,
         opened_at: c.opened_at,
         resolution: c.resolution,
+        resolved_by: c.resolved_by.as_deref().map(|by| match audit::stored(by) {
+            Who::Named(name) | Who::Id(name) => name,
+            Who::System(what) => what.to_owned(),
+        }),
+        resolved_at: c.resolved_at,
         assignee: c.assignee,
     }
 }

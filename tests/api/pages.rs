@@ -572,7 +572,13 @@ async fn the_queue_lists_open_resolved_or_all_cases_as_asked_and_says_which() {
     }
     let listing = finance.get("/cases?status=resolved").await;
     assert!(listing.body.contains("<h1>Resolved cases"));
-    assert!(listing.body.contains("resolved: process_as_distinct"));
+    assert!(
+        listing
+            .body
+            .contains("resolved: process_as_distinct, by fin, just now"),
+        "who resolved it and when: {}",
+        listing.body
+    );
     assert_eq!(reason_count(&listing.body, "weak_match_critical"), 1);
     let marker = r#"href="/cases?reason=weak_match_critical"#;
     let link = listing.body[listing.body.find(marker).expect("a reason link")..]

@@ -296,9 +296,14 @@ pub async fn list(
             opened: Stamp::new(c.opened_at, now),
             bulk: !c.critical && c.resolution.is_none() && c.status == "open",
             assignee: c.assignee,
-            state: match c.resolution {
-                Some(resolution) => format!("{}: {resolution}", c.status),
-                None => c.status,
+            state: match (c.resolution, c.resolved_by, c.resolved_at) {
+                (Some(resolution), Some(by), Some(at)) => format!(
+                    "{}: {resolution}, by {by}, {}",
+                    c.status,
+                    Stamp::new(at, now).age
+                ),
+                (Some(resolution), _, _) => format!("{}: {resolution}", c.status),
+                (None, _, _) => c.status,
             },
         })
         .collect();
