@@ -218,6 +218,18 @@ async fn a_provider_outage_leaves_the_case_for_a_person_and_applies_nothing() {
     let body: Value = again.json().await.unwrap();
     assert_eq!(body["verdict"], "for_a_person");
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
+    // On the case page, finance finds "Ask the provider" above the
+    // resolution, and the two unanswered questions as one history line
+    let mut fin = signed_in(&app, "fin", unicity::auth::Role::Finance).await;
+    let page = fin.get(&format!("/cases/{case_id}")).await.body;
+    let ask = page
+        .find(&format!(r#"action="/cases/{case_id}/lookup""#))
+        .expect("the ask form");
+    let resolve = page
+        .find(&format!(r#"action="/cases/{case_id}/resolve""#))
+        .expect("the resolution form");
+    assert!(ask < resolve, "asking comes before deciding by hand");
+    assert!(page.contains("Provider look-up ×2"), "{page}");
 }
 
 #[tokio::test]

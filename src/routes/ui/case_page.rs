@@ -234,7 +234,7 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
             .collect(),
         existing_effect: view.existing_effect.as_ref().map(effect),
         applied_effect: view.applied_effect.as_ref().map(effect),
-        history: view.history.into_iter().map(|e| history(e, now)).collect(),
+        history: folded(view.history.into_iter().map(|e| history(e, now))),
         notice: forms.notice,
         form_token: forms.form_token,
         cannot_resolve: forms.cannot_resolve,
@@ -264,6 +264,35 @@ pub struct OperationLine {
     pub status: String,
     pub resource: String,
     pub created_at: String,
+}
+
+/// The history with repeated look-ups folded: consecutive questions to the
+/// provider that came to the same conclusion read as one line with their
+/// count, the latest one's answer and time kept.
+fn folded(lines: impl Iterator<Item = HistoryLine>) -> Vec<HistoryLine> {
+    let mut out: Vec<(HistoryLine, usize)> = Vec::new();
+    for line in lines {
+        match out.last_mut() {
+            Some((last, count))
+                if last.what == line.what
+                    && last.by == line.by
+                    && last.note == line.note
+                    && line.what.contains("look-up") =>
+            {
+                *last = line;
+                *count += 1;
+            }
+            _ => out.push((line, 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(mut line, count)| {
+            if count > 1 {
+                line.what = format!("{} ×{count}", line.what);
+            }
+            line
+        })
+        .collect()
 }
 
 /// The discriminating figures of both sides; an `amount` beside a
