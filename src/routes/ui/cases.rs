@@ -197,7 +197,8 @@ pub struct QueueLine {
     pub source: String,
     pub provider: String,
     pub event_type: String,
-    pub delivery: ShortId,
+    /// None for a reconciliation finding no delivery arrived for.
+    pub delivery: Option<ShortId>,
     pub delivery_link: String,
     pub opened: Stamp,
     /// `open`, or the resolution of a resolved case.
@@ -292,7 +293,7 @@ pub async fn list(
             provider: c.provider.unwrap_or_default(),
             event_type: c.event_type.unwrap_or_default(),
             delivery_link: format!("/deliveries/{}", c.delivery_id),
-            delivery: ShortId::new(c.delivery_id),
+            delivery: (!c.delivery_id.is_empty()).then(|| ShortId::new(c.delivery_id)),
             opened: Stamp::new(c.opened_at, now),
             bulk: !c.critical && c.resolution.is_none() && c.status == "open",
             assignee: c.assignee,
