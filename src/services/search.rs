@@ -3,8 +3,9 @@
 //! an opaque cursor.
 //!
 //! `q` is matched exactly against the delivery id, the provider's event or
-//! delivery id, the business key and the resource (a payment id); a resource
-//! stored as its keyed hash (sensitive) is matched by hashing `q` the same way.
+//! delivery id, the business key and the resource (a payment id), as typed and
+//! in lower and upper case; a resource stored as its keyed hash (sensitive) is
+//! matched by hashing each spelling the same way.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -103,9 +104,15 @@ pub async fn search(engine: &Engine, params: &Params) -> Result<Page, SearchErro
 }
 
 fn filter(engine: &Engine, params: &Params) -> Result<Filter, SearchError> {
-    let q = present(&params.q).map(|text| Query {
-        resources: ResourcePaths::query(text, &engine.key_secret).to_vec(),
-        text: text.to_owned(),
+    let q = present(&params.q).map(|text| {
+        let spellings = spellings(text);
+        Query {
+            resources: spellings
+                .iter()
+                .flat_map(|s| ResourcePaths::query(s, &engine.key_secret))
+                .collect(),
+            texts: spellings,
+        }
     });
     Ok(Filter {
         q,
@@ -115,6 +122,20 @@ fn filter(engine: &Engine, params: &Params) -> Result<Filter, SearchError> {
         from: instant("from", params.from.as_deref())?,
         to: instant("to", params.to.as_deref())?,
     })
+}
+
+/// What was typed, and the same in lower and in upper case (ASCII letters
+/// only), each at most once: ids are stored in one case, and people type them
+/// in another (`PAY_WALK_1` for `pay_walk_1`). Each is an equality on an
+/// index, like the text itself; an id that mixes cases is found as pasted.
+pub fn spellings(text: &str) -> Vec<String> {
+    let mut spellings = vec![text.to_owned()];
+    for other in [text.to_ascii_lowercase(), text.to_ascii_uppercase()] {
+        if !spellings.contains(&other) {
+            spellings.push(other);
+        }
+    }
+    spellings
 }
 
 /// A parameter with something in it, trimmed.

@@ -33,7 +33,8 @@ pub struct Filter {
 
 #[derive(Debug, Clone)]
 pub struct Query {
-    pub text: String,
+    /// The spellings to find (the text as typed, other cases of it).
+    pub texts: Vec<String>,
     pub resources: Vec<String>,
 }
 
@@ -59,12 +60,12 @@ pub fn matching(filter: &Filter, after: Option<&After>) -> Select<delivery::Enti
     use delivery::Column as C;
     let mut query = delivery::Entity::find();
     if let Some(q) = &filter.q {
-        let text = q.text.as_str();
+        let texts = || q.texts.iter().map(String::as_str);
         query = query.filter(
             Condition::any()
-                .add(C::DeliveryId.eq(text))
-                .add(C::ProviderEventId.eq(text))
-                .add(C::BusinessKey.eq(text))
+                .add(C::DeliveryId.is_in(texts()))
+                .add(C::ProviderEventId.is_in(texts()))
+                .add(C::BusinessKey.is_in(texts()))
                 .add(C::Resource.is_in(q.resources.iter().map(String::as_str))),
         );
     }
@@ -245,7 +246,7 @@ mod tests {
         db.execute_unprepared("ANALYZE").await.unwrap();
         let by = |text: &str| Filter {
             q: Some(Query {
-                text: text.to_owned(),
+                texts: vec![text.to_owned(), text.to_ascii_uppercase()],
                 resources: vec![text.to_owned(), format!("hmac:{text}")],
             }),
             ..Filter::default()

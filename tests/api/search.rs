@@ -241,3 +241,41 @@ async fn a_sensitive_resource_is_found_without_being_stored_in_clear() {
     let reply = app.get("/api/deliveries").await;
     assert!(!reply.json.to_string().contains("ann.customer"));
 }
+
+#[tokio::test]
+async fn an_id_typed_in_another_case_finds_its_delivery() {
+    // Given a refund of payment `pay_walk_1`, from a Stripe event `evt_walk_1`
+    let app = spawn_app().await;
+    let refund_reply = app
+        .post_signed("hmac", &refund("pay_walk_1", 700, Some("rr_walk")))
+        .await;
+    assert_eq!(refund_reply.status, 202, "{}", refund_reply.json);
+    let stripe = app
+        .post_signed(
+            "stripe",
+            &stripe_refund("evt_walk_1", "re_walk_1", "pi_walk_1"),
+        )
+        .await;
+    let (refund_id, stripe_id) = (id_of(&refund_reply), id_of(&stripe));
+
+    // When support types them in upper or mixed case, they are found
+    for (typed, expected) in [
+        ("PAY_WALK_1", &refund_id),
+        ("Pay_Walk_1", &refund_id),
+        ("EVT_WALK_1", &stripe_id),
+        ("PI_WALK_1", &stripe_id),
+    ] {
+        assert_eq!(
+            found(&app, &encoded(typed)).await,
+            std::slice::from_ref(expected),
+            "{typed}"
+        );
+    }
+    // and a delivery id in capitals too
+    assert_eq!(
+        found(&app, &encoded(&refund_id.to_ascii_uppercase())).await,
+        std::slice::from_ref(&refund_id)
+    );
+    // while what is not there is still not found
+    assert!(found(&app, &encoded("PAY_WALK_2")).await.is_empty());
+}

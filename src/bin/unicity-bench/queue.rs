@@ -176,8 +176,12 @@ async fn searches(db: &DatabaseConnection) -> anyhow::Result<Vec<Timing>> {
         let text = text.context("the preloaded delivery lacks a searched value")?;
         Ok(Filter {
             q: Some(Query {
-                text: text.clone(),
-                resources: ResourcePaths::query(text, &secret).to_vec(),
+                // As the search page asks: the text in each case it may be stored in.
+                resources: unicity::services::search::spellings(text)
+                    .iter()
+                    .flat_map(|s| ResourcePaths::query(s, &secret))
+                    .collect(),
+                texts: unicity::services::search::spellings(text),
             }),
             ..Filter::default()
         })
