@@ -194,19 +194,11 @@ pub async fn counts_by_reason<C: ConnectionTrait>(
     conn: &C,
     status: &str,
 ) -> Result<Vec<(String, i64)>, DbErr> {
-    use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
-    let mut query = case::Entity::find()
-        .select_only()
-        .column(case::Column::Reason)
-        .column_as(case::Column::CaseId.count(), "n");
-    if status != ANY_STATUS {
-        query = query.filter(case::Column::Status.eq(status));
-    }
-    query
-        .group_by(case::Column::Reason)
-        .into_tuple()
-        .all(conn)
-        .await
+    let filter = QueueFilter {
+        status: Some(status.to_owned()),
+        ..QueueFilter::default()
+    };
+    counts_matching(conn, &filter).await
 }
 
 /// Open cases whose look-up is due again at `now`, oldest due first.

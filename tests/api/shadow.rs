@@ -29,6 +29,20 @@ discriminants = [
 sensitive = ["$.customer_email"]
 "#;
 
+/// The payment-only candidate replayed over the whole of `app`'s journal.
+async fn replay(app: &crate::helpers::TestApp) -> shadow::ShadowReport {
+    let scratch = tempfile::tempdir().unwrap();
+    shadow::shadow(
+        &app.db,
+        TEST_SOURCES,
+        PAYMENT_ONLY,
+        &Window::default(),
+        scratch.path(),
+    )
+    .await
+    .expect("replayed")
+}
+
 #[tokio::test]
 async fn a_candidate_that_merges_two_refunds_is_reported_first_and_the_live_set_replays_without_noise()
  {
@@ -52,16 +66,7 @@ async fn a_candidate_that_merges_two_refunds_is_reported_first_and_the_live_set_
     let journal_before = app.journal_rows().await;
 
     // when the candidate is replayed over the journal,
-    let scratch = tempfile::tempdir().unwrap();
-    let report = shadow::shadow(
-        &app.db,
-        TEST_SOURCES,
-        PAYMENT_ONLY,
-        &Window::default(),
-        scratch.path(),
-    )
-    .await
-    .expect("replayed");
+    let report = replay(&app).await;
 
     // then every delivery was replayed, the live set's own replay decides
     // each as the journal says (no noise),
@@ -108,16 +113,7 @@ async fn hundreds_of_deliveries_replay_in_journal_order_so_each_retry_stays_afte
     }
 
     // When the live set is replayed over it, many deliveries in flight at once
-    let scratch = tempfile::tempdir().unwrap();
-    let report = shadow::shadow(
-        &app.db,
-        TEST_SOURCES,
-        PAYMENT_ONLY,
-        &Window::default(),
-        scratch.path(),
-    )
-    .await
-    .expect("replayed");
+    let report = replay(&app).await;
 
     // Then each is decided as the journal says: no noise
     assert_eq!(report.replayed, 2 * pairs as usize);
