@@ -13,6 +13,7 @@ pub mod journal;
 pub mod lookup;
 pub mod masking;
 pub mod money;
+pub mod plan;
 pub mod reconcile;
 pub mod rejection;
 pub mod reservation;

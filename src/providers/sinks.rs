@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::domain::identity::pattern;
+use crate::domain::plan;
 
 /// What the downstream says became of an effect.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -109,7 +110,7 @@ impl SinkKind {
     /// The name stored in the effects ledger.
     pub fn name(&self) -> &'static str {
         match self {
-            SinkKind::Record => "record",
+            SinkKind::Record => plan::RECORD_SINK,
             SinkKind::Http { .. } => "http",
         }
     }
@@ -151,16 +152,11 @@ pub struct EffectRequest {
     pub event: Option<Value>,
 }
 
-/// The result the `record` sink reports: the ledger entry is the effect.
-pub fn recorded() -> Value {
-    json!({ "recorded": true })
-}
-
 /// Applies the effect through `sink`.
 pub async fn apply(client: &reqwest::Client, sink: &SinkKind, request: &EffectRequest) -> Attempt {
     match sink {
         SinkKind::Record => Attempt::Applied {
-            result: recorded(),
+            result: plan::recorded(),
             authoritative_ref: None,
         },
         SinkKind::Http {

@@ -9,14 +9,14 @@ use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::decide::decide_keyed;
+use super::decide;
 use super::engine::{Engine, SharedEngine, WriteEvent};
-use super::reserve::{EffectJob, base_key};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
     DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
 };
+use crate::domain::plan::{EffectJob, Plan, base_key};
 use crate::metrics::DecisionLabels;
 use crate::providers::sinks::{self, Attempt, EffectRequest};
 use crate::store::Tx;
@@ -203,7 +203,7 @@ impl WriteJob for Redecision {
                 return Ok(Redecided::NotNow);
             }
             let sink = sinks::select(&engine.sinks, &source, &key.effect_type).name();
-            let verdict = decide_keyed(
+            let plan = decide::keyed(
                 tx,
                 &engine,
                 sink,
@@ -213,17 +213,13 @@ impl WriteJob for Redecision {
                 at,
             )
             .await?;
-            if verdict.decision.action == Action::Defer {
+            if plan.made.decision.action == Action::Defer {
                 return Ok(Redecided::NotNow);
             }
-            let mut made = DecisionMade::new(
-                verdict.decision,
-                verdict.layer,
-                Some(key.key.clone()),
-                verdict.matched_key,
-            );
+            let job = plan.job();
+            let Plan { mut made, take } = plan;
             made.redecided = true;
-            if let Some(taken) = verdict.taken {
+            if let Some(taken) = take {
                 tx.append_taken(taken, at);
             }
             tx.record(
@@ -232,7 +228,7 @@ impl WriteJob for Redecision {
                 at,
             )
             .await?;
-            Ok(Redecided::Decided(Box::new(made), verdict.job))
+            Ok(Redecided::Decided(Box::new(made), job))
         })
     }
 }

@@ -7,12 +7,12 @@
 use serde_json::Value;
 
 use super::engine::Engine;
-use super::reserve::EffectJob;
 use crate::config::Source;
 use crate::domain::decision::{Action, Identity};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::identity::{Derivation, ItemDerivation};
 use crate::domain::journal::{DecisionMade, DeliveryReceived, ItemOf, KeyDerived};
+use crate::domain::plan::EffectJob;
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
 use crate::store::{bodies, journal};

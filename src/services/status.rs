@@ -29,13 +29,14 @@ use uuid::Uuid;
 use super::cases::CaseError;
 use super::effects::{self, Journaled};
 use super::engine::SharedEngine;
-use super::reserve::{Claim, EffectJob, Reserved, reserve_effect};
+use super::reserve::reserve_effect;
 use crate::domain::cases::{CaseStatus, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
     CaseResolved, EffectSettled, JournalEvent, KeySummary, SettlementOutcome, StatusLookupPerformed,
 };
+use crate::domain::plan::{self, Claim, EffectJob};
 use crate::domain::reservation::ReservationState;
 use crate::providers::sinks;
 use crate::providers::status::{self, StatusMeaning};
@@ -255,12 +256,13 @@ impl WriteJob for SettleFromStatus {
                 fencing_token: token + 1,
                 provider_ref: None,
             };
-            let Reserved::Won { taken, job } =
+            let Some(taken) =
                 reserve_effect(tx, &engine, sink, first, &summary, claimed, at).await?
             else {
                 return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
             };
-            tx.append_taken(*taken, at);
+            let job = plan::job_of(&taken);
+            tx.append_taken(taken, at);
             Ok(job)
         })
     }

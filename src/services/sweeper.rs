@@ -10,8 +10,8 @@ use uuid::Uuid;
 
 use super::effects::{redecide, redecide_deferred};
 use super::engine::{SharedEngine, WriteEvent};
-use super::reserve::base_key;
 use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
+use crate::domain::plan::base_key;
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
 use crate::store::reservations;

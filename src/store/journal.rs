@@ -12,7 +12,7 @@ use super::entities::journal;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::audit::AUDITED;
 use crate::domain::journal::{
-    DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, Reserved, StoredEventError,
+    DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, KeyTaken, Reserved, StoredEventError,
 };
 use crate::domain::strict_json::{self, Limits};
 
@@ -90,10 +90,41 @@ impl ReceptionText {
     }
 }
 
+/// A reception's journal rows: one `DeliveryDecided` folding its reception,
+/// key, decision and the key that decision took, or, when those do not
+/// fold, each event in a row of its own.
+pub fn decided(
+    delivery_id: DeliveryId,
+    reception: ReceptionText,
+    derived: &KeyDerived,
+    taken: Option<KeyTaken>,
+    decision: &DecisionMade,
+    at: DateTime<Utc>,
+) -> Vec<Row> {
+    if let Ok(reserved) = Reserved::fold(taken.as_ref(), derived, delivery_id) {
+        return vec![decided_row(
+            delivery_id,
+            reception,
+            reserved.as_ref(),
+            decision,
+            at,
+        )];
+    }
+    let mut rows: Vec<Row> = reception.rows(delivery_id, at).into();
+    let taken = taken.map(KeyTaken::events).unwrap_or_default();
+    rows.extend(taken.iter().map(|event| row(Some(delivery_id), event, at)));
+    rows.push(row(
+        Some(delivery_id),
+        &JournalEvent::DecisionMade(decision.clone()),
+        at,
+    ));
+    rows
+}
+
 /// The one `DeliveryDecided` row of a reception, its decision and what that
 /// decision reserved: the same JSON as serialising the `DeliveryDecided`,
 /// spliced from the parts serialised ahead.
-pub fn decided_row(
+fn decided_row(
     delivery_id: DeliveryId,
     reception: ReceptionText,
     reserved: Option<&Reserved>,

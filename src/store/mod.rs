@@ -13,7 +13,7 @@ mod flush;
 pub mod form_tokens;
 pub mod journal;
 pub mod key_index;
-pub mod key_state;
+mod key_state;
 pub mod ledger;
 pub mod links;
 pub mod nodelay;
@@ -27,8 +27,7 @@ pub mod strategy_versions;
 mod tx;
 pub mod writer;
 
-pub use key_state::KeyState;
-pub use tx::{Tx, transaction};
+pub use tx::{Decided, Tx, transaction};
 
 use std::time::Duration;
 

@@ -16,11 +16,24 @@ use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait};
 use super::deferred::Deferred;
 use super::entities::{delivery, effect, migrated_key, reservation, transport_link};
 use super::key_index::IndexKeys;
+use super::key_state::{self, KeyState};
 use super::projections::{self, deliveries, migrations};
-use super::{KeyState, journal, key_state, ledger, links, reservations};
+use super::{journal, ledger, links, reservations};
+use crate::domain::decision::TransportMatch;
 use crate::domain::delivery::{BodyRef, DeliveryId};
-use crate::domain::journal::{DecisionMade, JournalEvent, KeyDerived, KeySummary, KeyTaken};
+use crate::domain::journal::{JournalEvent, KeyDerived, KeySummary, KeyTaken};
+use crate::domain::plan::{self, Evidence, Plan};
 use crate::domain::reservation::ReservationState;
+
+/// A new delivery and its planned decision, to record (`Tx::decided`).
+pub struct Decided<'a> {
+    pub id: DeliveryId,
+    /// Its row as received (`deliveries::received_row`).
+    pub row: delivery::ActiveModel,
+    pub reception: journal::ReceptionText,
+    pub derived: &'a KeyDerived,
+    pub plan: Plan,
+}
 
 /// A job's handle on the write transaction it runs in.
 pub struct Tx<'t> {
@@ -89,9 +102,27 @@ impl<'t> Tx<'t> {
         self.txn
     }
 
+    /// How `derived`'s transport identity matched, with its first reception:
+    /// claimed for `delivery_id` when this is that reception (`FirstSeen`).
+    pub async fn claim_transport(
+        &mut self,
+        delivery_id: DeliveryId,
+        derived: &KeyDerived,
+        by_header: bool,
+        at: DateTime<Utc>,
+    ) -> Result<(TransportMatch, Option<DeliveryId>), DbErr> {
+        let link = self
+            .claim_transport_link(&delivery_id.to_string(), derived, at)
+            .await?;
+        let first = link.as_ref().and_then(|l| l.first_delivery_id.parse().ok());
+        let ours = derived.body_fingerprint.as_deref().unwrap_or_default();
+        let seen = link.as_ref().map(|l| (first, l.body_fingerprint.as_str()));
+        Ok((plan::transport_match(seen, ours, by_header), first))
+    }
+
     /// The link of `derived`'s transport key, or `None` after claiming it
     /// for `delivery_id` (its first reception).
-    pub async fn claim_transport_link(
+    async fn claim_transport_link(
         &mut self,
         delivery_id: &str,
         derived: &KeyDerived,
@@ -196,13 +227,10 @@ impl<'t> Tx<'t> {
         reservations::find(self.txn, key).await
     }
 
-    /// Claims `taken`'s key (see `projections::reserve`) and gives it back
-    /// to be journaled; `None` when the key is taken.
-    pub async fn reserve(
-        &mut self,
-        taken: KeyTaken,
-        at: DateTime<Utc>,
-    ) -> Result<Option<KeyTaken>, DbErr> {
+    /// Claims `taken`'s key (see `projections::reserve`); false when the
+    /// key is taken. What taking it journals is recorded with the decision
+    /// (`decided`) or by `append_taken`.
+    pub async fn reserve(&mut self, taken: &KeyTaken, at: DateTime<Utc>) -> Result<bool, DbErr> {
         let took = projections::reserve(
             self.txn,
             &mut self.rows,
@@ -211,15 +239,29 @@ impl<'t> Tx<'t> {
             at,
         )
         .await?;
-        Ok((took == 1).then_some(taken))
+        Ok(took == 1)
+    }
+
+    /// What exists for `key`, as a decision at `at` is told it (see
+    /// `key_state`). `None` when a reservation committed between two reads:
+    /// read again.
+    pub async fn evidence(
+        &mut self,
+        key: &KeySummary,
+        at: DateTime<Utc>,
+    ) -> Result<Option<Evidence>, DbErr> {
+        Ok(self
+            .key_state(key)
+            .await?
+            .map(|state| state.evidence(key, at)))
     }
 
     /// What exists for `key` (see `KeyState`): the reservation in the fast
     /// index, else the applied effect the ledger still proves, else what a
     /// retired version left. `None` when a reservation committed between the
     /// two reads (only applied effects leave the fast index, so a ledger row
-    /// in any other state is one): read again.
-    pub async fn key_state(&mut self, key: &KeySummary) -> Result<Option<KeyState>, DbErr> {
+    /// in any other state is one).
+    async fn key_state(&mut self, key: &KeySummary) -> Result<Option<KeyState>, DbErr> {
         let keys = key.in_force();
         let found = self.reservations(&keys).await?;
         if let Some((row, through)) = key_state::pick(&keys, found, |row| &row.key) {
@@ -315,17 +357,22 @@ impl<'t> Tx<'t> {
         self.rows.body(body, raw, at);
     }
 
-    /// A new delivery's row, completed with its decision (and the case or
-    /// link the decision implies).
-    pub fn decided_delivery(
-        &mut self,
-        mut row: delivery::ActiveModel,
-        delivery_id: &str,
-        made: &DecisionMade,
-        at: DateTime<Utc>,
-    ) {
-        deliveries::decide_row(&mut self.rows, &mut row, delivery_id, made, at);
+    /// A new delivery decided: its row, completed with its decision (and
+    /// the case or link the decision implies), and its journal rows (see
+    /// `journal::decided`).
+    pub fn decided(&mut self, delivery: Decided, at: DateTime<Utc>) {
+        let Decided {
+            id,
+            mut row,
+            reception,
+            derived,
+            plan,
+        } = delivery;
+        let delivery_id = id.to_string();
+        deliveries::decide_row(&mut self.rows, &mut row, &delivery_id, &plan.made, at);
         self.rows.delivery(row);
+        let rows = journal::decided(id, reception, derived, plan.take, &plan.made, at);
+        self.journal_rows(rows);
     }
 
     /// Links a delivery to the effect it asked for.

@@ -18,10 +18,11 @@ use crate::domain::journal::{
     CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed,
 };
 use crate::domain::lookup::{Accounted, LookupVerdict, judge};
+use crate::domain::plan::{self, Claim, EffectJob};
 use crate::providers::sinks;
 use crate::services::effects::{self, Journaled};
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::reserve::{Claim, EffectJob, Reserved, reserve_effect};
+use crate::services::reserve::reserve_effect;
 use crate::store::Tx;
 use crate::store::entities::case;
 use crate::store::writer::WriteJob;
@@ -347,15 +348,14 @@ impl Context {
             let sink = self.sink.as_deref().unwrap_or_default();
             // The case's own key taken while the case was open: nothing
             // commits.
-            let Reserved::Won { taken, job: effect } =
-                reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await?
+            let Some(taken) = reserve_effect(tx, engine, sink, delivery_id, key, claim, at).await?
             else {
                 return Err(DbErr::Custom(
                     "the case's effect key is already taken".to_owned(),
                 ));
             };
-            tx.append_taken(*taken, at);
-            job = effect;
+            job = plan::job_of(&taken);
+            tx.append_taken(taken, at);
         }
         Ok(Outcome::Resolved(resolved, job))
     }
@@ -387,7 +387,7 @@ async fn accounted(
     let bases: Vec<String> = key
         .in_force()
         .iter()
-        .map(|k| crate::services::reserve::base_key(k).to_owned())
+        .map(|k| plan::base_key(k).to_owned())
         .collect();
     let live = tx.live_effects(&bases).await?;
     let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();

@@ -8,35 +8,29 @@
 //! refuses, journaling each refusal on its own while its source's quota
 //! allows, counting it otherwise.
 
+mod reception;
 mod refusal;
 mod refuse;
 
+use reception::{Received, Reception};
 pub use refusal::{Arrival, Refusal};
 pub use refuse::{admit, refuse_headers, refuse_too_large};
 use refuse::{masked, reject};
 
 use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
-use sea_orm::DbErr;
 
-use super::decide::{self, Verdict};
 use super::derived::{identity_of, key_derived};
 use super::engine::{Engine, SharedEngine};
-use super::reserve::EffectJob;
 use super::{effects, items, lookups};
 use crate::config::Source;
-use crate::domain::decision::{Action, Identity, TransportMatch};
-use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
-use crate::domain::journal::{
-    DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, KeySummary, KeyTaken, Layer, Reserved,
-};
+use crate::domain::decision::Action;
+use crate::domain::delivery::{BodyParse, DeliveryId};
+use crate::domain::journal::{DecisionMade, DeliveryReceived, KeyDerived, KeySummary};
 use crate::metrics::DecisionLabels;
-use crate::providers::signature::{self};
-use crate::store::entities::delivery;
+use crate::providers::signature;
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
-use crate::store::writer::WriteJob;
-use crate::store::{Tx, bodies, journal};
+use crate::store::{bodies, journal};
 
 /// A delivery that is safely journaled, with its decision.
 #[derive(Debug, Clone)]
@@ -122,7 +116,7 @@ pub async fn receive(
     let identity = identity_of(derivation.unresolved.as_ref());
     // Serialised here, in parallel across requests, not in the writer that
     // every delivery waits on: the reception's journal rows and row columns.
-    let delivery_row = deliveries::received_row(&id.to_string(), &received, &derived);
+    let row = deliveries::received_row(&id.to_string(), &received, &derived);
     let journaled = journal::ReceptionText::new(&received, &derived);
     let raw = raw.to_vec();
     let keys = IndexKeys {
@@ -148,11 +142,18 @@ pub async fn receive(
         body,
         raw,
         journaled,
-        delivery_row,
-        prepared,
+        row,
+        items: prepared,
         keys,
     };
-    let (decision, job, derived, decided, item_jobs, prepared) = engine
+    let Received {
+        made: decision,
+        job,
+        derived,
+        decided,
+        item_jobs,
+        items: prepared,
+    } = engine
         .writer
         .submit(reception)
         .await
@@ -217,207 +218,4 @@ fn count(
         reason: made.decision.reason.as_str(),
         retry: made.first_delivery_id.is_some(),
     });
-}
-
-/// Everything a delivery writes below the signature check, as one writer
-/// job: its body and journal rows, each item's, and their decisions.
-struct Reception {
-    engine: SharedEngine,
-    id: DeliveryId,
-    derived: KeyDerived,
-    by_provider_id: bool,
-    identity: Identity,
-    sink: Option<&'static str>,
-    body: BodyRef,
-    raw: Vec<u8>,
-    journaled: journal::ReceptionText,
-    delivery_row: delivery::ActiveModel,
-    prepared: Vec<items::Prepared>,
-    keys: IndexKeys,
-}
-
-/// A reception's decision and effect, its key, then each item's.
-type Received = (
-    DecisionMade,
-    Option<EffectJob>,
-    KeyDerived,
-    Vec<items::Decided>,
-    Vec<Option<EffectJob>>,
-    Vec<items::Prepared>,
-);
-
-impl WriteJob for Reception {
-    type Output = Received;
-
-    fn keys(&self) -> Option<IndexKeys> {
-        Some(self.keys.clone())
-    }
-
-    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Received, DbErr>> {
-        let Self {
-            engine: shared,
-            id,
-            derived,
-            by_provider_id,
-            identity,
-            sink,
-            body,
-            raw,
-            journaled,
-            delivery_row,
-            prepared,
-            keys: _,
-        } = self;
-        Box::pin(async move {
-            // Journal and lease times are write times; the reception keeps its arrival time.
-            let at = Utc::now();
-            tx.body(&body, raw, at);
-            let (transport, first) =
-                decide::claim_transport(tx, id, &derived, by_provider_id, at).await?;
-            // Each item is decided as if it had arrived alone; the batch's
-            // own row is journaled before its items', once its decision
-            // (which sums theirs up) is known.
-            let mut decided = Vec::with_capacity(prepared.len());
-            let mut item_jobs = Vec::with_capacity(prepared.len());
-            let mut item_rows = Vec::new();
-            let mut prepared = prepared;
-            for item in &mut prepared {
-                tx.body(&item.body, std::mem::take(&mut item.bytes), at);
-                let one = Event {
-                    id: item.id,
-                    derived: &item.derived,
-                    identity: item.identity,
-                    sink: item.sink,
-                    first: None,
-                };
-                let (made, taken, job) = one
-                    .decide(tx, &shared, TransportMatch::FirstSeen, at)
-                    .await?;
-                tx.decided_delivery(item.row.clone(), &item.id.to_string(), &made, at);
-                item_rows.extend(journal_decided(
-                    item.id,
-                    std::mem::take(&mut item.journaled),
-                    &item.derived,
-                    taken,
-                    &made,
-                    at,
-                ));
-                decided.push(items::Decided {
-                    delivery_id: item.id,
-                    derived: item.derived.clone(),
-                    decision: made,
-                });
-                item_jobs.push(job);
-            }
-            let (made, taken, job) = match items::summed_up(&decided) {
-                Some(made) => (made, None, None),
-                None => {
-                    let one = Event {
-                        id,
-                        derived: &derived,
-                        identity,
-                        sink,
-                        first,
-                    };
-                    one.decide(tx, &shared, transport, at).await?
-                }
-            };
-            // One row for the reception, its key and its decision.
-            tx.decided_delivery(delivery_row, &id.to_string(), &made, at);
-            tx.journal_rows(journal_decided(id, journaled, &derived, taken, &made, at));
-            tx.journal_rows(item_rows);
-            Ok((made, job, derived, decided, item_jobs, prepared))
-        })
-    }
-}
-
-/// A reception's journal rows: one `DeliveryDecided` folding its reception,
-/// key, decision and the key that decision took, or, when those do not
-/// fold, each event in a row of its own.
-fn journal_decided(
-    id: DeliveryId,
-    reception: journal::ReceptionText,
-    derived: &KeyDerived,
-    taken: Option<KeyTaken>,
-    made: &DecisionMade,
-    at: DateTime<Utc>,
-) -> Vec<journal::Row> {
-    if let Ok(reserved) = Reserved::fold(taken.as_ref(), derived, id) {
-        return vec![journal::decided_row(
-            id,
-            reception,
-            reserved.as_ref(),
-            made,
-            at,
-        )];
-    }
-    let mut rows: Vec<journal::Row> = reception.rows(id, at).into();
-    let taken = taken.map(KeyTaken::events).unwrap_or_default();
-    rows.extend(taken.iter().map(|event| journal::row(Some(id), event, at)));
-    rows.push(journal::row(
-        Some(id),
-        &JournalEvent::DecisionMade(made.clone()),
-        at,
-    ));
-    rows
-}
-
-/// One event to decide: a whole delivery, or one item of a batch.
-struct Event<'a> {
-    id: DeliveryId,
-    derived: &'a KeyDerived,
-    identity: Identity,
-    sink: Option<&'static str>,
-    first: Option<DeliveryId>,
-}
-
-impl Event<'_> {
-    /// Decides the event against its key (reserving it on `process`), or
-    /// quarantines it when it has none; returns its decision, the key it
-    /// took (both to journal) and the effect to run after commit.
-    async fn decide(
-        &self,
-        tx: &mut Tx<'_>,
-        engine: &SharedEngine,
-        transport: TransportMatch,
-        at: DateTime<Utc>,
-    ) -> Result<(DecisionMade, Option<KeyTaken>, Option<EffectJob>), DbErr> {
-        let verdict = match (&self.derived.business, self.sink) {
-            (Some(key), Some(sink)) => {
-                decide::decide_keyed(tx, engine, sink, self.id, key, transport, at).await?
-            }
-            _ => Verdict {
-                decision: decide::decide_unkeyed(self.identity, transport),
-                layer: Layer::Transport,
-                matched_key: None,
-                taken: None,
-                job: None,
-            },
-        };
-        let made = decision_made(
-            verdict.decision,
-            verdict.layer,
-            self.derived.business.as_ref(),
-            verdict.matched_key,
-            self.first,
-        );
-        Ok((made, verdict.taken, verdict.job))
-    }
-}
-
-fn decision_made(
-    decision: crate::domain::decision::Decision,
-    layer: Layer,
-    business: Option<&KeySummary>,
-    matched_key: Option<String>,
-    first: Option<DeliveryId>,
-) -> DecisionMade {
-    let mut made = DecisionMade::new(
-        decision,
-        layer,
-        business.map(|b| b.key.clone()),
-        matched_key,
-    );
-    made.first_delivery_id = first;
-    made
 }
