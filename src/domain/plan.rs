@@ -264,6 +264,7 @@ pub fn take(
         error: None,
         case_id: None,
         delivery_id,
+        call: None,
     });
     KeyTaken { reserved, applied }
 }

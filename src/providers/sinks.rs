@@ -135,9 +135,29 @@ pub enum Attempt {
         authoritative_ref: Option<String>,
     },
     /// Refused before or without any effect: safe to try again later.
-    Failed { error: &'static str },
+    /// `status`: the HTTP status answered, if an answer came.
+    Failed {
+        error: &'static str,
+        status: Option<u16>,
+    },
     /// Maybe applied: must be verified before any retry.
-    Unknown { error: &'static str },
+    Unknown {
+        error: &'static str,
+        status: Option<u16>,
+    },
+}
+
+impl Attempt {
+    /// The HTTP status the downstream answered, if an answer came.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Applied { result, .. } => result
+                .get("status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok()),
+            Self::Failed { status, .. } | Self::Unknown { status, .. } => *status,
+        }
+    }
 }
 
 /// Everything a sink needs to apply one effect.
@@ -194,16 +214,19 @@ async fn post(
         Err(error) if error.is_connect() => {
             return Attempt::Failed {
                 error: "downstream_unreachable",
+                status: None,
             };
         }
         Err(error) if error.is_timeout() => {
             return Attempt::Unknown {
                 error: "downstream_timeout",
+                status: None,
             };
         }
         Err(_) => {
             return Attempt::Unknown {
                 error: "downstream_connection_lost",
+                status: None,
             };
         }
     };
@@ -231,12 +254,15 @@ async fn classify(response: reqwest::Response) -> Attempt {
         // In progress elsewhere, throttled, timed out on their side: maybe applied.
         408 | 409 | 425 | 429 => Attempt::Unknown {
             error: "downstream_not_settled",
+            status: Some(status.as_u16()),
         },
         400..=499 => Attempt::Failed {
             error: "downstream_rejected",
+            status: Some(status.as_u16()),
         },
         _ => Attempt::Unknown {
             error: "downstream_server_error",
+            status: Some(status.as_u16()),
         },
     }
 }

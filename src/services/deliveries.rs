@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::engine::Engine;
-use super::timeline::{self, EffectView, Linked, Ties};
+use super::timeline::{self, AttemptView, EffectView, Linked, Ties};
 use crate::config::Source;
 use crate::domain::cases::Resolution;
 use crate::domain::decision::Part;
@@ -69,6 +69,9 @@ pub struct DeliveryView {
     /// The effects it asked for, and their state.
     #[schema(value_type = Vec<Object>)]
     pub effects: Vec<EffectView>,
+    /// Every call made to the downstream service for its effects, in order.
+    #[schema(value_type = Vec<Object>)]
+    pub attempts: Vec<AttemptView>,
     /// The cases its decisions opened.
     pub cases: Vec<uuid::Uuid>,
     /// How those of them already resolved ended.
@@ -194,6 +197,7 @@ pub async fn show(
     let ties = Ties::of(&stored);
     let timeline = timeline::linked(db, &id.to_string(), &origin, &ties).await?;
     let effects = timeline::effects(db, &ties.effects).await?;
+    let attempts = timeline::attempts(&stored);
     let resource = stored.iter().find_map(|s| match &s.event {
         JournalEvent::KeyDerived(e) => e.resource.clone(),
         _ => None,
@@ -252,6 +256,7 @@ pub async fn show(
         explanation,
         timeline,
         effects,
+        attempts,
         cases: ties.cases,
         resolutions,
     })

@@ -14,11 +14,11 @@ use super::engine::{Engine, SharedEngine, WriteEvent};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
-    DecisionMade, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
+    DecisionMade, DownstreamCall, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
 };
 use crate::domain::plan::{EffectJob, Plan, base_key};
 use crate::metrics::DecisionLabels;
-use crate::providers::sinks::{self, Attempt, EffectRequest};
+use crate::providers::sinks::{self, Attempt, EffectRequest, SinkKind};
 use crate::store::Tx;
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
@@ -50,17 +50,30 @@ async fn run(
         source: source.to_owned(),
         event,
     };
+    let sent_at = Utc::now();
     let started = std::time::Instant::now();
     let attempt = sinks::apply(&engine.http, sink, &request).await;
+    let took = started.elapsed();
     engine
         .metrics
-        .downstream_latency(&job.effect_type, started.elapsed().as_secs_f64());
-    settle(engine, job, attempt).await?;
+        .downstream_latency(&job.effect_type, took.as_secs_f64());
+    let call = matches!(sink, SinkKind::Http { .. }).then(|| DownstreamCall {
+        sent_at,
+        latency_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        status: attempt.status(),
+    });
+    settle(engine, job, attempt, call).await?;
     redecide_deferred(engine, base_key(&job.key)).await
 }
 
-/// Journals how the attempt ended, if the reservation is still this job's.
-pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Result<bool, DbErr> {
+/// Journals how the attempt ended (with the downstream `call` it made, if
+/// any), if the reservation is still this job's.
+pub async fn settle(
+    engine: &Engine,
+    job: &EffectJob,
+    attempt: Attempt,
+    call: Option<DownstreamCall>,
+) -> Result<bool, DbErr> {
     let (outcome, result, authoritative_ref, error) = match attempt {
         Attempt::Applied {
             result,
@@ -71,13 +84,13 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
             authoritative_ref,
             None,
         ),
-        Attempt::Failed { error } => (
+        Attempt::Failed { error, .. } => (
             SettlementOutcome::Failed,
             None,
             None,
             Some(error.to_owned()),
         ),
-        Attempt::Unknown { error } => (
+        Attempt::Unknown { error, .. } => (
             SettlementOutcome::Unknown,
             None,
             None,
@@ -94,6 +107,7 @@ pub async fn settle(engine: &Engine, job: &EffectJob, attempt: Attempt) -> Resul
         error,
         case_id: (outcome == SettlementOutcome::Unknown).then(Uuid::now_v7),
         delivery_id: job.delivery_id,
+        call,
     };
     let event = match outcome {
         SettlementOutcome::Applied => JournalEvent::EffectApplied(settled),

@@ -125,6 +125,7 @@ pub async fn settle(
         error: error.map(str::to_owned),
         case_id: None,
         delivery_id: first,
+        call: None,
     };
     let resolved = |resolution: Resolution, note: &str| CaseResolved {
         case_id,

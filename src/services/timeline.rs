@@ -197,3 +197,76 @@ pub async fn effects<C: ConnectionTrait>(
         })
         .collect())
 }
+
+/// One call to the downstream service about the delivery's effects: the
+/// effect sent, or its status asked after an unknown outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptView {
+    /// When the call was sent (a status look-up: when its answer was
+    /// journaled).
+    pub at: DateTime<Utc>,
+    /// `effect` (the effect sent) or `status` (what became of it, asked).
+    pub call: &'static str,
+    pub effect_id: Uuid,
+    /// `applied`, `failed`, `unknown`; `no answer` when the lease ran out
+    /// first.
+    pub outcome: String,
+    /// The HTTP status answered, if an answer came.
+    pub status: Option<u16>,
+    pub latency_ms: Option<u64>,
+    /// The downstream's reference for an applied effect, else the stable
+    /// error code.
+    pub answer: Option<String>,
+    /// The journal row it is read from.
+    pub position: i64,
+}
+
+/// The downstream calls `stored` (a delivery's journal) records, in order.
+/// A settlement with no call (a `record` sink, a person's resolution) is
+/// not one.
+pub fn attempts(stored: &[StoredEvent]) -> Vec<AttemptView> {
+    stored
+        .iter()
+        .filter_map(|s| {
+            let position = s.position;
+            match &s.event {
+                JournalEvent::EffectApplied(e)
+                | JournalEvent::EffectFailed(e)
+                | JournalEvent::EffectOutcomeUnknown(e) => {
+                    let call = e.call?;
+                    Some(AttemptView {
+                        at: call.sent_at,
+                        call: "effect",
+                        effect_id: e.effect_id,
+                        outcome: e.outcome.state().to_owned(),
+                        status: call.status,
+                        latency_ms: Some(call.latency_ms),
+                        answer: e.authoritative_ref.clone().or_else(|| e.error.clone()),
+                        position,
+                    })
+                }
+                JournalEvent::ReservationExpired(e) => Some(AttemptView {
+                    at: s.recorded_at,
+                    call: "effect",
+                    effect_id: e.effect_id,
+                    outcome: "no answer".to_owned(),
+                    status: None,
+                    latency_ms: None,
+                    answer: Some("lease ran out before the effect settled".to_owned()),
+                    position,
+                }),
+                JournalEvent::StatusLookupPerformed(e) if !e.url.is_empty() => Some(AttemptView {
+                    at: s.recorded_at,
+                    call: "status",
+                    effect_id: e.effect_id,
+                    outcome: e.answer.clone().unwrap_or_else(|| "no answer".to_owned()),
+                    status: e.status,
+                    latency_ms: Some(e.latency_ms),
+                    answer: e.error.clone(),
+                    position,
+                }),
+                _ => None,
+            }
+        })
+        .collect()
+}

@@ -4,6 +4,7 @@
 mod access;
 mod admin;
 mod admin_browser;
+mod attempts;
 mod audit;
 mod batches;
 mod browser;

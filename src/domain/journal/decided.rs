@@ -147,6 +147,7 @@ impl Reserved {
                     && s.outcome == SettlementOutcome::Applied
                     && s.error.is_none()
                     && s.case_id.is_none()
+                    && s.call.is_none()
                     && s.delivery_id == delivery_id;
                 if !with_reservation {
                     return Err(Unfoldable);
@@ -201,6 +202,7 @@ impl Reserved {
             error: None,
             case_id: None,
             delivery_id,
+            call: None,
         });
         Some((reserved, applied))
     }
@@ -268,6 +270,7 @@ mod tests {
             error: None,
             case_id: None,
             delivery_id: r.delivery_id,
+            call: None,
         }
     }
 

@@ -100,6 +100,21 @@ pub struct EffectSettled {
     /// The reconciliation case opened for an unknown outcome.
     pub case_id: Option<Uuid>,
     pub delivery_id: DeliveryId,
+    /// The call to the downstream service this settlement is the answer
+    /// to. Absent when nothing was called (a `record` sink, a status
+    /// look-up's or a person's settlement) and from settlements journaled
+    /// before 2026-12-02.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<DownstreamCall>,
+}
+
+/// One call to a downstream service: when it was sent, how long it took
+/// to end, and the HTTP status it answered (`None`: no answer came).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DownstreamCall {
+    pub sent_at: DateTime<Utc>,
+    pub latency_ms: u64,
+    pub status: Option<u16>,
 }
 
 /// A lease ran out before its effect settled: the outcome is unknown.

@@ -26,8 +26,8 @@ pub use derivation::{
     DerivationProof, KeyingProof, SkipDetail, SkippedStrategy, StrategyName, UnresolvedDetail,
 };
 pub use effect::{
-    EffectSettled, EvidencePurged, KeyReserved, KeyTaken, KeysPurged, ReservationExpired,
-    SettlementOutcome, StatusLookupPerformed,
+    DownstreamCall, EffectSettled, EvidencePurged, KeyReserved, KeyTaken, KeysPurged,
+    ReservationExpired, SettlementOutcome, StatusLookupPerformed,
 };
 pub use observe::{LegacyEffect, LegacyEffectsImported, SourceModeSet};
 pub use operators::{

@@ -68,6 +68,21 @@ pub struct Effect {
     pub downstream_ref: Option<String>,
 }
 
+/// One call to the downstream service, as a row of the attempts table.
+pub struct Attempt {
+    pub at: Stamp,
+    pub call: &'static str,
+    pub effect: ShortId,
+    pub outcome: String,
+    /// The HTTP status, or `—` when no answer came.
+    pub status: String,
+    /// `412 ms`, or `—`.
+    pub latency: String,
+    pub answer: String,
+    /// The journal row it is read from (`#row-N` below).
+    pub position: i64,
+}
+
 /// A linked id: a case, a batch's parent or item.
 pub struct Link {
     pub id: ShortId,
@@ -128,6 +143,7 @@ pub struct DeliveryPage {
     pub unresolved: Option<String>,
     pub timeline: Vec<Linked>,
     pub effects: Vec<Effect>,
+    pub attempts: Vec<Attempt>,
     pub cases: Vec<CaseLine>,
     pub parent: Option<Link>,
     pub items: Vec<Link>,
@@ -256,6 +272,22 @@ impl DeliveryPage {
                 downstream_ref: e.downstream_ref,
             })
             .collect();
+        let attempts = view
+            .attempts
+            .into_iter()
+            .map(|a| Attempt {
+                at: stamp(a.at),
+                call: a.call,
+                effect: ShortId::new(a.effect_id.to_string()),
+                outcome: a.outcome,
+                status: a.status.map_or_else(|| "—".to_owned(), |s| s.to_string()),
+                latency: a
+                    .latency_ms
+                    .map_or_else(|| "—".to_owned(), |ms| format!("{ms} ms")),
+                answer: a.answer.unwrap_or_default(),
+                position: a.position,
+            })
+            .collect();
         let cases = view
             .cases
             .iter()
@@ -330,6 +362,7 @@ impl DeliveryPage {
             unresolved: derived["unresolved"].as_str().map(str::to_owned),
             timeline,
             effects,
+            attempts,
             cases,
             parent,
             items,
