@@ -13,6 +13,7 @@ mod cases;
 mod connections;
 mod corpus;
 mod dashboard;
+mod day_browser;
 mod decisions;
 mod downstream;
 mod faults;

@@ -38,8 +38,13 @@ pub struct Pages {
 
 impl Pages {
     pub async fn new() -> Self {
+        Self::with("").await
+    }
+
+    /// The same, with `extra` configuration (a look-up, say).
+    pub async fn with(extra: &str) -> Self {
         let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-        let app = spawn_app_with(&format!("{NOTICES}{}", downstream.sink_toml(2000))).await;
+        let app = spawn_app_with(&format!("{NOTICES}{}{extra}", downstream.sink_toml(2000))).await;
         Self { app, downstream }
     }
 
@@ -69,9 +74,14 @@ impl Pages {
     /// Two notices with one reference and different texts: a collision on a
     /// reversible effect. Returns the case id.
     async fn notice_case(&self) -> String {
+        self.notice_case_about("n-1").await
+    }
+
+    /// The same, for notices of `reference`.
+    pub async fn notice_case_about(&self, reference: &str) -> String {
         let notice = |text: &str| {
             serde_json::to_vec(&serde_json::json!({
-                "type": "notice.sent", "reference": "n-1", "text": text,
+                "type": "notice.sent", "reference": reference, "text": text,
             }))
             .unwrap()
         };
