@@ -251,6 +251,13 @@ async fn classify(response: reqwest::Response) -> Attempt {
         };
     }
     match status.as_u16() {
+        // Sent elsewhere (never followed, see `services::engine::client`):
+        // the POST reached the downstream, which may have acted before
+        // pointing away.
+        300..=399 => Attempt::Unknown {
+            error: "downstream_redirected",
+            status: Some(status.as_u16()),
+        },
         // In progress elsewhere, throttled, timed out on their side: maybe applied.
         408 | 409 | 425 | 429 => Attempt::Unknown {
             error: "downstream_not_settled",

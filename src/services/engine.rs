@@ -46,6 +46,17 @@ pub struct Engine {
 
 pub type SharedEngine = Arc<Engine>;
 
+/// The client of every call out (sinks, status look-ups, provider look-ups).
+/// It never follows a redirect: a POST redirected with 301/302/303 would
+/// come back as a body-less GET whose 200 read as an effect applied, and a
+/// 307/308 would send the whole event to another host. A redirect is an
+/// answer of its own (`sinks::classify`).
+fn client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?)
+}
+
 impl Engine {
     /// Connects to and migrates the database, checks and records strategy
     /// versions, and starts the writer: everything deciding needs, without
@@ -93,7 +104,7 @@ impl Engine {
                 std::time::Duration::from_secs(config.lookup_breaker_secs),
             ),
             config,
-            http: reqwest::Client::new(),
+            http: client()?,
             tripped: Default::default(),
             metrics,
         }))

@@ -19,6 +19,11 @@ pub enum Behaviour {
     /// The first call never answers in time and applies nothing; later
     /// calls apply and answer 201.
     HangOnceWithoutApplying,
+    /// Applies, then answers 201 with this `Location`.
+    ApplyAt(&'static str),
+    /// Answers with this redirect status to `/landing`, a page that answers
+    /// 200 to any GET (and counts as a call when fetched).
+    Redirect(u16),
 }
 
 #[derive(Clone)]
@@ -36,12 +41,28 @@ impl Downstream {
         let server = HttpServer::new(move || {
             let (recorded, done) = (recorded.clone(), done.clone());
             let known = done.clone();
+            let landed = recorded.clone();
             App::new()
                 .route(
                     "/effects",
                     web::post().to(move |request: HttpRequest, _body: web::Bytes| {
                         let (recorded, done) = (recorded.clone(), done.clone());
                         async move { answer(request, behaviour, recorded, done).await }
+                    }),
+                )
+                .route(
+                    "/landing",
+                    web::get().to({
+                        move || {
+                            let recorded = landed.clone();
+                            async move {
+                                recorded
+                                    .lock()
+                                    .expect("calls")
+                                    .push("GET /landing".to_owned());
+                                HttpResponse::Ok().json(serde_json::json!({ "data": [] }))
+                            }
+                        }
                     }),
                 )
                 .route(
@@ -129,6 +150,19 @@ async fn answer(
             .push(key.trim_matches('"').to_owned())
     };
     match behaviour {
+        Behaviour::ApplyAt(location) => {
+            calls.lock().expect("calls").push(key.clone());
+            apply();
+            HttpResponse::Created()
+                .insert_header(("location", location))
+                .finish()
+        }
+        Behaviour::Redirect(status) => {
+            calls.lock().expect("calls").push(key);
+            HttpResponse::build(actix_web::http::StatusCode::from_u16(status).expect("status"))
+                .insert_header(("location", "/landing"))
+                .finish()
+        }
         Behaviour::Refuse(status) => {
             calls.lock().expect("calls").push(key);
             HttpResponse::build(actix_web::http::StatusCode::from_u16(status).expect("status"))
