@@ -103,7 +103,7 @@ pub async fn ask(
         Err(format!("the downstream answered {status}"))
     } else {
         match response.json::<Value>().await {
-            Err(error) => Err(format!("unreadable answer: {error}")),
+            Err(error) => Err(format!("unreadable answer: {}", error.without_url())),
             Ok(body) => {
                 answer.reference = body.get("id").and_then(Value::as_str).map(str::to_owned);
                 Ok(meaning(&body, status_path, status_applied, status_failed))

@@ -196,8 +196,21 @@ pub async fn show(
     }
     let ties = Ties::of(&stored);
     let timeline = timeline::linked(db, &id.to_string(), &origin, &ties).await?;
-    let effects = timeline::effects(db, &ties.effects).await?;
-    let attempts = timeline::attempts(&stored);
+    // What the downstream answered may echo the event it was sent whole:
+    // its references are masked like the body.
+    let mut effects = timeline::effects(db, &ties.effects).await?;
+    for effect in &mut effects {
+        for reference in [&mut effect.downstream_ref, &mut effect.provider_ref] {
+            *reference = reference.as_deref().map(|r| scrubbed_text(&sensitive, r));
+        }
+    }
+    let mut attempts = timeline::attempts(&stored);
+    for attempt in &mut attempts {
+        attempt.answer = attempt
+            .answer
+            .as_deref()
+            .map(|a| scrubbed_text(&sensitive, a));
+    }
     let resource = stored.iter().find_map(|s| match &s.event {
         JournalEvent::KeyDerived(e) => e.resource.clone(),
         _ => None,

@@ -5,6 +5,7 @@
 use serde_json::Value;
 use unicity::providers::signature;
 
+use crate::downstream::{Behaviour, Downstream};
 use crate::helpers::{Counts, TestApp, logs, refund, spawn_app, spawn_app_with};
 
 /// A signed source that masks one header of its own on top of the defaults.
@@ -269,4 +270,33 @@ async fn an_enabled_raw_read_returns_the_exact_bytes_and_is_journaled() {
     assert_eq!(unknown.status, 404);
     assert_eq!(unknown.json["code"], "delivery_not_found");
     assert_eq!(app.count(&reads).await, 1);
+}
+
+#[tokio::test]
+async fn a_downstream_answer_echoing_a_sensitive_value_is_masked_in_the_view() {
+    // The downstream is sent the event whole and names the customer in the
+    // reference it answers with.
+    const AT: &str = "/customers/ann.customer@example.com/refunds/1";
+    let downstream = Downstream::start(Behaviour::ApplyAt(AT)).await;
+    let app = spawn_app_with(&downstream.sink_toml(2000)).await;
+    let body = with_email(&refund("pay_echo", 1500, Some("rr_echo")));
+    let first = app.post_raw("open", body, &[]).await;
+    assert_eq!(first.status, 202, "{}", first.json);
+    app.wait_applied(1).await;
+
+    let id = first.json["delivery_id"].as_str().expect("id");
+    let view = app.delivery(id).await;
+    let text = view.json.to_string();
+    assert!(!text.contains(EMAIL), "{text}");
+    let answer = view.json["attempts"][0]["answer"]
+        .as_str()
+        .expect("an answer");
+    assert!(
+        answer.starts_with("/customers/") && answer.ends_with("/refunds/1"),
+        "{answer}"
+    );
+    let reference = view.json["effects"][0]["downstream_ref"]
+        .as_str()
+        .expect("a reference");
+    assert_eq!(reference, answer, "masked the same way");
 }

@@ -212,7 +212,7 @@ impl Lookup {
                     response
                         .json::<Value>()
                         .await
-                        .map_err(|error| format!("unreadable answer: {error}"))
+                        .map_err(|error| format!("unreadable answer: {}", error.without_url()))
                 } else {
                     Err(format!("the provider answered {}", response.status()))
                 }
