@@ -127,12 +127,6 @@ impl Deferred {
         });
     }
 
-    /// A journal row built ahead, recorded at `at`.
-    pub fn journal_row(&mut self, mut row: journal_store::Row, at: DateTime<Utc>) {
-        row.recorded_at(at);
-        self.journal.push(row);
-    }
-
     /// Journal rows built ahead with their times, appended in this order.
     pub fn journal_rows(&mut self, rows: Vec<journal_store::Row>) {
         self.journal.extend(rows);

@@ -39,9 +39,8 @@ pub struct Decided<'a> {
 pub struct Tx<'t> {
     txn: &'t DatabaseTransaction,
     rows: Deferred,
-    /// Events and rows journaled through this handle, appended after the
-    /// rows journaled ahead (`journal_row`), in the order they were
-    /// recorded; events are serialised only at the end.
+    /// Events and rows journaled through this handle, in the order they
+    /// were recorded; events are serialised only at the end.
     events: Vec<Entry>,
 }
 
@@ -342,14 +341,8 @@ impl<'t> Tx<'t> {
     }
 
     /// Journals rows the job made, in order, after what it journaled so far.
-    pub fn journal_rows(&mut self, rows: Vec<journal::Row>) {
+    fn journal_rows(&mut self, rows: Vec<journal::Row>) {
         self.events.extend(rows.into_iter().map(Entry::Row));
-    }
-
-    /// A journal row serialised ahead, recorded at `at`, before the events
-    /// appended through this handle.
-    pub fn journal_row(&mut self, row: journal::Row, at: DateTime<Utc>) {
-        self.rows.journal_row(row, at);
     }
 
     /// Stores a raw body under its hash (see `Deferred::body`).
