@@ -140,6 +140,8 @@ fn access_status(error: &AccessError) -> (StatusCode, &'static str) {
         AccessError::UnknownRole(_) => (StatusCode::BAD_REQUEST, "invalid_role"),
         AccessError::InvalidExpiry => (StatusCode::BAD_REQUEST, "invalid_expiry"),
         AccessError::Yourself => (StatusCode::CONFLICT, "own_account"),
+        AccessError::LastAdmin => (StatusCode::CONFLICT, "last_admin"),
+        AccessError::NoLongerAdmin => (StatusCode::FORBIDDEN, "forbidden"),
         AccessError::SetupClosed => (StatusCode::NOT_FOUND, "setup_closed"),
         AccessError::LinkClosed => (StatusCode::NOT_FOUND, "link_closed"),
         AccessError::Storage(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),

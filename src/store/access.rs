@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 
 use super::entities::{api_token, operator, password_link, session, setup_token};
@@ -45,6 +46,20 @@ pub async fn operator_by_name<C: ConnectionTrait>(
         .filter(operator::Column::Name.eq(name))
         .one(conn)
         .await
+}
+
+/// The ids of the enabled admins. On PostgreSQL their rows stay locked
+/// until the transaction ends, so that two admins changing each other at
+/// once are serialised and the second sees the first's change (SQLite's
+/// single writer serialises them already).
+pub async fn enabled_admins<C: ConnectionTrait>(conn: &C) -> Result<Vec<String>, DbErr> {
+    let mut query = operator::Entity::find()
+        .filter(operator::Column::Role.eq("admin"))
+        .filter(operator::Column::Enabled.eq(true));
+    if conn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        query = query.lock_exclusive();
+    }
+    Ok(query.all(conn).await?.into_iter().map(|o| o.id).collect())
 }
 
 pub async fn operator_by_id<C: ConnectionTrait>(

@@ -317,3 +317,104 @@ async fn only_an_admin_with_the_page_s_csrf_token_changes_anyone() {
         "ada and eve only"
     );
 }
+
+/// Enabled admins left.
+async fn admins(app: &TestApp) -> i64 {
+    app.count("SELECT COUNT(*) FROM operators WHERE role = 'admin' AND enabled = TRUE")
+        .await
+}
+
+#[tokio::test]
+async fn two_admins_demoting_or_disabling_each_other_at_once_leave_an_admin() {
+    for (path, extra) in [
+        ("/admin/operators/role", Some(("role", "engineer"))),
+        ("/admin/operators/disable", None),
+    ] {
+        let app = spawn_app().await;
+        let mut ada = signed_in(&app, "ada", Role::Admin).await;
+        let mut bob = signed_in(&app, "bob", Role::Admin).await;
+        let ada_csrf = ada.csrf("/admin").await;
+        let bob_csrf = bob.csrf("/admin").await;
+        let form = |csrf: &str, name: &str| {
+            let mut fields = vec![("csrf", csrf.to_owned()), ("name", name.to_owned())];
+            if let Some((field, value)) = extra {
+                fields.push((field, value.to_owned()));
+            }
+            fields
+        };
+        let (ada_form, bob_form) = (form(&ada_csrf, "bob"), form(&bob_csrf, "ada"));
+        let as_pairs = |f: &Vec<(&str, String)>| -> Vec<(String, String)> {
+            f.iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect()
+        };
+        let (ada_pairs, bob_pairs) = (as_pairs(&ada_form), as_pairs(&bob_form));
+        let ada_fields: Vec<(&str, &str)> = ada_pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let bob_fields: Vec<(&str, &str)> = bob_pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        // Both requests pass the guard as admins, then race.
+        let (by_ada, by_bob) =
+            tokio::join!(ada.post(path, &ada_fields), bob.post(path, &bob_fields));
+        let took = [&by_ada, &by_bob]
+            .iter()
+            .filter(|a| a.status == StatusCode::OK)
+            .count();
+        assert_eq!(
+            took, 1,
+            "{path}: exactly one change takes: {} / {}",
+            by_ada.status, by_bob.status
+        );
+        assert_eq!(admins(&app).await, 1, "{path}: one admin is left");
+    }
+}
+
+#[tokio::test]
+async fn the_last_admin_cannot_be_demoted_or_disabled_and_a_demoted_admin_changes_nobody() {
+    let app = spawn_app().await;
+    let mut ada = signed_in(&app, "ada", Role::Admin).await;
+    let mut bob = signed_in(&app, "bob", Role::Admin).await;
+    let demoted = admin_post(
+        &mut ada,
+        "/admin/operators/role",
+        &[("name", "bob"), ("role", "finance")],
+    )
+    .await;
+    assert_eq!(demoted.status, StatusCode::OK, "{}", demoted.body);
+
+    // The last admin stays one, even asked from the host.
+    let from_host = unicity::services::access::set_role(
+        &app.db,
+        "ada",
+        Role::Support,
+        unicity::domain::journal::Actor::Cli,
+    )
+    .await;
+    assert!(
+        matches!(
+            from_host,
+            Err(unicity::services::access::AccessError::LastAdmin)
+        ),
+        "{from_host:?}"
+    );
+    let disabled = unicity::services::access::disable_operator(
+        &app.db,
+        "ada",
+        unicity::domain::journal::Actor::Cli,
+    )
+    .await;
+    assert!(matches!(
+        disabled,
+        Err(unicity::services::access::AccessError::LastAdmin)
+    ));
+    assert_eq!(admins(&app).await, 1);
+
+    // bob is no longer an admin: the page is closed to him.
+    let page = bob.get("/admin").await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN, "{}", page.body);
+    assert_eq!(app.journal_count("OperatorRoleChanged").await, 1);
+}

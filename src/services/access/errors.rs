@@ -33,6 +33,10 @@ pub enum AccessError {
     InvalidExpiry,
     #[error("your own account is changed on your account page, not here")]
     Yourself,
+    #[error("the last enabled admin stays one: make another operator admin first")]
+    LastAdmin,
+    #[error("only an enabled admin may do this, and you no longer are one")]
+    NoLongerAdmin,
     #[error("the setup link is invalid, expired or already used")]
     SetupClosed,
     #[error(

@@ -74,6 +74,30 @@ async fn existing<C: sea_orm::ConnectionTrait>(
         .ok_or_else(|| AccessError::UnknownOperator(name.to_owned()))
 }
 
+/// Refuses a change to operator `changed` (a new `role`, or `None`:
+/// disabled) that an operator who is no longer an enabled admin asks for,
+/// or that would leave no enabled admin. Read in the changing transaction,
+/// admins locked (`store::enabled_admins`): two admins demoting each other
+/// at once cannot both succeed.
+async fn keeps_an_admin<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    by: &Actor,
+    changed: &str,
+    role: Option<Role>,
+) -> Result<(), AccessError> {
+    let admins = store::enabled_admins(conn).await?;
+    if let Actor::Operator { id, .. } = by
+        && !admins.contains(&id.to_string())
+    {
+        return Err(AccessError::NoLongerAdmin);
+    }
+    let stays_admin = role == Some(Role::Admin);
+    if !stays_admin && admins.iter().all(|admin| admin == changed) && !admins.is_empty() {
+        return Err(AccessError::LastAdmin);
+    }
+    Ok(())
+}
+
 /// Disables an operator and ends their sessions. Disabling a disabled
 /// operator changes nothing and journals nothing.
 pub async fn disable_operator(
@@ -86,6 +110,7 @@ pub async fn disable_operator(
         if !operator.enabled {
             return Ok(false);
         }
+        keeps_an_admin(tx.connection(), &by, &operator.id, None).await?;
         store::disable_operator(tx.connection(), &operator.id).await?;
         store::delete_sessions_of(tx.connection(), &operator.id).await?;
         let event = JournalEvent::OperatorDisabled(OperatorDisabled {
@@ -110,6 +135,7 @@ pub async fn set_role(
         let operator = existing(tx.connection(), name).await?;
         let from = role_of(&operator.role)?;
         if from != role {
+            keeps_an_admin(tx.connection(), &by, &operator.id, Some(role)).await?;
             store::set_role(tx.connection(), &operator.id, role.as_str()).await?;
             let event = JournalEvent::OperatorRoleChanged(OperatorRoleChanged {
                 operator_id: uuid_of(&operator.id)?,
