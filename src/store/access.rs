@@ -149,6 +149,13 @@ pub async fn token_by_hash<C: ConnectionTrait>(
         .await
 }
 
+pub async fn token_by_id<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+) -> Result<Option<TokenRow>, DbErr> {
+    api_token::Entity::find_by_id(id.to_owned()).one(conn).await
+}
+
 pub async fn token_by_name<C: ConnectionTrait>(
     conn: &C,
     name: &str,

@@ -8,6 +8,7 @@ use unicity::services::cases::{self, CaseError, Resolve};
 use unicity::services::engine::{Engine, SharedEngine};
 
 use crate::downstream::{Behaviour, Downstream};
+use crate::forms::operator;
 use crate::helpers::{Counts, TestApp, fresh_database, refund, spawn_on, test_settings};
 
 struct Setup {
@@ -24,6 +25,15 @@ impl Setup {
         let (url, dir) = fresh_database().await;
         let extra = downstream.sink_toml(2000);
         let app = spawn_on(&url, &extra, None).await;
+        // Ann (`ann()`) exists: the service reads her role as it is now.
+        let ann = ann();
+        operator(&app, &ann.name, ann.role).await;
+        sea_orm::ConnectionTrait::execute_unprepared(
+            &app.db,
+            &format!("UPDATE operators SET id = '{}' WHERE name = 'ann'", ann.id),
+        )
+        .await
+        .expect("ann's id set");
         Self {
             app,
             downstream,
@@ -574,10 +584,24 @@ async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_
     let s = Setup::new().await;
     let (_, case_id, _) = s.weak_match_case().await;
     let engine = s.engine().await;
-    for role in [Role::Support, Role::Engineer] {
+    for (name, role) in [("sue", Role::Support), ("eve", Role::Engineer)] {
         // When one that may not resolve money asks the service directly
+        let id = unicity::services::access::create_operator(
+            &s.app.db,
+            name,
+            role,
+            secrecy::SecretString::from(crate::forms::PASSWORD),
+            unicity::domain::journal::Actor::Cli,
+        )
+        .await
+        .expect("operator created");
         let mut asked = request(case_id, Resolution::ProcessAsDistinct, "two refunds");
-        asked.by = Principal { role, ..ann() };
+        asked.by = Principal {
+            kind: PrincipalKind::Operator,
+            id,
+            name: name.to_owned(),
+            role,
+        };
         let refused = cases::resolve(&engine, asked).await;
         // Then it is refused and nothing is applied
         assert!(
@@ -585,6 +609,29 @@ async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_
             "{role}: {refused:?}"
         );
     }
+    // Nor does a caller who says more than the operator now is: ann,
+    // demoted to support since she was let in.
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &s.app.db,
+        "UPDATE operators SET role = 'support' WHERE name = 'ann'",
+    )
+    .await
+    .expect("ann demoted");
+    let stale = cases::resolve(
+        &engine,
+        request(case_id, Resolution::ProcessAsDistinct, "two"),
+    )
+    .await;
+    assert!(
+        matches!(stale, Err(CaseError::Forbidden { critical: true })),
+        "{stale:?}"
+    );
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &s.app.db,
+        "UPDATE operators SET role = 'finance' WHERE name = 'ann'",
+    )
+    .await
+    .expect("ann finance again");
     assert_eq!(s.case_column(case_id, "status").await, "open");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 1);

@@ -45,6 +45,15 @@ async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
     )
     .await
     .expect("engine");
+    let fay = unicity::services::access::create_operator(
+        &app.db,
+        "fay",
+        Role::Finance,
+        secrecy::SecretString::from(crate::forms::PASSWORD),
+        unicity::domain::journal::Actor::Cli,
+    )
+    .await
+    .expect("fay exists");
     for (case_id, resolution, reference) in [
         (duplicate, Resolution::ConfirmDuplicate, None),
         (distinct, Resolution::ProcessAsDistinct, Some("re_rb_2")),
@@ -56,7 +65,7 @@ async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
                 resolution,
                 by: Principal {
                     kind: PrincipalKind::Operator,
-                    id: uuid::Uuid::nil(),
+                    id: fay,
                     name: "fay".to_owned(),
                     role: Role::Finance,
                 },

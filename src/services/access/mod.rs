@@ -18,3 +18,22 @@ pub use operators::{
 pub use setup::{complete_setup, open_setup, setup_open};
 pub use sign_in::{login, logout, operator};
 pub use tokens::{issue_token, revoke_token, token, tokens};
+
+use sea_orm::DatabaseConnection;
+
+use crate::auth::{Principal, PrincipalKind};
+
+/// `caller` as it stands now: its current role, or `None` once the
+/// operator is disabled or the token revoked or expired. For an action
+/// decided long after the request was let in (each case of a bulk
+/// resolution), where the guard's reading may be out of date.
+pub async fn still(
+    db: &DatabaseConnection,
+    caller: &Principal,
+) -> Result<Option<Principal>, AccessError> {
+    let id = caller.id.to_string();
+    match caller.kind {
+        PrincipalKind::Operator => operator(db, &id).await,
+        PrincipalKind::Token => tokens::token_by_id(db, &id).await,
+    }
+}

@@ -82,7 +82,21 @@ pub async fn revoke_token(
 
 /// The caller a bearer token stands for, if it is live.
 pub async fn token(db: &DatabaseConnection, token: &str) -> Result<Option<Principal>, AccessError> {
-    let Some(row) = store::token_by_hash(db, &secrets::digest(token)).await? else {
+    let row = store::token_by_hash(db, &secrets::digest(token)).await?;
+    live(row)
+}
+
+/// The token with this id as a caller, if it is still live (its role as
+/// it is now).
+pub async fn token_by_id(
+    db: &DatabaseConnection,
+    id: &str,
+) -> Result<Option<Principal>, AccessError> {
+    live(store::token_by_id(db, id).await?)
+}
+
+fn live(row: Option<store::TokenRow>) -> Result<Option<Principal>, AccessError> {
+    let Some(row) = row else {
         return Ok(None);
     };
     let now = Utc::now();

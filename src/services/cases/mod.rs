@@ -19,6 +19,7 @@ use chrono::Utc;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
+use super::access;
 use super::effects::Journaled;
 use super::engine::{SharedEngine, WriteEvent};
 use crate::auth::{Action, Principal};
@@ -66,7 +67,12 @@ pub async fn may_resolve(
 /// caller's role may resolve the case (`resolving`).
 pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved, CaseError> {
     let critical = is_critical(engine, request.case_id).await?;
-    if !request.by.may(resolving(critical)) {
+    // The caller as it stands now: disabled or demoted since the request
+    // (or since a bulk resolution began), it resolves nothing more.
+    let now = access::still(&engine.db, &request.by)
+        .await
+        .map_err(|error| CaseError::Db(DbErr::Custom(error.to_string())))?;
+    if !now.is_some_and(|by| by.may(resolving(critical))) {
         return Err(CaseError::Forbidden { critical });
     }
     let settler = Settler::Person {
