@@ -23,6 +23,7 @@ mod m20261204_000040_effect_references;
 mod m20261204_000041_password_links;
 mod m20261204_000042_journal_audited;
 mod m20261204_000043_case_assignees;
+mod m20261204_000044_password_links_audited;
 mod sql;
 
 pub struct Migrator;
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000041_password_links::Migration),
             Box::new(m20261204_000042_journal_audited::Migration),
             Box::new(m20261204_000043_case_assignees::Migration),
+            Box::new(m20261204_000044_password_links_audited::Migration),
         ]
     }
 }

@@ -328,6 +328,14 @@ pub async fn replace_password_link<C: ConnectionTrait>(
     at: DateTime<Utc>,
     expires_at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
+    // Two links handed out at once for one operator: the second waits for
+    // the first and replaces it (SQLite's single writer serialises them).
+    if conn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        operator::Entity::find_by_id(operator_id.to_owned())
+            .lock_exclusive()
+            .one(conn)
+            .await?;
+    }
     password_link::Entity::delete_many()
         .filter(password_link::Column::OperatorId.eq(operator_id))
         .filter(password_link::Column::UsedAt.is_null())

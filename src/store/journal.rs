@@ -237,7 +237,7 @@ pub async fn newest_audited<C: ConnectionTrait>(
 
 /// `query` narrowed to the audit trail's rows before `before`, newest
 /// first. The list of types is written literally, in the order of the
-/// partial index `journal_audited` (migration `journal_audited`), so that the
+/// partial index `journal_audit_trail` (migration `password_links_audited`), so that the
 /// planner can see the query implies the index's condition: a bound
 /// parameter hides it, and the whole journal is scanned.
 fn newest_audited_query(
@@ -432,7 +432,7 @@ mod tests {
         for before in [None, Some(1_000)] {
             let query = newest_audited_query(journal::Entity::find(), before);
             let plan = crate::store::sqlite_plan(&db, &query).await.join("\n");
-            assert!(plan.contains("journal_audited"), "{plan}");
+            assert!(plan.contains("journal_audit_trail"), "{plan}");
             assert!(!plan.contains("TEMP B-TREE"), "{plan}");
         }
     }

@@ -138,6 +138,19 @@ async fn a_new_link_replaces_the_old_one_and_a_bad_password_keeps_the_link_open(
     assert_ne!(first, second);
     let mut holder = Browser::new(&app);
     assert_eq!(holder.get(&first).await.status, StatusCode::NOT_FOUND);
+    // Whoever holds a link can set the password: who handed it out is on
+    // the audit trail, not only the password change it leads to.
+    assert_eq!(app.journal_count("PasswordLinkIssued").await, 1);
+    let audit = admin.get("/audit?kind=password_link_issued").await;
+    assert_eq!(audit.status, StatusCode::OK, "{}", audit.body);
+    assert!(
+        audit
+            .body
+            .contains("handed out a set-password link for sam"),
+        "{}",
+        audit.body
+    );
+    assert!(audit.body.contains("ada"), "{}", audit.body);
 
     // A password too short is refused on the page, and the link still works
     let short = choose_password(&app, &second, "short").await;

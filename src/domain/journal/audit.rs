@@ -5,7 +5,7 @@
 use super::{Actor, JournalEvent};
 
 /// The stored names of the events the audit trail lists.
-pub const AUDITED: [&str; 17] = [
+pub const AUDITED: [&str; 18] = [
     "OperatorLoggedIn",
     "LoginFailed",
     "OperatorLoggedOut",
@@ -23,6 +23,7 @@ pub const AUDITED: [&str; 17] = [
     "FixtureExported",
     "StrategyReset",
     "LegacyEffectsImported",
+    "PasswordLinkIssued",
 ];
 
 /// Who acted, as the event names them.
@@ -128,6 +129,12 @@ pub fn audited(event: &JournalEvent) -> Option<Audited> {
             actor(&e.by),
             "password_changed",
             format!("set the password of {}", e.name),
+            None,
+        ),
+        E::PasswordLinkIssued(e) => (
+            actor(&e.by),
+            "password_link_issued",
+            format!("handed out a set-password link for {}", e.name),
             None,
         ),
         E::TokenIssued(e) => (

@@ -32,7 +32,8 @@ pub use effect::{
 pub use observe::{LegacyEffect, LegacyEffectsImported, SourceModeSet};
 pub use operators::{
     Actor, LoginFailed, OperatorCreated, OperatorDisabled, OperatorLoggedIn, OperatorLoggedOut,
-    OperatorPasswordChanged, OperatorRoleChanged, SetupCompleted, TokenIssued, TokenRevoked,
+    OperatorPasswordChanged, OperatorRoleChanged, PasswordLinkIssued, SetupCompleted, TokenIssued,
+    TokenRevoked,
 };
 pub use reconcile::{DiscrepancyFound, DiscrepancyKind, ReconciliationRan};
 pub use strategy::{
@@ -204,6 +205,7 @@ journal_events! {
     OperatorDisabled(OperatorDisabled) = "OperatorDisabled", version 1;
     OperatorRoleChanged(OperatorRoleChanged) = "OperatorRoleChanged", version 1;
     OperatorPasswordChanged(OperatorPasswordChanged) = "OperatorPasswordChanged", version 1;
+    PasswordLinkIssued(PasswordLinkIssued) = "PasswordLinkIssued", version 1;
     TokenIssued(TokenIssued) = "TokenIssued", version 1;
     TokenRevoked(TokenRevoked) = "TokenRevoked", version 1;
     SetupCompleted(SetupCompleted) = "SetupCompleted", version 1;

@@ -82,6 +82,15 @@ pub struct OperatorPasswordChanged {
     pub by: Actor,
 }
 
+/// An admin handed out a new set-password link for an existing operator
+/// (whose password keeps working until the link is used).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PasswordLinkIssued {
+    pub operator_id: Uuid,
+    pub name: String,
+    pub by: Actor,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenIssued {
     pub token_id: Uuid,

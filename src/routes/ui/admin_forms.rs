@@ -138,7 +138,7 @@ pub async fn password_link(
     let name = form.0.name;
     let outcome = async {
         not_yourself(&admin, &name)?;
-        let token = access::password_link(state.db(), &name).await?;
+        let token = access::password_link(state.db(), &name, admin.actor()).await?;
         Ok(Notice::Secret(
             format!("A new link for {name} to choose a password (valid 72 hours, once; any older link stops working):"),
             format!("{}/password/{token}", state.access.public_url),

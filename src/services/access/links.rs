@@ -13,7 +13,7 @@ use super::errors::{AccessError, PASSWORD_LINK_VALIDITY, check_name, uuid_of};
 use super::operators::insert_operator;
 use crate::auth::password::{self};
 use crate::auth::{Role, secrets};
-use crate::domain::journal::{Actor, JournalEvent, OperatorPasswordChanged};
+use crate::domain::journal::{Actor, JournalEvent, OperatorPasswordChanged, PasswordLinkIssued};
 use crate::store::access::{self as store, OperatorRow};
 use crate::store::transaction;
 
@@ -49,19 +49,35 @@ pub async fn invite_operator(
 
 /// A new set-password link for an existing operator (a forgotten
 /// password); their current password keeps working until the link is used.
-pub async fn password_link(db: &DatabaseConnection, name: &str) -> Result<String, AccessError> {
-    let operator = store::operator_by_name(db, name)
-        .await?
-        .ok_or_else(|| AccessError::UnknownOperator(name.to_owned()))?;
+/// Journaled with who handed it out (whoever holds a link can set the
+/// password), in the transaction that replaces any older link.
+pub async fn password_link(
+    db: &DatabaseConnection,
+    name: &str,
+    by: Actor,
+) -> Result<String, AccessError> {
     let token = secrets::random_hex();
     let now = Utc::now();
-    store::replace_password_link(
-        db,
-        &operator.id,
-        secrets::digest(&token),
-        now,
-        now + PASSWORD_LINK_VALIDITY,
-    )
+    transaction(db, async |tx| {
+        let operator = store::operator_by_name(tx.connection(), name)
+            .await?
+            .ok_or_else(|| AccessError::UnknownOperator(name.to_owned()))?;
+        store::replace_password_link(
+            tx.connection(),
+            &operator.id,
+            secrets::digest(&token),
+            now,
+            now + PASSWORD_LINK_VALIDITY,
+        )
+        .await?;
+        let event = JournalEvent::PasswordLinkIssued(PasswordLinkIssued {
+            operator_id: uuid_of(&operator.id)?,
+            name: operator.name,
+            by,
+        });
+        tx.record(None, event, now).await?;
+        Ok::<_, AccessError>(())
+    })
     .await?;
     Ok(token)
 }

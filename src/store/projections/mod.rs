@@ -121,6 +121,7 @@ pub async fn apply<C: ConnectionTrait>(
         | JournalEvent::OperatorDisabled(_)
         | JournalEvent::OperatorRoleChanged(_)
         | JournalEvent::OperatorPasswordChanged(_)
+        | JournalEvent::PasswordLinkIssued(_)
         | JournalEvent::TokenIssued(_)
         | JournalEvent::TokenRevoked(_)
         | JournalEvent::SetupCompleted(_) => Ok(0),
