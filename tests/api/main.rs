@@ -38,6 +38,7 @@ mod readme;
 mod reads;
 mod rebuild;
 mod reconcile;
+mod replay_progress;
 mod search;
 mod shadow;
 mod simulate;
