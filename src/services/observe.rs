@@ -134,6 +134,8 @@ pub struct Disagreement {
     pub amount: Option<Value>,
     pub legacy: usize,
     pub unicity: usize,
+    /// The first delivery of each effect Unicity would have applied.
+    pub deliveries: Vec<String>,
 }
 
 /// A delivery Unicity held (for a person, or as a collision).
@@ -163,7 +165,7 @@ pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<Obs
     let imported = journal::without_delivery(db, &["LegacyEffectsImported"])
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut counts: BTreeMap<(String, String), (Option<Value>, usize, usize)> = BTreeMap::new();
+    let mut counts: BTreeMap<(String, String), Counted> = BTreeMap::new();
     let mut legacy_effects = 0;
     for stored in imported {
         let JournalEvent::LegacyEffectsImported(batch) = stored.event else {
@@ -180,8 +182,8 @@ pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<Obs
                     effect.resource,
                     amount.as_ref().map(Value::to_string).unwrap_or_default(),
                 ))
-                .or_insert((amount, 0, 0));
-            entry.1 += 1;
+                .or_insert_with(|| Counted::new(amount));
+            entry.legacy += 1;
         }
     }
     let mut unicity_effects = 0;
@@ -199,17 +201,21 @@ pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<Obs
                 resource,
                 amount.as_ref().map(Value::to_string).unwrap_or_default(),
             ))
-            .or_insert((amount, 0, 0));
-        entry.2 += 1;
+            .or_insert_with(|| Counted::new(amount));
+        entry.deliveries.push(recorded.delivery_id);
     }
     let mut applied_twice_by_legacy = Vec::new();
     let mut missed_by_legacy = Vec::new();
-    for ((resource, _), (amount, legacy, unicity)) in counts {
+    for ((resource, _), counted) in counts {
+        let (legacy, unicity) = (counted.legacy, counted.deliveries.len());
+        let mut deliveries = counted.deliveries;
+        deliveries.sort();
         let line = Disagreement {
             resource,
-            amount,
+            amount: counted.amount,
             legacy,
             unicity,
+            deliveries,
         };
         if legacy > unicity {
             applied_twice_by_legacy.push(line);
@@ -234,6 +240,24 @@ pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<Obs
         for_a_person: held(observe::for_a_person(db, source).await?),
         collisions: held(observe::collisions(db, source).await?),
     })
+}
+
+/// One resource and amount, as both sides applied it.
+struct Counted {
+    amount: Option<Value>,
+    legacy: usize,
+    /// Unicity's: one delivery per effect.
+    deliveries: Vec<String>,
+}
+
+impl Counted {
+    fn new(amount: Option<Value>) -> Self {
+        Self {
+            amount,
+            legacy: 0,
+            deliveries: Vec::new(),
+        }
+    }
 }
 
 /// An amount as both sides compare it: a number written as text is read as

@@ -23,6 +23,8 @@ mod hostile;
 mod identity;
 mod ingest;
 mod journal;
+mod journal_pages;
+mod journal_pages_browser;
 mod key_locks;
 mod login;
 mod lookups;

@@ -10,7 +10,7 @@ use crate::helpers::{Counts, refund, spawn_app_with, spawn_on};
 
 /// A source beside the legacy handler, unsigned for the test, whose sink
 /// would be the downstream were it enforced.
-fn legacy_source(mode: &str, sink: &str) -> String {
+pub fn legacy_source(mode: &str, sink: &str) -> String {
     format!(
         r#"
 {sink}
