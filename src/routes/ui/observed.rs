@@ -14,6 +14,7 @@ use serde::Deserialize;
 use super::format::{Nav, filters, json_text};
 use super::html;
 use crate::auth::Principal;
+use crate::config::SourceMode;
 use crate::routes::error::UiError;
 use crate::services::observe::{self, Disagreement, ObserveReport};
 use crate::state::AppState;
@@ -80,7 +81,12 @@ pub async fn show(
         .values()
         .map(|s| SourceLine {
             slug: s.slug().to_owned(),
-            mode: s.mode.as_str().to_owned(),
+            mode: match s.mode {
+                SourceMode::Enforce if !s.observe_effect_types.is_empty() => {
+                    format!("observe {}", s.observe_effect_types.join(", "))
+                }
+                mode => mode.as_str().to_owned(),
+            },
         })
         .collect();
     sources.sort_by(|a, b| a.slug.cmp(&b.slug));
@@ -96,11 +102,12 @@ pub async fn show(
     if page.source.is_empty() {
         return Ok(html(HttpResponse::Ok(), &page));
     }
-    if !state.sources.contains_key(&page.source) {
+    let Some(configured) = state.sources.get(&page.source) else {
         page.error = Some(format!("No source is configured as “{}”.", page.source));
         return Ok(html(HttpResponse::build(StatusCode::BAD_REQUEST), &page));
-    }
-    let report = observe::report(state.db(), &page.source)
+    };
+    let observed = configured.observed_effect_types();
+    let report = observe::report(state.db(), &page.source, &observed)
         .await
         .map_err(UiError::internal)?;
     page.twice = report
