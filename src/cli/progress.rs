@@ -47,6 +47,9 @@ impl Progress for Bar {
             self.0.set_style(style);
         }
         self.0.set_length(total as u64);
+        // Time and rate from here: reading the journal is not replaying it.
+        self.0.reset_elapsed();
+        self.0.reset_eta();
     }
 
     fn decided(&self, done: usize) {
