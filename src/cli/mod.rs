@@ -14,6 +14,7 @@ mod fixtures;
 mod keys;
 mod observe;
 mod operators;
+mod progress;
 mod projections;
 mod reconcile;
 mod replay;

@@ -39,7 +39,13 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
         }
         ObserveCommand::Report { source, json } => {
             let db = open_database(cli).await?;
-            let report = observe::report(&db, source).await?;
+            let observed = settings(cli)?
+                .sources
+                .iter()
+                .find(|s| s.slug() == source)
+                .map(|s| s.observed_effect_types())
+                .unwrap_or_default();
+            let report = observe::report(&db, source, &observed).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
                 return Ok(());

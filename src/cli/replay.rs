@@ -1,15 +1,17 @@
 //! `unicity replay --strategies candidate.toml`: what a candidate strategy
 //! set would have decided over the journal (`services::shadow`), next to
 //! what the live set decides replaying the same deliveries — merges first.
-//! Nothing is written to the database it reads.
+//! Nothing is written to the database it reads. A progress bar is drawn on
+//! standard error when it is a terminal, never with `--json`.
 
 use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 
+use super::progress::Bar;
 use super::{Cli, open_database};
 use crate::config::FileConfig;
-use crate::services::shadow::{self, Change, ShadowReport, Window};
+use crate::services::shadow::{self, Change, Progress, ShadowReport, Unwatched, Window};
 
 #[derive(clap::Args)]
 pub(super) struct ReplayArgs {
@@ -44,7 +46,12 @@ pub(super) async fn run(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<()> {
     let scratch =
         std::env::temp_dir().join(format!("unicity-shadow-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&scratch)?;
-    let report = shadow::shadow(&db, &base, &candidate, &window, &scratch).await;
+    let bar = Bar::on_stderr(args.json);
+    let progress: &dyn Progress = bar.as_ref().map_or(&Unwatched, |bar| bar);
+    let report = shadow::watched(&db, &base, &candidate, &window, &scratch, progress).await;
+    if let Some(bar) = &bar {
+        bar.finish(report.is_ok());
+    }
     let _ = std::fs::remove_dir_all(&scratch);
     let report = report?;
     if args.json {

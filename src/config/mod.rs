@@ -94,19 +94,6 @@ impl Settings {
         for sink in &sinks {
             crate::providers::status::check(&sink.kind)?;
         }
-        // An observed source's effects are recorded in the ledger, never sent:
-        // its own sink comes first, whatever else is configured.
-        let observed: Vec<SinkConfig> = file
-            .sources
-            .iter()
-            .filter(|s| s.mode == SourceMode::Observe)
-            .map(|s| SinkConfig {
-                effect_type: "*".to_owned(),
-                source: Some(s.slug.clone()),
-                kind: crate::providers::sinks::SinkKind::Record,
-            })
-            .collect();
-        sinks.splice(0..0, observed);
         let engine = file.engine.clone();
         let reconciliation = file.reconciliation.clone();
         let access = file.access.clone();
@@ -131,6 +118,19 @@ impl Settings {
             source.resource =
                 catalog.resource_paths(&source.origin.provider, configured.as_deref());
         }
+        // An observed source's effects, or those of its observed effect
+        // types, are recorded in the ledger, never sent: their own sinks come
+        // first, whatever else is configured.
+        let observed = sources.iter().flat_map(|s| {
+            s.observed_effect_types()
+                .into_iter()
+                .map(|effect_type| SinkConfig {
+                    effect_type,
+                    source: Some(s.slug().to_owned()),
+                    kind: crate::providers::sinks::SinkKind::Record,
+                })
+        });
+        sinks.splice(0..0, observed.collect::<Vec<_>>());
         Ok(Self {
             listen,
             metrics_listen: None,

@@ -31,11 +31,23 @@ pub struct Source {
     pub resource: ResourcePaths,
     /// Applying its effects, or only observing them (`SourceMode`).
     pub mode: SourceMode,
+    /// Effect types (patterns, as `[[sinks]]` writes them) observed while
+    /// the source's others are enforced; empty when `mode` says all.
+    pub observe_effect_types: Vec<String>,
 }
 
 impl Source {
     pub fn slug(&self) -> &str {
         &self.origin.source
+    }
+
+    /// The effect types this source observes: every one (`*`) in observe
+    /// mode, else those of `observe_effect_types`.
+    pub fn observed_effect_types(&self) -> Vec<String> {
+        match self.mode {
+            SourceMode::Observe => vec!["*".to_owned()],
+            SourceMode::Enforce => self.observe_effect_types.clone(),
+        }
     }
 
     /// The headers as they may be journaled and shown.
@@ -102,6 +114,10 @@ pub struct SourceFile {
     /// sink (a legacy handler still applies them); `enforce` (the default).
     #[serde(default)]
     pub mode: SourceMode,
+    /// In `enforce` mode, effect types (patterns as in `[[sinks]]`,
+    /// `refund.*`) observed all the same: recorded, never sent.
+    #[serde(default)]
+    pub observe_effect_types: Vec<String>,
 }
 
 /// Whether Unicity applies a source's effects or only observes them beside
@@ -179,6 +195,18 @@ impl SourceFile {
                 )
             })?;
         }
+        if self.mode == SourceMode::Observe && !self.observe_effect_types.is_empty() {
+            bail!(
+                "source {slug:?}: observe_effect_types is for an enforced source; mode = \"observe\" already observes every effect type"
+            );
+        }
+        if let Some(bad) = self
+            .observe_effect_types
+            .iter()
+            .find(|p| p.trim().is_empty() || p.trim() != p.as_str())
+        {
+            bail!("source {slug:?}: observe_effect_types holds {bad:?}, not an effect type");
+        }
         let mut masked = signature::sensitive_headers(&self.signature);
         masked.extend(self.masked_headers);
         let header_mask =
@@ -197,6 +225,7 @@ impl SourceFile {
             header_mask,
             resource: ResourcePaths::default(),
             mode: self.mode,
+            observe_effect_types: self.observe_effect_types,
         })
     }
 }

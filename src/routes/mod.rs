@@ -99,6 +99,8 @@ routes! {
     GET "/dashboard" => ui::dashboard::show, Requires(Action::ReadDeliveries);
     GET "/strategies" => ui::strategies::show, Requires(Action::ViewStrategies);
     POST "/strategies/replay" => ui::replay::replay, Requires(Action::Replay);
+    GET "/strategies/fields" => ui::fields::show, Requires(Action::ViewStrategies);
+    GET "/strategies/observe" => ui::observed::show, Requires(Action::ViewStrategies);
     POST "/dashboard/breakers/reset" => ui::dashboard::reset, Requires(Action::ResetBreakers);
 }
 

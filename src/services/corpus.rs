@@ -47,6 +47,9 @@ pub struct FieldStability {
     pub missing_in: usize,
     /// Already declared volatile by the provider or one of its strategies.
     pub declared_volatile: bool,
+    /// The deliveries of one event that show it so (changing it, lacking it,
+    /// or carrying it alike): up to five ids.
+    pub examples: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -54,6 +57,8 @@ pub struct Separating {
     pub path: String,
     /// Resources whose distinct effects this field told apart.
     pub resources: usize,
+    /// The deliveries of the first such resource: up to five ids.
+    pub examples: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -69,6 +74,7 @@ pub struct CorpusReport {
 
 /// One delivery as the report reads it.
 struct Read {
+    id: DeliveryId,
     source: String,
     provider: String,
     event_type: Option<String>,
@@ -110,41 +116,58 @@ pub async fn report(
             events.entry(event.as_str()).or_default().push(n);
         }
     }
-    let repeated: Vec<&Vec<usize>> = events.values().filter(|d| d.len() > 1).collect();
-    let mut seen: BTreeMap<String, (usize, usize, usize)> = BTreeMap::new();
+    let mut repeated: Vec<&Vec<usize>> = events.values().filter(|d| d.len() > 1).collect();
+    // In journal order, so the example of each field is the earliest.
+    repeated.sort();
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
     for deliveries in &repeated {
         let paths: BTreeSet<&String> = deliveries.iter().flat_map(|n| flat[*n].keys()).collect();
         for path in paths {
             let values: Vec<Option<&BTreeSet<String>>> =
                 deliveries.iter().map(|n| flat[*n].get(path)).collect();
             let entry = seen.entry(path.clone()).or_default();
-            entry.0 += 1;
+            entry.events += 1;
+            entry.carried.get_or_insert(deliveries);
             let present: Vec<&BTreeSet<String>> = values.iter().flatten().copied().collect();
             if present.len() < values.len() {
-                entry.2 += 1;
+                entry.missing_in += 1;
+                entry.lacked.get_or_insert(deliveries);
             }
             if present.windows(2).any(|w| w[0] != w[1]) {
-                entry.1 += 1;
+                entry.changed_in += 1;
+                entry.changed.get_or_insert(deliveries);
             }
         }
     }
     let providers: BTreeSet<&str> = chosen.iter().map(|r| r.provider.as_str()).collect();
     let declared = declared_volatile(catalog, &providers);
+    let ids = |deliveries: Option<&Vec<usize>>| -> Vec<String> {
+        deliveries
+            .into_iter()
+            .flatten()
+            .take(EXAMPLES)
+            .map(|n| chosen[*n].id.to_string())
+            .collect()
+    };
     let mut fields: Vec<FieldStability> = seen
         .into_iter()
-        .map(|(path, (events, changed_in, missing_in))| FieldStability {
-            declared_volatile: declared.contains(path.as_str()),
-            stability: if changed_in > 0 {
-                Stability::Volatile
-            } else if missing_in > 0 {
-                Stability::Conditional
+        .map(|(path, seen)| {
+            let (stability, example) = if seen.changed_in > 0 {
+                (Stability::Volatile, seen.changed)
+            } else if seen.missing_in > 0 {
+                (Stability::Conditional, seen.lacked)
             } else {
-                Stability::Stable
-            },
-            path,
-            events,
-            changed_in,
-            missing_in,
+                (Stability::Stable, seen.carried)
+            };
+            FieldStability {
+                declared_volatile: declared.contains(path.as_str()),
+                stability,
+                path,
+                events: seen.events,
+                changed_in: seen.changed_in,
+                missing_in: seen.missing_in,
+                examples: ids(example),
+            }
         })
         .collect();
     fields.sort_by(|a, b| a.stability.cmp(&b.stability).then(a.path.cmp(&b.path)));
@@ -165,9 +188,12 @@ pub async fn report(
                 .push(n);
         }
     }
-    let mut separating: BTreeMap<String, usize> = BTreeMap::new();
+    let mut separating: BTreeMap<String, (usize, &Vec<usize>)> = BTreeMap::new();
     let mut distinct = 0;
-    for deliveries in resources.values().filter(|d| d.len() > 1) {
+    let mut several: Vec<&Vec<usize>> = resources.values().filter(|d| d.len() > 1).collect();
+    // In journal order, so the example of each field is the earliest.
+    several.sort();
+    for deliveries in several {
         distinct += 1;
         let paths: BTreeSet<&String> = deliveries.iter().flat_map(|n| flat[*n].keys()).collect();
         for path in paths {
@@ -177,13 +203,17 @@ pub async fn report(
             let values: BTreeSet<Option<&BTreeSet<String>>> =
                 deliveries.iter().map(|n| flat[*n].get(path)).collect();
             if values.len() > 1 {
-                *separating.entry(path.clone()).or_default() += 1;
+                separating.entry(path.clone()).or_insert((0, deliveries)).0 += 1;
             }
         }
     }
     let mut separating: Vec<Separating> = separating
         .into_iter()
-        .map(|(path, resources)| Separating { path, resources })
+        .map(|(path, (resources, first))| Separating {
+            path,
+            resources,
+            examples: ids(Some(first)),
+        })
         .collect();
     separating.sort_by(|a, b| b.resources.cmp(&a.resources).then(a.path.cmp(&b.path)));
     Ok(CorpusReport {
@@ -193,6 +223,21 @@ pub async fn report(
         resources_with_distinct_effects: distinct,
         separating,
     })
+}
+
+/// Delivery ids a line of the report gives as examples.
+const EXAMPLES: usize = 5;
+
+/// What the events seen more than once showed of one field.
+#[derive(Default)]
+struct Seen<'a> {
+    events: usize,
+    changed_in: usize,
+    missing_in: usize,
+    /// The first event's deliveries that carried it, lacked it, changed it.
+    carried: Option<&'a Vec<usize>>,
+    lacked: Option<&'a Vec<usize>>,
+    changed: Option<&'a Vec<usize>>,
 }
 
 /// The body paths `providers` and their strategies declare volatile.
@@ -240,6 +285,7 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
                     found.insert(
                         id,
                         Read {
+                            id,
                             source: received.origin.source,
                             provider: received.origin.provider,
                             event_type: None,

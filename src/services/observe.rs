@@ -18,48 +18,85 @@ use sha2::{Digest, Sha256};
 
 use super::engine::{SharedEngine, WriteEvent};
 use crate::config::{Source, SourceMode};
+use crate::domain::identity::pattern;
 use crate::domain::journal::{JournalEvent, LegacyEffect, LegacyEffectsImported, SourceModeSet};
 use crate::domain::reservation::ReservationState;
 use crate::store::{journal, observe};
 
-/// Journals `SourceModeSet` for each source whose mode is not the one last
-/// recorded (`enforce` when none was). Returns how many changed.
+/// Journals `SourceModeSet` for each source, and each of its observed
+/// effect types, whose mode is not the one last recorded (`enforce` when
+/// none was). Returns how many changed.
 pub async fn record_modes(engine: &SharedEngine, sources: &[&Source]) -> anyhow::Result<usize> {
     let recorded = journal::without_delivery(&engine.db, &["SourceModeSet"])
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    let mut last: Modes = BTreeMap::new();
     for stored in recorded {
         if let JournalEvent::SourceModeSet(set) = stored.event {
-            last.insert(set.source, set.mode);
+            last.insert((set.source, set.effect_type), set.mode);
         }
     }
     let mut changed = 0;
     for source in sources {
-        let previous = last
-            .get(source.slug())
-            .cloned()
-            .unwrap_or_else(|| SourceMode::Enforce.as_str().to_owned());
-        if previous == source.mode.as_str() {
-            continue;
+        for set in mode_changes(&last, source) {
+            tracing::warn!(
+                source = set.source.as_str(),
+                effect_type = set.effect_type.as_deref().unwrap_or("*"),
+                mode = set.mode.as_str(),
+                "source mode changed"
+            );
+            let event = JournalEvent::SourceModeSet(set);
+            engine
+                .writer
+                .submit(WriteEvent::record(None, event))
+                .await?;
+            changed += 1;
         }
-        let event = JournalEvent::SourceModeSet(SourceModeSet {
-            source: source.slug().to_owned(),
-            mode: source.mode.as_str().to_owned(),
-            previous,
-        });
-        engine
-            .writer
-            .submit(WriteEvent::record(None, event))
-            .await?;
-        tracing::warn!(
-            source = source.slug(),
-            mode = source.mode.as_str(),
-            "source mode changed"
-        );
-        changed += 1;
     }
     Ok(changed)
+}
+
+/// The mode last recorded for each source (`None`) and effect type.
+type Modes = BTreeMap<(String, Option<String>), String>;
+
+/// What to journal for `source` given the modes `last` recorded: the
+/// source's mode when it changed; an observed effect type the first time,
+/// its previous mode the one the source last ran in; and one observed before
+/// and no longer, back to the source's mode.
+fn mode_changes(last: &Modes, source: &Source) -> Vec<SourceModeSet> {
+    let slug = source.slug();
+    let enforce = SourceMode::Enforce.as_str();
+    let whole = source.mode.as_str();
+    let whole_before = last
+        .get(&(slug.to_owned(), None))
+        .map_or(enforce, String::as_str);
+    let set = |effect_type: Option<&str>, mode: &str, previous: &str| SourceModeSet {
+        source: slug.to_owned(),
+        mode: mode.to_owned(),
+        previous: previous.to_owned(),
+        effect_type: effect_type.map(str::to_owned),
+    };
+    let mut changes = Vec::new();
+    if whole != whole_before {
+        changes.push(set(None, whole, whole_before));
+    }
+    let observed = SourceMode::Observe.as_str();
+    for effect_type in &source.observe_effect_types {
+        let before = last.get(&(slug.to_owned(), Some(effect_type.clone())));
+        if before.map(String::as_str) != Some(observed) {
+            let previous = before.map_or(whole_before, String::as_str);
+            changes.push(set(Some(effect_type), observed, previous));
+        }
+    }
+    for ((of, effect_type), before) in last {
+        let Some(effect_type) = effect_type.as_deref().filter(|_| of == slug) else {
+            continue;
+        };
+        if !source.observe_effect_types.iter().any(|t| t == effect_type) && before != whole {
+            changes.push(set(Some(effect_type), whole, before));
+        }
+    }
+    changes
 }
 
 /// Reads a legacy handler's log: JSON lines (one object per line) or CSV
@@ -134,6 +171,8 @@ pub struct Disagreement {
     pub amount: Option<Value>,
     pub legacy: usize,
     pub unicity: usize,
+    /// The first delivery of each effect Unicity would have applied.
+    pub deliveries: Vec<String>,
 }
 
 /// A delivery Unicity held (for a person, or as a collision).
@@ -158,12 +197,19 @@ pub struct ObserveReport {
 }
 
 /// Where Unicity's decisions for `source` and the legacy handler's log
-/// disagree, per resource and amount.
-pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<ObserveReport> {
+/// disagree, per resource and amount. `observed` names the effect types the
+/// source observes (patterns, `*` all; none: all, a source that observes
+/// nothing now being compared whole): effects of the others are Unicity's
+/// alone, sent downstream, and left out.
+pub async fn report(
+    db: &DatabaseConnection,
+    source: &str,
+    observed: &[String],
+) -> anyhow::Result<ObserveReport> {
     let imported = journal::without_delivery(db, &["LegacyEffectsImported"])
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut counts: BTreeMap<(String, String), (Option<Value>, usize, usize)> = BTreeMap::new();
+    let mut counts: BTreeMap<(String, String), Counted> = BTreeMap::new();
     let mut legacy_effects = 0;
     for stored in imported {
         let JournalEvent::LegacyEffectsImported(batch) = stored.event else {
@@ -180,13 +226,17 @@ pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<Obs
                     effect.resource,
                     amount.as_ref().map(Value::to_string).unwrap_or_default(),
                 ))
-                .or_insert((amount, 0, 0));
-            entry.1 += 1;
+                .or_insert_with(|| Counted::new(amount));
+            entry.legacy += 1;
         }
     }
     let mut unicity_effects = 0;
     for recorded in observe::recorded(db, source).await? {
-        let live = ReservationState::parse(&recorded.status) != Some(ReservationState::Failed);
+        let live = ReservationState::parse(&recorded.status) != Some(ReservationState::Failed)
+            && (observed.is_empty()
+                || observed
+                    .iter()
+                    .any(|p| pattern::matches(p, &recorded.effect_type)));
         let Some(resource) = recorded.resource.filter(|_| live) else {
             continue;
         };
@@ -199,17 +249,21 @@ pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<Obs
                 resource,
                 amount.as_ref().map(Value::to_string).unwrap_or_default(),
             ))
-            .or_insert((amount, 0, 0));
-        entry.2 += 1;
+            .or_insert_with(|| Counted::new(amount));
+        entry.deliveries.push(recorded.delivery_id);
     }
     let mut applied_twice_by_legacy = Vec::new();
     let mut missed_by_legacy = Vec::new();
-    for ((resource, _), (amount, legacy, unicity)) in counts {
+    for ((resource, _), counted) in counts {
+        let (legacy, unicity) = (counted.legacy, counted.deliveries.len());
+        let mut deliveries = counted.deliveries;
+        deliveries.sort();
         let line = Disagreement {
             resource,
-            amount,
+            amount: counted.amount,
             legacy,
             unicity,
+            deliveries,
         };
         if legacy > unicity {
             applied_twice_by_legacy.push(line);
@@ -234,6 +288,24 @@ pub async fn report(db: &DatabaseConnection, source: &str) -> anyhow::Result<Obs
         for_a_person: held(observe::for_a_person(db, source).await?),
         collisions: held(observe::collisions(db, source).await?),
     })
+}
+
+/// One resource and amount, as both sides applied it.
+struct Counted {
+    amount: Option<Value>,
+    legacy: usize,
+    /// Unicity's: one delivery per effect.
+    deliveries: Vec<String>,
+}
+
+impl Counted {
+    fn new(amount: Option<Value>) -> Self {
+        Self {
+            amount,
+            legacy: 0,
+            deliveries: Vec::new(),
+        }
+    }
 }
 
 /// An amount as both sides compare it: a number written as text is read as

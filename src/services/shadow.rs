@@ -113,6 +113,24 @@ pub struct ShadowReport {
     pub per_s: f64,
 }
 
+/// Told how far a replay has come: the command line draws it as a bar,
+/// a page ignores it.
+pub trait Progress: Sync {
+    /// The journal is read: `total` deliveries are to be decided by each set.
+    fn started(&self, total: usize);
+    /// `done` deliveries are now decided by both sets: told 1, 2, … up to
+    /// the total, each once.
+    fn decided(&self, done: usize);
+}
+
+/// No one is told.
+pub struct Unwatched;
+
+impl Progress for Unwatched {
+    fn started(&self, _: usize) {}
+    fn decided(&self, _: usize) {}
+}
+
 /// Replays the journal of `db` in `window` with the live configuration
 /// `base` and with `candidate` (a TOML text of `[[strategies]]` and
 /// `[[hierarchies]]`) added to it, each on a scratch SQLite database in
@@ -123,6 +141,18 @@ pub async fn shadow(
     candidate: &str,
     window: &Window,
     scratch: &std::path::Path,
+) -> anyhow::Result<ShadowReport> {
+    watched(db, base, candidate, window, scratch, &Unwatched).await
+}
+
+/// `shadow`, telling `progress` how many deliveries both sets have decided.
+pub async fn watched(
+    db: &DatabaseConnection,
+    base: &str,
+    candidate: &str,
+    window: &Window,
+    scratch: &std::path::Path,
+    progress: &dyn Progress,
 ) -> anyhow::Result<ShadowReport> {
     let (journaled, skipped) = read(db, window).await?;
     if let Some(most) = window.most.filter(|most| journaled.len() > *most) {
@@ -135,10 +165,13 @@ pub async fn shadow(
     let live_text = sandbox::configuration(base, None, &origins)?;
     let candidate_text = sandbox::configuration(base, Some(candidate), &origins)?;
     let (live_db, candidate_db) = (scratch.join("live.db"), scratch.join("candidate.db"));
+    progress.started(journaled.len());
+    let counts = Both::new(progress);
     let started = std::time::Instant::now();
     let (live, proposed) = tokio::try_join!(
-        decide_all(&live_text, &live_db, &journaled),
-        decide_all(&candidate_text, &candidate_db, &journaled),
+        decide_all(&live_text, &live_db, &journaled, || counts.one_more(0)),
+        decide_all(&candidate_text, &candidate_db, &journaled, || counts
+            .one_more(1)),
     )?;
     let elapsed = started.elapsed().as_secs_f64();
 
@@ -275,12 +308,38 @@ fn none() -> Decided {
     }
 }
 
+/// How many deliveries each replay has decided; `progress` is told the
+/// smaller count, the deliveries both have.
+struct Both<'a> {
+    decided: [std::sync::atomic::AtomicUsize; 2],
+    progress: &'a dyn Progress,
+}
+
+impl<'a> Both<'a> {
+    fn new(progress: &'a dyn Progress) -> Self {
+        Self {
+            decided: Default::default(),
+            progress,
+        }
+    }
+
+    /// Replay `side` (0 live, 1 candidate) decided one more delivery.
+    fn one_more(&self, side: usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mine = self.decided[side].fetch_add(1, SeqCst) + 1;
+        let theirs = self.decided[1 - side].load(SeqCst);
+        if mine <= theirs {
+            self.progress.decided(mine);
+        }
+    }
+}
+
 /// Deliveries in flight at once in one replay: enough for the writer's group
 /// commit to decide them a batch per transaction.
 const IN_FLIGHT: usize = 256;
 
 /// Decides every delivery of `journaled`, in order, with the configuration
-/// `text`, on a scratch database at `path`.
+/// `text`, on a scratch database at `path`, calling `one_more` as each is.
 ///
 /// In order although `IN_FLIGHT` are in flight: `buffered` first polls each
 /// reception in journal order, and a sandbox's reception does not wait on
@@ -297,18 +356,20 @@ async fn decide_all(
     text: &str,
     path: &std::path::Path,
     journaled: &[Journaled],
+    one_more: impl Fn() + Sync,
 ) -> anyhow::Result<Vec<Decided>> {
     use futures_util::{StreamExt, TryStreamExt};
 
     let url = format!("sqlite://{}?mode=rwc", path.display());
     let sandbox = Sandbox::open(sandbox::settings(text, &url)?).await?;
-    let sandbox = &sandbox;
+    let (sandbox, one_more) = (&sandbox, &one_more);
     futures_util::stream::iter(journaled)
         .map(|j| {
             tokio::task::unconstrained(async move {
                 let received = sandbox
                     .receive(&j.source, j.received_at, &j.headers, &j.body)
                     .await?;
+                one_more();
                 Ok::<_, anyhow::Error>(sandbox::decided(&received))
             })
         })

@@ -7,6 +7,7 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Val
 /// An effect recorded for one of the source's deliveries.
 #[derive(Debug, Clone, FromQueryResult)]
 pub struct Recorded {
+    pub effect_type: String,
     pub resource: Option<String>,
     pub discriminants: String,
     pub status: String,
@@ -48,7 +49,7 @@ pub async fn recorded<C: ConnectionTrait>(conn: &C, source: &str) -> Result<Vec<
         _ => "e.discriminants",
     };
     let sql = format!(
-        "SELECT d.resource AS resource, {discriminants} AS discriminants, e.status AS status, \
+        "SELECT e.effect_type AS effect_type, d.resource AS resource, {discriminants} AS discriminants, e.status AS status, \
          d.delivery_id AS delivery_id FROM effects e \
          JOIN deliveries d ON d.delivery_id = e.first_delivery_id WHERE d.source = {}",
         parameter(backend)

@@ -79,6 +79,8 @@ fn expected_routes() -> Vec<(&'static str, &'static str, Option<&'static [Role]>
         ("GET", "/dashboard", Some(EVERYONE)),
         ("GET", "/strategies", Some(&[Engineer, Admin])),
         ("POST", "/strategies/replay", Some(&[Engineer, Admin])),
+        ("GET", "/strategies/fields", Some(&[Engineer, Admin])),
+        ("GET", "/strategies/observe", Some(&[Engineer, Admin])),
         (
             "POST",
             "/dashboard/breakers/reset",

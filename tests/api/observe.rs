@@ -10,7 +10,7 @@ use crate::helpers::{Counts, refund, spawn_app_with, spawn_on};
 
 /// A source beside the legacy handler, unsigned for the test, whose sink
 /// would be the downstream were it enforced.
-fn legacy_source(mode: &str, sink: &str) -> String {
+pub fn legacy_source(mode: &str, sink: &str) -> String {
     format!(
         r#"
 {sink}
@@ -69,7 +69,9 @@ async fn an_observed_source_applies_nothing_and_its_legacy_log_shows_a_double_an
     .await
     .unwrap();
     assert_eq!(observe::import(&engine, "legacy", log).await.unwrap(), 2);
-    let report = observe::report(&app.db, "legacy").await.unwrap();
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()])
+        .await
+        .unwrap();
 
     // then the double refund and the lost one are both named.
     assert_eq!(report.legacy_effects, 2);
@@ -106,4 +108,146 @@ async fn switching_an_observed_source_to_enforce_is_journaled_and_its_effects_ar
     // The same mode again journals nothing.
     let again = spawn_on(&url, &legacy_source("enforce", &sink), None).await;
     assert_eq!(again.journal_count("SourceModeSet").await, 2);
+}
+
+/// A chargeback event type with a strategy of its own, so the source has a
+/// second effect type beside refunds.
+const CHARGEBACKS: &str = r#"
+[[strategies]]
+name = "norefid-chargeback-ref"
+version = 1
+provider = "norefid"
+event_types = ["chargeback.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "90d"
+effect_type = "chargeback.open"
+criticality = "critical"
+description = "Payment + the chargeback's reference."
+fields = [
+  { name = "payment", path = "$.payment_id" },
+  { name = "chargeback", path = "$.chargeback_reference" },
+]
+scope = [{ name = "resource_type", value = "payment" }]
+discriminants = [{ name = "amount", path = "$.amount" }]
+
+[[hierarchies]]
+provider = "norefid"
+event_type = "chargeback.*"
+strategies = ["norefid-chargeback-ref"]
+"#;
+
+/// An enforced source observing the effect types `observed` (TOML array).
+fn mixed_source(observed: &str, sink: &str) -> String {
+    format!(
+        r#"
+{sink}
+{CHARGEBACKS}
+[[sources]]
+slug = "mixed"
+tenant = "acme"
+provider = "norefid"
+allow_unsigned = true
+signature = {{ scheme = "none" }}
+observe_effect_types = {observed}
+"#
+    )
+}
+
+/// Every `SourceModeSet` of `app`'s journal, as (effect type, mode, previous).
+async fn modes_set(app: &crate::helpers::TestApp) -> Vec<(Option<String>, String, String)> {
+    use unicity::domain::journal::JournalEvent;
+    unicity::store::journal::without_delivery(&app.db, &["SourceModeSet"])
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|stored| match stored.event {
+            JournalEvent::SourceModeSet(set) => Some((set.effect_type, set.mode, set.previous)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn an_observed_effect_type_is_recorded_only_while_the_same_sources_other_types_are_sent() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let sink = downstream.sink_toml(2000);
+    let app = spawn_app_with(&mixed_source(r#"["refund.*"]"#, &sink)).await;
+    // Given a source that observes its refunds and enforces the rest, on the
+    // record as such,
+    assert_eq!(
+        modes_set(&app).await,
+        [(
+            Some("refund.*".to_owned()),
+            "observe".to_owned(),
+            "enforce".to_owned()
+        )]
+    );
+    // when a refund and a chargeback arrive,
+    let refund_reply = app
+        .post_raw("mixed", refund("pay_mx1", 500, Some("rr_mx1")), &[])
+        .await;
+    assert_eq!(
+        refund_reply.json["decision"], "process",
+        "{}",
+        refund_reply.json
+    );
+    let chargeback = serde_json::json!({
+        "type": "chargeback.created", "payment_id": "pay_mx1",
+        "chargeback_reference": "cb_mx1", "amount": 500, "currency": "EUR",
+    });
+    let reply = app
+        .post_raw("mixed", serde_json::to_vec(&chargeback).unwrap(), &[])
+        .await;
+    assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    app.wait_applied(2).await;
+
+    // then the chargeback is sent downstream, once, and the refund only
+    // recorded.
+    downstream.wait_calls(1).await;
+    assert_eq!(downstream.calls().len(), 1, "{:?}", downstream.calls());
+    let by = |effect_type: &str, sink: &str| {
+        format!(
+            "SELECT COUNT(*) FROM effects WHERE effect_type = '{effect_type}' AND sink = '{sink}'"
+        )
+    };
+    assert_eq!(app.count(&by("refund.create", "record")).await, 1);
+    assert_eq!(app.count(&by("chargeback.open", "http")).await, 1);
+    // The observe report compares the observed refunds only.
+    let report = observe::report(&app.db, "mixed", &["refund.*".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(report.unicity_effects, 1);
+
+    // Restarted with refunds enforced too, the change is on the record once.
+    let url = app.database_url.clone();
+    let enforced = spawn_on(&url, &mixed_source("[]", &sink), None).await;
+    let back = (
+        Some("refund.*".to_owned()),
+        "enforce".to_owned(),
+        "observe".to_owned(),
+    );
+    assert_eq!(modes_set(&enforced).await.last(), Some(&back));
+    let again = spawn_on(&url, &mixed_source("[]", &sink), None).await;
+    assert_eq!(modes_set(&again).await.len(), 2);
+}
+
+#[tokio::test]
+async fn a_source_observed_whole_cannot_also_name_observed_types() {
+    let text = format!(
+        "{}\nmode = \"observe\"\n",
+        mixed_source(r#"["refund.*"]"#, "")
+    );
+    let refused = unicity::config::Settings::from_toml(
+        &format!("{text}\n{}", crate::helpers::TEST_SOURCES),
+        "127.0.0.1:0".to_owned(),
+        "sqlite::memory:".to_owned(),
+        |_| None,
+        true,
+    );
+    let error = format!("{:#}", refused.expect_err("refused"));
+    assert!(
+        error.contains("observe_effect_types is for an enforced source"),
+        "{error}"
+    );
 }

@@ -8,7 +8,7 @@ use crate::helpers::{Counts, TEST_SOURCES, cli, finished, id_of, refund, spawn_a
 
 /// A candidate that keys refunds on the payment alone: it drops the refund
 /// reference, so two refunds of one payment become one.
-const PAYMENT_ONLY: &str = r#"
+pub const PAYMENT_ONLY: &str = r#"
 [[strategies]]
 name = "norefid-refund-ref"
 version = 2

@@ -4,15 +4,20 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A source started in another mode than the one last recorded: `observe`
-/// (decided and journaled, no effect sent; a legacy handler applies them)
-/// or `enforce`. Journaled at start, so the switch is on the record.
+/// A source, or some of its effect types, started in another mode than the
+/// one last recorded: `observe` (decided and journaled, no effect sent; a
+/// legacy handler applies them) or `enforce`. Journaled at start, so the
+/// switch is on the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceModeSet {
     pub source: String,
     pub mode: String,
     /// The mode last recorded (`enforce` when none was).
     pub previous: String,
+    /// The effect types (a pattern, as `[[sinks]]` writes them) this mode is
+    /// for; none for the source as a whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_type: Option<String>,
 }
 
 /// The effects a legacy handler applied for a source, imported from its
@@ -39,4 +44,25 @@ pub struct LegacyEffect {
     pub amount: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_at: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mode_for_some_effect_types_reads_back_and_one_for_the_source_stays_as_stored() {
+        let typed = serde_json::json!({
+            "source": "refunds", "mode": "observe", "previous": "enforce",
+            "effect_type": "refund.*",
+        });
+        let set: SourceModeSet = serde_json::from_value(typed.clone()).unwrap();
+        assert_eq!(set.effect_type.as_deref(), Some("refund.*"));
+        assert_eq!(serde_json::to_value(&set).unwrap(), typed);
+        let whole =
+            serde_json::json!({"source": "refunds", "mode": "observe", "previous": "enforce"});
+        let set: SourceModeSet = serde_json::from_value(whole.clone()).unwrap();
+        assert_eq!(set.effect_type, None);
+        assert_eq!(serde_json::to_value(&set).unwrap(), whole);
+    }
 }

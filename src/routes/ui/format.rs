@@ -172,6 +172,16 @@ pub mod filters {
     ) -> askama::Result<String> {
         Ok(super::visible(&value.to_string()).into_owned())
     }
+
+    /// A long id shortened to both its ends (see [`super::ShortId`]), so
+    /// ids made one after the other, alike at the start, still read apart.
+    #[askama::filter_fn]
+    pub fn short_id<T: std::fmt::Display>(
+        value: T,
+        _: &dyn askama::Values,
+    ) -> askama::Result<String> {
+        Ok(super::ShortId::new(super::visible(&value.to_string())).short)
+    }
 }
 
 /// `now - at` in the largest unit that fits: "just now", "5 min ago",

@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 
 use super::csrf::CsrfForm;
-use super::format::Nav;
+use super::format::{Nav, filters};
 use super::html;
 use crate::auth::Principal;
 use crate::routes::error::UiError;
