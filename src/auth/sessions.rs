@@ -17,6 +17,10 @@ use crate::store::access::{self as store, SessionRow};
 
 /// The session key holding the signed-in operator's id.
 pub const OPERATOR_KEY: &str = "operator";
+/// The session key holding the credential the session was opened with
+/// (`access::credential`): a password changed since ends it, even one
+/// changed while its sign-in was being checked.
+pub const CREDENTIAL_KEY: &str = "credential";
 /// The session key holding the CSRF token of the session's forms.
 pub const CSRF_KEY: &str = "csrf";
 

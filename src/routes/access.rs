@@ -32,7 +32,7 @@ use actix_web::{HttpMessage, ResponseError, web};
 use super::error::{ApiError, UiError};
 use super::ui::csrf;
 use super::{Access, row};
-use crate::auth::sessions::OPERATOR_KEY;
+use crate::auth::sessions::{CREDENTIAL_KEY, OPERATOR_KEY};
 use crate::auth::{Principal, PrincipalKind};
 use crate::services::access;
 use crate::state::AppState;
@@ -136,8 +136,13 @@ async fn caller(req: &ServiceRequest) -> Result<Option<Principal>, access::Acces
         };
     }
     let session = req.get_session();
-    match session.get::<String>(OPERATOR_KEY) {
-        Ok(Some(id)) => access::operator(state.db(), &id).await,
+    match (
+        session.get::<String>(OPERATOR_KEY),
+        session.get::<String>(CREDENTIAL_KEY),
+    ) {
+        (Ok(Some(id)), Ok(Some(credential))) => {
+            access::session_operator(state.db(), &id, &credential).await
+        }
         _ => Ok(None),
     }
 }

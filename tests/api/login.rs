@@ -353,3 +353,30 @@ async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
         assert_eq!(signed.location, "/", "{hostile}");
     }
 }
+
+#[tokio::test]
+async fn a_session_opened_with_a_password_since_replaced_ends_even_if_it_outlived_the_change() {
+    let app = spawn_app().await;
+    let mut sam = signed_in(&app, "sam", Role::Support).await;
+    operator(&app, "tom", Role::Support).await;
+    assert_eq!(sam.get("/account").await.status, StatusCode::OK);
+    // sam's password changes as it would have if this sign-in had been
+    // checked against the old one while the change committed: the change's
+    // clean-up of sessions ran before this session was stored, so it is
+    // still there. (The new hash is another salt of the same password.)
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &app.db,
+        "UPDATE operators SET password_hash = \
+         (SELECT password_hash FROM operators WHERE name = 'tom') WHERE name = 'sam'",
+    )
+    .await
+    .expect("password replaced");
+    assert_eq!(app.sessions().await, 1, "the session outlived the change");
+    let after = sam.get("/account").await;
+    assert_eq!(after.status, StatusCode::SEE_OTHER, "{}", after.body);
+    // A sign-in with the password as it is now opens a session that works.
+    let mut again = Browser::new(&app);
+    let login = again.login("sam", PASSWORD).await;
+    assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
+    assert_eq!(again.get("/account").await.status, StatusCode::OK);
+}

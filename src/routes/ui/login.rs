@@ -15,12 +15,12 @@ use serde::Deserialize;
 use super::csrf::{self, CsrfForm};
 use super::next::safe;
 use super::{html, see_other};
-use crate::auth::sessions::{CSRF_KEY, OPERATOR_KEY};
+use crate::auth::sessions::{CREDENTIAL_KEY, CSRF_KEY, OPERATOR_KEY};
 use crate::auth::throttle::MAX_NAME_BYTES;
 use crate::auth::{Principal, secrets};
 use crate::routes::client;
 use crate::routes::error::UiError;
-use crate::services::access::{self, LoginError};
+use crate::services::access::{self, LoginError, SignedIn};
 use crate::state::AppState;
 
 /// `templates/login.html`.
@@ -97,11 +97,15 @@ pub async fn submit(
         .map_err(UiError::throttled)?;
     let client = address.map(|ip| ip.to_string());
     match access::login(state.db(), &name, password, client).await {
-        Ok(operator) => {
+        Ok(SignedIn {
+            principal: operator,
+            credential,
+        }) => {
             throttle.succeeded(&name, address);
             tracing::info!(operator.id = %operator.id, "operator signed in");
             session
                 .insert(OPERATOR_KEY, operator.id.to_string())
+                .and_then(|()| session.insert(CREDENTIAL_KEY, credential))
                 .and_then(|()| session.insert(CSRF_KEY, secrets::random_hex()))
                 .map_err(UiError::internal)?;
             // Last: a new id for the session's state, the old one deleted.

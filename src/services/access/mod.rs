@@ -16,7 +16,7 @@ pub use operators::{
     check_password, create_operator, disable_operator, operators, set_password, set_role,
 };
 pub use setup::{complete_setup, open_setup, setup_open};
-pub use sign_in::{login, logout, operator};
+pub use sign_in::{SignedIn, login, logout, operator, session_operator};
 pub use tokens::{issue_token, revoke_token, token, tokens};
 
 use sea_orm::DatabaseConnection;

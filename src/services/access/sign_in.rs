@@ -8,10 +8,26 @@ use secrecy::SecretString;
 
 use super::errors::{AccessError, LoginError, MAX_NAME, role_of, uuid_of};
 use crate::auth::password::{self};
-use crate::auth::{Principal, PrincipalKind};
+use crate::auth::{Principal, PrincipalKind, secrets};
 use crate::domain::journal::{JournalEvent, LoginFailed, OperatorLoggedIn, OperatorLoggedOut};
 use crate::store::access::{self as store};
 use crate::store::transaction;
+
+/// Who signed in, and the credential their password was checked against
+/// (see `credential`), for the session to keep.
+pub struct SignedIn {
+    pub principal: Principal,
+    pub credential: String,
+}
+
+/// What stands for an operator's password in a session: a digest of its
+/// stored hash. A session opened with another than the operator's current
+/// one is refused (`operator`), so a password change ends every session
+/// opened before it, including one whose sign-in was checked against the
+/// old password while the change committed.
+fn credential(password_hash: &str) -> String {
+    secrets::digest(password_hash)
+}
 
 /// Checks a name and password. Every outcome costs one argon2 verification;
 /// a refusal is journaled with its reason (never the password).
@@ -20,7 +36,7 @@ pub async fn login(
     name: &str,
     password: SecretString,
     client: Option<String>,
-) -> Result<Principal, LoginError> {
+) -> Result<SignedIn, LoginError> {
     let operator = store::operator_by_name(db, name).await?;
     let stored = operator.as_ref().map(|o| o.password_hash.clone());
     let matches = password::verify(password, stored).await?;
@@ -48,7 +64,10 @@ pub async fn login(
                     client,
                 });
                 tx.record(None, event, now).await?;
-                Ok(principal)
+                Ok(SignedIn {
+                    principal,
+                    credential: credential(&operator.password_hash),
+                })
             }
             (operator, reason) => {
                 let event = JournalEvent::LoginFailed(LoginFailed {
@@ -76,10 +95,33 @@ pub async fn logout(db: &DatabaseConnection, principal: &Principal) -> Result<()
 
 /// The enabled operator with this id, as a caller.
 pub async fn operator(db: &DatabaseConnection, id: &str) -> Result<Option<Principal>, AccessError> {
+    operator_with(db, id, None).await
+}
+
+/// The enabled operator a session stands for, if the password it was
+/// opened with is still theirs.
+pub async fn session_operator(
+    db: &DatabaseConnection,
+    id: &str,
+    opened_with: &str,
+) -> Result<Option<Principal>, AccessError> {
+    operator_with(db, id, Some(opened_with)).await
+}
+
+async fn operator_with(
+    db: &DatabaseConnection,
+    id: &str,
+    opened_with: Option<&str>,
+) -> Result<Option<Principal>, AccessError> {
     let Some(row) = store::operator_by_id(db, id).await? else {
         return Ok(None);
     };
     if !row.enabled {
+        return Ok(None);
+    }
+    if let Some(opened_with) = opened_with
+        && !secrets::same(opened_with, &credential(&row.password_hash))
+    {
         return Ok(None);
     }
     Ok(Some(Principal {
