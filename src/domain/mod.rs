@@ -16,4 +16,5 @@ pub mod money;
 pub mod reconcile;
 pub mod rejection;
 pub mod reservation;
+pub mod search;
 pub mod strict_json;

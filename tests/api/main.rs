@@ -39,6 +39,8 @@ mod reads;
 mod rebuild;
 mod reconcile;
 mod search;
+mod search_plans;
+mod search_prefix;
 mod shadow;
 mod simulate;
 mod status;
