@@ -34,6 +34,7 @@ mod pages;
 mod paths;
 mod processes;
 mod provider;
+mod queue_references;
 mod readme;
 mod reads;
 mod rebuild;
