@@ -40,6 +40,7 @@ mod reads;
 mod rebuild;
 mod reconcile;
 mod search;
+mod search_browser;
 mod search_plans;
 mod search_prefix;
 mod shadow;
