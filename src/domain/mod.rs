@@ -17,4 +17,5 @@ pub mod plan;
 pub mod reconcile;
 pub mod rejection;
 pub mod reservation;
+pub mod search;
 pub mod strict_json;

@@ -4,16 +4,20 @@
 //! effect type, whether it is critical) is a property of the strategy that
 //! derived its key, so those filters become a set of strategies here.
 
+use std::collections::HashMap;
+
 use chrono::Utc;
 
 use super::cases::CaseError;
 use super::engine::SharedEngine;
 use crate::domain::confidence::Criticality;
 use crate::domain::identity::Catalog;
+use crate::domain::journal::JournalEvent;
 use crate::domain::journal::audit::{self, Who};
 pub use crate::store::cases::QueueFilter;
 use crate::store::cases::{KeyScope, QueueDelivery};
 use crate::store::entities::case;
+use crate::store::journal;
 
 /// The queue's filters in operators' terms.
 #[derive(Debug, Clone, Default)]
@@ -40,6 +44,9 @@ pub struct CaseRow {
     /// Who resolved it: an operator's or token's name, or what did (a look-up).
     pub resolved_by: Option<String>,
     pub resolved_at: Option<chrono::DateTime<Utc>>,
+    /// The provider's reference the resolution recorded (its operation, the
+    /// proof a "process as distinct" rests on), when one was given.
+    pub resolution_reference: Option<String>,
     /// Who the case was given to.
     pub assignee: Option<String>,
     /// `name@version` of the strategy that derived the key.
@@ -74,15 +81,56 @@ pub async fn queue(
     cases.truncate(limit as usize);
     let ids: Vec<&str> = cases.iter().map(|c| c.delivery_id.as_str()).collect();
     let deliveries = crate::store::cases::queue_deliveries(db, &ids).await?;
+    let references = references(db, &cases).await?;
     let counts = crate::store::cases::counts_matching(db, &store_filter).await?;
     Ok(QueuePage {
         cases: cases
             .into_iter()
-            .map(|c| row(&engine.catalog, &deliveries, c))
+            .map(|c| {
+                let reference = references.get(&c.case_id).cloned();
+                row(&engine.catalog, &deliveries, c, reference)
+            })
             .collect(),
         counts,
         next_offset: more.then_some(offset + limit),
     })
+}
+
+/// The provider's reference each resolved case of `cases` was resolved
+/// with, by case id: the cases projection keeps how and by whom, the
+/// journal's `CaseResolved` the rest, read for this page's deliveries only
+/// (and, when one is listed, the resolutions of reconciliation's findings,
+/// which have no delivery).
+async fn references(
+    db: &sea_orm::DatabaseConnection,
+    cases: &[case::Model],
+) -> Result<HashMap<String, String>, CaseError> {
+    let resolved: Vec<&case::Model> = cases.iter().filter(|c| c.resolution.is_some()).collect();
+    let with_delivery: Vec<&str> = resolved
+        .iter()
+        .filter(|c| !c.delivery_id.is_empty())
+        .map(|c| c.delivery_id.as_str())
+        .collect();
+    let read = |e: crate::store::journal::ReadError| sea_orm::DbErr::Custom(e.to_string());
+    let mut events = journal::for_deliveries(db, &with_delivery, &["CaseResolved"])
+        .await
+        .map_err(read)?;
+    if resolved.iter().any(|c| c.delivery_id.is_empty()) {
+        events.extend(
+            journal::without_delivery(db, &["CaseResolved"])
+                .await
+                .map_err(read)?,
+        );
+    }
+    Ok(events
+        .into_iter()
+        .filter_map(|stored| match stored.event {
+            JournalEvent::CaseResolved(r) => r
+                .authoritative_ref
+                .map(|reference| (r.case_id.to_string(), reference)),
+            _ => None,
+        })
+        .collect())
 }
 
 /// The strategies whose keys a case must have to pass the effect-type and
@@ -112,7 +160,12 @@ fn key_scope(catalog: &Catalog, filter: &CaseFilter) -> Option<KeyScope> {
     })
 }
 
-fn row(catalog: &Catalog, deliveries: &[QueueDelivery], c: case::Model) -> CaseRow {
+fn row(
+    catalog: &Catalog,
+    deliveries: &[QueueDelivery],
+    c: case::Model,
+    resolution_reference: Option<String>,
+) -> CaseRow {
     let strategy = c.business_key.as_deref().and_then(|key| catalog.keyed(key));
     let delivery = deliveries.iter().find(|d| d.delivery_id == c.delivery_id);
     CaseRow {
@@ -135,6 +188,7 @@ fn row(catalog: &Catalog, deliveries: &[QueueDelivery], c: case::Model) -> CaseR
             Who::System(what) => what.to_owned(),
         }),
         resolved_at: c.resolved_at,
+        resolution_reference,
         assignee: c.assignee,
     }
 }

@@ -204,6 +204,26 @@ pub async fn for_delivery<C: ConnectionTrait>(
     decode_all(rows)
 }
 
+/// Every event of `types` journaled for any of `deliveries`, in journal
+/// order (index `journal_delivery_id`).
+pub async fn for_deliveries<C: ConnectionTrait>(
+    conn: &C,
+    deliveries: &[&str],
+    types: &[&str],
+) -> Result<Vec<StoredEvent>, ReadError> {
+    if deliveries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = select(conn)
+        .filter(journal::Column::DeliveryId.is_in(deliveries.iter().copied()))
+        .filter(journal::Column::EventType.is_in(types.iter().copied()))
+        .order_by_asc(journal::Column::Position)
+        .into_model::<RawRow>()
+        .all(conn)
+        .await?;
+    decode_all(rows)
+}
+
 /// Every event of `types` journaled with no delivery (the findings of
 /// reconciliation and what was done about them), in journal order.
 pub async fn without_delivery<C: ConnectionTrait>(

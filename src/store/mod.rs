@@ -263,8 +263,16 @@ pub(crate) async fn sqlite_plan<Q: sea_orm::QueryTrait>(
     db: &DatabaseConnection,
     query: &Q,
 ) -> Vec<String> {
+    sqlite_plan_of(db, query.build(DbBackend::Sqlite)).await
+}
+
+/// SQLite's plan for a built statement, as `sqlite_plan`.
+#[cfg(test)]
+pub(crate) async fn sqlite_plan_of(
+    db: &DatabaseConnection,
+    built: sea_orm::Statement,
+) -> Vec<String> {
     use sea_orm::TransactionTrait;
-    let built = query.build(DbBackend::Sqlite);
     let explain = sea_orm::Statement::from_sql_and_values(
         DbBackend::Sqlite,
         format!("EXPLAIN QUERY PLAN {}", built.sql),

@@ -100,9 +100,21 @@ async fn every_api_route_is_documented_and_real_answers_validate_against_their_s
     answered("POST", "/hooks/{source}", twin.status, twin.json.clone());
     let case_id = twin.json["case_id"].as_str().expect("a case").to_owned();
 
+    let miss = app.get("/api/deliveries?q=pay_oa2x").await;
+    assert_eq!(
+        miss.json["suggestions"][0]["text"], "pay_oa2",
+        "a proposal to validate"
+    );
     let id = first.json["delivery_id"].as_str().unwrap().to_owned();
     for (path, template) in [
         ("/api/deliveries?q=pay_oa".to_owned(), "/api/deliveries"),
+        // by a beginning, a page of one; a miss with its proposals
+        (
+            "/api/deliveries?q=pay_oa*&limit=1".to_owned(),
+            "/api/deliveries",
+        ),
+        ("/api/deliveries?q=pay_oa2x".to_owned(), "/api/deliveries"),
+        ("/api/deliveries?q=pay_o*".to_owned(), "/api/deliveries"),
         (format!("/api/deliveries/{id}"), "/api/deliveries/{id}"),
         (
             "/api/deliveries/not-a-uuid".to_owned(),

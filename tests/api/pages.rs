@@ -457,7 +457,7 @@ async fn delivery_of(app: &TestApp, case: &str) -> String {
 }
 
 /// Resolves `case` through its page's form, as distinct, with a reference.
-async fn resolve_as_distinct(browser: &mut Browser, case: &str, reference: &str) {
+pub async fn resolve_as_distinct(browser: &mut Browser, case: &str, reference: &str) {
     let page = browser.get(&format!("/cases/{case}")).await;
     let token = form_token(&page.body).expect("a resolution form");
     let csrf = csrf_in(&page.body);

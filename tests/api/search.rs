@@ -203,7 +203,7 @@ async fn searching_needs_an_operator_and_any_role_may() {
     assert_eq!(support.status().as_u16(), 200);
 }
 
-const PRIVATE_SOURCE: &str = r#"
+pub const PRIVATE_SOURCE: &str = r#"
 [[sources]]
 slug = "private"
 tenant = "acme"

@@ -36,6 +36,7 @@ mod payloads;
 use unicity::simulate::prng;
 mod queue;
 mod report;
+mod searches;
 mod server;
 mod shadow;
 mod work;

@@ -2,24 +2,19 @@
 //! preloaded deliveries and times what the case queue asks of the store —
 //! its first page, a page filtered by reason, by source, by effect type and
 //! to critical cases, and the counts per reason —, every count of the
-//! dashboard page, and what delivery search asks of it — by payment id,
-//! business key, delivery id and provider event id, and its unfiltered and
-//! filtered pages — each run `RUNS` times on a warm database.
+//! dashboard page, and what delivery search asks of it (`searches.rs`) —
+//! each run `RUNS` times on a warm database.
 
 use std::time::Instant;
 
 use anyhow::Context;
 use chrono::{Duration, Utc};
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryOrder, QuerySelect,
-};
-use unicity::domain::identity::{KeySecret, ResourcePaths};
+use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QuerySelect};
 use unicity::store::cases::{KeyScope, QueueFilter, counts_by_reason, queue};
 use unicity::store::entities::{case, delivery};
-use unicity::store::search::{self, After, Filter, Query};
 
 const RUNS: usize = 30;
-const PAGE: u64 = 50;
+pub const PAGE: u64 = 50;
 const REASONS: [&str; 3] = [
     "weak_match_critical",
     "discriminants_differ",
@@ -142,7 +137,7 @@ pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
         .await?,
     );
     timings.push(time("dashboard (all counts)", || dashboard_counts(&db)).await?);
-    timings.extend(searches(&db).await?);
+    timings.extend(crate::searches::run(&db).await?);
     Ok(timings)
 }
 
@@ -160,71 +155,8 @@ async fn dashboard_counts(db: &DatabaseConnection) -> anyhow::Result<usize> {
     Ok(hours.len())
 }
 
-/// Delivery search over the preloaded history: a delivery from its middle
-/// found by each thing support pastes, and pages without a query.
-async fn searches(db: &DatabaseConnection) -> anyhow::Result<Vec<Timing>> {
-    let total = delivery::Entity::find().count(db).await?;
-    let middle = delivery::Entity::find()
-        .order_by_asc(delivery::Column::ReceivedAt)
-        .offset(total / 2)
-        .one(db)
-        .await?
-        .context("no delivery to search for")?;
-    let secret = KeySecret::from_bytes(b"unicity-bench-search-secret")?;
-    // A preloaded delivery has every value searched for.
-    let by = |text: Option<&String>| -> anyhow::Result<Filter> {
-        let text = text.context("the preloaded delivery lacks a searched value")?;
-        Ok(Filter {
-            q: Some(Query {
-                // As the search page asks: the text in each case it may be stored in.
-                resources: unicity::services::search::spellings(text)
-                    .iter()
-                    .flat_map(|s| ResourcePaths::query(s, &secret))
-                    .collect(),
-                texts: unicity::services::search::spellings(text),
-            }),
-            ..Filter::default()
-        })
-    };
-    let by_source = Filter {
-        source: Some(middle.source.clone()),
-        ..Filter::default()
-    };
-    let after = After {
-        received_at: middle.received_at,
-        delivery_id: middle.delivery_id.clone(),
-    };
-    let cases = [
-        ("search: payment id", by(middle.resource.as_ref())?, None),
-        (
-            "search: business key",
-            by(middle.business_key.as_ref())?,
-            None,
-        ),
-        ("search: delivery id", by(Some(&middle.delivery_id))?, None),
-        (
-            "search: provider event id",
-            by(middle.provider_event_id.as_ref())?,
-            None,
-        ),
-        ("search: first page", Filter::default(), None),
-        ("search: page in the middle", Filter::default(), Some(after)),
-        ("search: by source", by_source, None),
-    ];
-    let mut timings = Vec::new();
-    for (query, filter, after) in cases {
-        timings.push(
-            time(query, || async {
-                Ok(search::page(db, &filter, after.as_ref(), PAGE).await?.len())
-            })
-            .await?,
-        );
-    }
-    Ok(timings)
-}
-
 /// Runs `ask` `RUNS` times; each answer must hold at least one row.
-async fn time<F, Fut>(query: &'static str, ask: F) -> anyhow::Result<Timing>
+pub async fn time<F, Fut>(query: &'static str, ask: F) -> anyhow::Result<Timing>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<usize>>,

@@ -1,6 +1,8 @@
 //! `GET /api/deliveries`: deliveries found by `q` (delivery id, provider
 //! event or delivery id, business key, resource such as a payment id) and
-//! filters, newest first, a page at a time (`next_cursor`).
+//! filters, or the values starting with `q` when it ends in `*`, newest first,
+//! a page at a time (`next_cursor`, `previous_cursor`), with their count and,
+//! when nothing matches, the ids near `q` (`suggestions`).
 //! `GET /api/deliveries/{id}`: a delivery, its masked headers, its body when
 //! parseable (sensitive values masked), and its journal events in order.
 //! `GET /api/deliveries/{id}/raw`: the exact bytes received, when enabled,
@@ -22,17 +24,18 @@ use crate::state::AppState;
     path = "/api/deliveries",
     tag = "deliveries",
     params(
-        ("q" = Option<String>, Query, description = "A delivery id, a provider event id or delivery-id header, a business key, or a resource (payment id)"),
+        ("q" = Option<String>, Query, description = "A delivery id, a provider event id or delivery-id header, a business key, or a resource (payment id), as typed or in lower or upper case; ending in `*`, the values that start with it (at least 6 characters before the `*`; a sensitive resource, stored as its keyed hash, is found only whole)"),
         ("source" = Option<String>, Query, description = "Only this source"),
         ("event_type" = Option<String>, Query, description = "Only this event type"),
         ("decision" = Option<String>, Query, description = "Only this decision (process, ignore, defer, quarantine, reconcile)"),
         ("from" = Option<String>, Query, description = "Received at or after: RFC 3339, `YYYY-MM-DDTHH:MM` (UTC) or `YYYY-MM-DD`"),
         ("to" = Option<String>, Query, description = "Received before, same forms"),
         ("limit" = Option<u32>, Query, description = "At most 200 (default 50)"),
-        ("cursor" = Option<String>, Query, description = "The previous page's `next_cursor`"),
+        ("cursor" = Option<String>, Query, description = "A page's `next_cursor`: the page after it"),
+        ("before" = Option<String>, Query, description = "A page's `previous_cursor`: the page before it (not with `cursor`)"),
     ),
     responses(
-        (status = 200, description = "Deliveries newest first, a page at a time", body = crate::services::search::Page),
+        (status = 200, description = "Deliveries newest first, a page at a time, how many match (up to 1,000), and when nothing matches `q`, stored ids near it", body = crate::services::search::Page),
         (status = 400, description = "A parameter it cannot read (`invalid_search`)", body = ApiError),
         (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
     ),

@@ -203,6 +203,8 @@ pub struct QueueLine {
     pub opened: Stamp,
     /// `open`, or the resolution of a resolved case.
     pub state: String,
+    /// The provider's reference the resolution recorded.
+    pub reference: Option<ShortId>,
     /// Open and not about money: may be ticked for a bulk resolution.
     pub bulk: bool,
     /// Who the case was given to.
@@ -297,6 +299,7 @@ pub async fn list(
             opened: Stamp::new(c.opened_at, now),
             bulk: !c.critical && c.resolution.is_none() && c.status == "open",
             assignee: c.assignee,
+            reference: c.resolution_reference.map(ShortId::new),
             state: match (c.resolution, c.resolved_by, c.resolved_at) {
                 (Some(resolution), Some(by), Some(at)) => format!(
                     "{}: {resolution}, by {by}, {}",

@@ -1,5 +1,6 @@
-//! `GET /deliveries`: one search box and filters (a plain GET form), the
-//! deliveries found newest first, a link to the next page.
+//! `GET /deliveries`: one search box and filters (a plain GET form), how many
+//! deliveries match, those found newest first, links to the pages before and
+//! after; when nothing matches, links to the ids near what was typed.
 //! `GET /deliveries/{id}`: the support page of one delivery (`delivery_page`).
 
 use actix_session::Session;
@@ -16,7 +17,7 @@ use crate::domain::decision::Action;
 use crate::domain::delivery::DeliveryId;
 use crate::routes::error::UiError;
 use crate::services::deliveries::{self, ShowError};
-use crate::services::search::{self, Found, Params, SearchError};
+use crate::services::search::{self, COUNT_CAP, Found, Params, SearchError, Suggestion, Total};
 use crate::state::AppState;
 
 /// An option of a `<select>`.
@@ -53,11 +54,61 @@ pub struct SearchPage {
     pub sources: Vec<Choice>,
     pub decisions: Vec<Choice>,
     pub rows: Vec<Row>,
-    /// The next page's address, when there is one.
+    /// "37 deliveries match", when something was asked and answered.
+    pub total: Option<String>,
+    /// The next and the previous page's addresses, when there are.
     pub next: Option<String>,
+    pub previous: Option<String>,
     /// Whether anything was asked (an empty result then says so).
     pub asked: bool,
+    /// Ids near `q` when nothing matches it.
+    pub suggestions: Vec<Near>,
     pub error: Option<String>,
+}
+
+/// An id proposed instead of what was typed, and its search.
+pub struct Near {
+    pub text: String,
+    /// What it is: "payment id", "business key"…
+    pub field: &'static str,
+    pub link: String,
+}
+
+fn near(suggestion: Suggestion) -> Near {
+    Near {
+        link: address(&Params {
+            q: Some(suggestion.text.clone()),
+            ..Params::default()
+        }),
+        field: match suggestion.field {
+            "delivery_id" => "delivery id",
+            "provider_event_id" => "provider id",
+            "business_key" => "business key",
+            _ => "payment id",
+        },
+        text: suggestion.text,
+    }
+}
+
+/// The search page's address for `params`, every value encoded.
+fn address(params: &Params) -> String {
+    format!(
+        "/deliveries?{}",
+        serde_urlencoded::to_string(params).unwrap_or_default()
+    )
+}
+
+/// "1 delivery matches", "37 deliveries match", "More than 1,000 …".
+fn total_line(total: Total) -> String {
+    match (total.count, total.more) {
+        (_, true) => format!(
+            "More than {},{:03} deliveries match.",
+            COUNT_CAP / 1000,
+            COUNT_CAP % 1000
+        ),
+        (1, false) => "1 delivery matches.".to_owned(),
+        (n, false) => format!("{n} deliveries match."),
+    }
 }
 
 fn choices<'a>(values: impl Iterator<Item = &'a str>, current: Option<&str>) -> Vec<Choice> {
@@ -104,30 +155,8 @@ pub async fn list(
         }
     }
     let now = Utc::now();
-    let (status, rows, next, error) = match search::search(&state.engine, &params).await {
-        Ok(page) => {
-            let next = page.next_cursor.map(|cursor| {
-                let next = Params {
-                    cursor: Some(cursor),
-                    ..params.clone()
-                };
-                format!(
-                    "/deliveries?{}",
-                    serde_urlencoded::to_string(&next).unwrap_or_default()
-                )
-            });
-            let rows = page.deliveries.into_iter().map(|f| row(f, now)).collect();
-            (StatusCode::OK, rows, next, None)
-        }
-        Err(SearchError::Invalid(message)) => {
-            (StatusCode::BAD_REQUEST, Vec::new(), None, Some(message))
-        }
-        Err(SearchError::Db(error)) => return Err(UiError::internal(error)),
-    };
-    let mut sources: Vec<&str> = state.sources.keys().map(String::as_str).collect();
-    sources.sort_unstable();
     let field = |v: &Option<String>| v.clone().unwrap_or_default();
-    let page = SearchPage {
+    let mut page = SearchPage {
         nav: Nav::new(&session, &operator, "deliveries")?,
         asked: [
             &params.q,
@@ -143,15 +172,43 @@ pub async fn list(
         event_type: field(&params.event_type),
         from: field(&params.from),
         to: field(&params.to),
-        sources: choices(sources.into_iter(), params.source.as_deref()),
+        sources: Vec::new(),
         decisions: choices(
             Action::ALL.iter().map(|a| a.as_str()),
             params.decision.as_deref(),
         ),
-        rows,
-        next,
-        error,
+        rows: Vec::new(),
+        total: None,
+        next: None,
+        previous: None,
+        suggestions: Vec::new(),
+        error: None,
     };
+    let mut status = StatusCode::OK;
+    match search::search(&state.engine, &params).await {
+        Ok(found) => {
+            let beside = |cursor: Option<String>, before: Option<String>| Params {
+                cursor,
+                before,
+                ..params.clone()
+            };
+            page.next = found.next_cursor.map(|c| address(&beside(Some(c), None)));
+            page.previous = found
+                .previous_cursor
+                .map(|c| address(&beside(None, Some(c))));
+            page.total = page.asked.then(|| total_line(found.total));
+            page.suggestions = found.suggestions.into_iter().map(near).collect();
+            page.rows = found.deliveries.into_iter().map(|f| row(f, now)).collect();
+        }
+        Err(SearchError::Invalid(message)) => {
+            status = StatusCode::BAD_REQUEST;
+            page.error = Some(message);
+        }
+        Err(SearchError::Db(error)) => return Err(UiError::internal(error)),
+    };
+    let mut sources: Vec<&str> = state.sources.keys().map(String::as_str).collect();
+    sources.sort_unstable();
+    page.sources = choices(sources.into_iter(), params.source.as_deref());
     Ok(html(HttpResponse::build(status), &page))
 }
 

@@ -1,25 +1,36 @@
 //! Searching deliveries, for `GET /api/deliveries` and the search page alike:
 //! the parameters as people type them, parsed once; pages newest first behind
-//! an opaque cursor.
+//! opaque cursors, forward (`cursor`) and back (`before`); how many match,
+//! counted up to `COUNT_CAP`; and when nothing matches, the stored ids near
+//! what was typed (`suggest`).
 //!
 //! `q` is matched exactly against the delivery id, the provider's event or
 //! delivery id, the business key and the resource (a payment id), as typed and
 //! in lower and upper case; a resource stored as its keyed hash (sensitive) is
-//! matched by hashing each spelling the same way.
+//! matched by hashing each spelling the same way. `q` ending in `*` finds the
+//! values that start with it instead (`domain::search`), which a keyed hash
+//! cannot do: a sensitive resource is found only whole.
+
+mod suggest;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use suggest::{Suggestion, near};
+
 use super::engine::Engine;
 use crate::domain::identity::ResourcePaths;
+use crate::domain::search::{Text, spellings};
 use crate::store::entities::delivery;
-use crate::store::search::{self, After, Filter, Query};
+use crate::store::search::{self, After, Filter, Query, Window};
 
 /// Rows per page unless asked otherwise, and the most a page holds.
 pub const DEFAULT_LIMIT: u64 = 50;
 pub const MAX_LIMIT: u64 = 200;
+/// Matches are counted up to this many; past it a search says "more than".
+pub const COUNT_CAP: u64 = 1000;
 
 /// The query string, as sent (empty fields are absent).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -40,8 +51,12 @@ pub struct Params {
     pub to: Option<String>,
     #[serde(default)]
     pub limit: Option<String>,
-    #[serde(default)]
+    /// A page's `next_cursor`: the page after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,
+    /// A page's `previous_cursor`: the page before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
 }
 
 /// One delivery found.
@@ -65,11 +80,28 @@ pub struct Found {
     pub case_id: Option<String>,
 }
 
-/// One page of results, and the cursor of the next one when there is more.
+/// One page of results, the cursors of the pages beside it, how many match
+/// in all, and what was meant when nothing does.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Page {
     pub deliveries: Vec<Found>,
+    /// The next (older) page, as `cursor`; absent on the last page.
     pub next_cursor: Option<String>,
+    /// The previous (newer) page, as `before`; absent on the first page.
+    pub previous_cursor: Option<String>,
+    pub total: Total,
+    /// When nothing matches `q`: stored ids near it, nearest first (at most
+    /// five); empty otherwise.
+    pub suggestions: Vec<Suggestion>,
+}
+
+/// How many deliveries match the search, all pages together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Total {
+    /// The number, up to 1,000.
+    pub count: u64,
+    /// More than `count` match: counting stopped there.
+    pub more: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,36 +115,89 @@ pub enum SearchError {
 
 /// One page of deliveries matching `params`.
 pub async fn search(engine: &Engine, params: &Params) -> Result<Page, SearchError> {
-    let filter = filter(engine, params)?;
-    let limit = limit(params.limit.as_deref())?;
-    let after = match present(&params.cursor) {
-        Some(cursor) => Some(decode(cursor)?),
+    let text = match present(&params.q) {
+        Some(typed) => Some(Text::parse(typed).map_err(|e| SearchError::Invalid(e.to_string()))?),
         None => None,
     };
-    // One row more than shown says whether a next page exists.
-    let mut rows = search::page(&engine.db, &filter, after.as_ref(), limit + 1).await?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
-    let next_cursor = match rows.last() {
-        Some(last) if more => Some(encode(last)),
-        _ => None,
+    let filter = filter(engine, text.as_ref(), params)?;
+    let limit = limit(params.limit.as_deref())?;
+    let after = cursor(&params.cursor)?;
+    let before = cursor(&params.before)?;
+    let window = match (&after, &before) {
+        (Some(_), Some(_)) => {
+            return Err(SearchError::Invalid(
+                "cursor and before cannot be used together".to_owned(),
+            ));
+        }
+        (Some(after), None) => Window::Older(after),
+        (None, Some(before)) => Window::Newer(before),
+        (None, None) => Window::Newest,
+    };
+    let (deliveries, next_cursor, previous_cursor) = rows(engine, &filter, window, limit).await?;
+    let counted = search::count(&engine.db, &filter, COUNT_CAP).await?;
+    let total = Total {
+        count: counted.min(COUNT_CAP),
+        more: counted > COUNT_CAP,
+    };
+    let suggestions = match &text {
+        Some(text) if counted == 0 => suggest::near(&engine.db, text).await?,
+        _ => Vec::new(),
     };
     Ok(Page {
-        deliveries: rows.into_iter().map(found).collect(),
+        deliveries: deliveries.into_iter().map(found).collect(),
         next_cursor,
+        previous_cursor,
+        total,
+        suggestions,
     })
 }
 
-fn filter(engine: &Engine, params: &Params) -> Result<Filter, SearchError> {
-    let q = present(&params.q).map(|text| {
-        let spellings = spellings(text);
-        Query {
-            resources: spellings
-                .iter()
-                .flat_map(|s| ResourcePaths::query(s, &engine.key_secret))
-                .collect(),
-            texts: spellings,
+/// The page in `window` and the cursors of the pages beside it. A page one
+/// row more than `limit` says whether there is another in its direction; the
+/// page before the first is the first.
+async fn rows(
+    engine: &Engine,
+    filter: &Filter,
+    mut window: Window<'_>,
+    limit: u64,
+) -> Result<(Vec<delivery::Model>, Option<String>, Option<String>), SearchError> {
+    let mut rows = search::page(&engine.db, filter, window, limit + 1).await?;
+    if matches!(window, Window::Newer(_)) && rows.len() as u64 <= limit {
+        // Nothing newer past this page: it is the first page.
+        window = Window::Newest;
+        rows = search::page(&engine.db, filter, window, limit + 1).await?;
+    }
+    let more = rows.len() as u64 > limit;
+    let (next, previous) = match window {
+        Window::Newer(_) => {
+            // The extra row is the newest, beyond this page.
+            rows.remove(0);
+            (true, true)
         }
+        Window::Older(_) => (more, true),
+        Window::Newest => (more, false),
+    };
+    rows.truncate(limit as usize);
+    let next = rows.last().filter(|_| next).map(encode);
+    let previous = rows.first().filter(|_| previous).map(encode);
+    Ok((rows, next, previous))
+}
+
+fn filter(engine: &Engine, text: Option<&Text>, params: &Params) -> Result<Filter, SearchError> {
+    let q = text.map(|text| match text {
+        Text::Exact(text) => {
+            let spellings = spellings(text);
+            Query::Exact {
+                resources: spellings
+                    .iter()
+                    .flat_map(|s| ResourcePaths::query(s, &engine.key_secret))
+                    .collect(),
+                texts: spellings,
+            }
+        }
+        Text::Prefix(prefix) => Query::Prefix {
+            spellings: spellings(prefix),
+        },
     });
     Ok(Filter {
         q,
@@ -124,18 +209,8 @@ fn filter(engine: &Engine, params: &Params) -> Result<Filter, SearchError> {
     })
 }
 
-/// What was typed, and the same in lower and in upper case (ASCII letters
-/// only), each at most once: ids are stored in one case, and people type them
-/// in another (`PAY_WALK_1` for `pay_walk_1`). Each is an equality on an
-/// index, like the text itself; an id that mixes cases is found as pasted.
-pub fn spellings(text: &str) -> Vec<String> {
-    let mut spellings = vec![text.to_owned()];
-    for other in [text.to_ascii_lowercase(), text.to_ascii_uppercase()] {
-        if !spellings.contains(&other) {
-            spellings.push(other);
-        }
-    }
-    spellings
+fn cursor(value: &Option<String>) -> Result<Option<After>, SearchError> {
+    present(value).map(decode).transpose()
 }
 
 /// A parameter with something in it, trimmed.

@@ -1,0 +1,140 @@
+//! What the database does with a search by an id's beginning, its count and
+//! its "did you mean" look-ups, on the backend under test: each reads the
+//! searched columns' own indexes (`delivery_search`), never the table —
+//! on PostgreSQL, in the database's collation, which the ranges must use.
+
+use chrono::{Duration, Utc};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryTrait, Statement,
+    TransactionTrait,
+};
+use unicity::domain::search::spellings;
+use unicity::store::entities::delivery;
+use unicity::store::search::{
+    Filter, Query, TextOrder, Window, counting, matching, neighbour_queries, text_order,
+};
+
+use crate::helpers::spawn_app;
+
+/// `n` searchable deliveries, as the history of a busy day holds them.
+async fn history(db: &DatabaseConnection, n: usize) {
+    let now = Utc::now();
+    let rows: Vec<delivery::ActiveModel> = (0..n)
+        .map(|i| {
+            let row = delivery::Model {
+                delivery_id: format!("0193a5f0-0000-7000-8000-{i:012}"),
+                source: "open".into(),
+                tenant: "acme".into(),
+                provider: "norefid".into(),
+                environment: "test".into(),
+                received_at: now - Duration::seconds(i as i64),
+                status: "decided".into(),
+                event_type: Some("refund.created".into()),
+                provider_event_id: Some(format!("evt_{i:08}")),
+                transport_key: None,
+                business_key: Some(format!("norefid-refund-ref@1:{i:064x}")),
+                strategy: Some("norefid-refund-ref@1".into()),
+                strength: Some("strong".into()),
+                decision: Some("process".into()),
+                reason: Some("new_key".into()),
+                layer: None,
+                reference_delivery_id: None,
+                effect_id: None,
+                case_id: None,
+                decided_at: None,
+                resource: Some(format!("pay_{i:08}")),
+            };
+            sea_orm::IntoActiveModel::into_active_model(row)
+        })
+        .collect();
+    for chunk in rows.chunks(500) {
+        delivery::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(db)
+            .await
+            .expect("rows written");
+    }
+    db.execute_unprepared("ANALYZE").await.expect("statistics");
+}
+
+/// The plan of `statement`, one line a step. On PostgreSQL sequential scans
+/// are priced out, so that a plan reads the table only when no index can
+/// answer (a small table would otherwise be read whole by choice).
+async fn plan(db: &DatabaseConnection, statement: Statement) -> String {
+    let backend = db.get_database_backend();
+    let (explain, column) = match backend {
+        DbBackend::Postgres => ("EXPLAIN", "QUERY PLAN"),
+        _ => ("EXPLAIN QUERY PLAN", "detail"),
+    };
+    let explain = Statement::from_sql_and_values(
+        backend,
+        format!("{explain} {}", statement.sql),
+        statement.values.map(|v| v.0).unwrap_or_default(),
+    );
+    let txn = db.begin().await.expect("a transaction");
+    if backend == DbBackend::Postgres {
+        txn.execute_unprepared("SET LOCAL enable_seqscan = off")
+            .await
+            .expect("set");
+    }
+    let rows = txn.query_all_raw(explain).await.expect("a plan");
+    txn.commit().await.expect("done");
+    rows.iter()
+        .map(|row| row.try_get::<String>("", column).expect("a step"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn reads_the_table(plan: &str) -> bool {
+    plan.contains("Seq Scan on deliveries") || plan.contains("SCAN deliveries")
+}
+
+#[tokio::test]
+async fn a_prefix_its_count_and_its_neighbours_read_the_searched_indexes() {
+    let app = spawn_app().await;
+    let db = &app.db;
+    history(db, 3000).await;
+    let backend = db.get_database_backend();
+    let order = text_order(db).await.expect("the collation");
+    // The test databases sort text by code point (`C.UTF-8`, SQLite's BINARY)
+    assert_eq!(order, TextOrder::Indexed);
+    let prefix = Filter {
+        q: Some(Query::Prefix {
+            spellings: spellings("pay_000012"),
+        }),
+        ..Filter::default()
+    };
+
+    // The count: a range of each searched column's index
+    let count = plan(db, backend.build(&counting(&prefix, order, 1000))).await;
+    assert!(!reads_the_table(&count), "{count}");
+    for index in [
+        "deliveries_resource",
+        "deliveries_provider_event_id",
+        "deliveries_business_key",
+    ] {
+        assert!(count.contains(index), "{index} in\n{count}");
+    }
+    // The page: the same ranges, or the newest-first index
+    let page = plan(db, matching(&prefix, Window::Newest, order).build(backend)).await;
+    assert!(!reads_the_table(&page), "{page}");
+    // "Did you mean": one step into one index each, in its order, no sort
+    for (column, query) in neighbour_queries("pay_00001234x") {
+        let step = plan(db, query.build(backend)).await;
+        assert!(!reads_the_table(&step), "{column}: {step}");
+        assert!(
+            !step.contains("Sort") && !step.contains("TEMP B-TREE"),
+            "{column}: {step}"
+        );
+    }
+
+    if backend == DbBackend::Postgres {
+        // Named in the `C` collation, the same ranges no index can answer:
+        // the collation the ranges use must be the indexes' own.
+        let collated = plan(
+            db,
+            backend.build(&counting(&prefix, TextOrder::Explicit, 1000)),
+        )
+        .await;
+        assert!(reads_the_table(&collated), "{collated}");
+    }
+}
