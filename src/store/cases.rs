@@ -44,22 +44,26 @@ pub struct KeyScope {
 }
 
 impl KeyScope {
-    /// Keys are `name@version:…`: those of one strategy sort between
-    /// `name@version:` and `name@version;` (`;` follows `:`), a range the
-    /// comparison reads exactly, whatever characters the name holds.
+    /// Keys are `name@version:…`: a strategy's keys are those that begin
+    /// with `name@version:`, compared as an equality of their first
+    /// characters. Not a range between `name@version:` and `name@version;`:
+    /// in a database whose collation sorts text by language (ICU, glibc
+    /// `en_US`), punctuation weighs less than letters and such a range
+    /// holds no key at all.
     fn condition(&self) -> sea_orm::Condition {
-        use sea_orm::ColumnTrait;
-        use sea_orm::sea_query::{Expr, ExprTrait};
+        use sea_orm::sea_query::{Expr, ExprTrait, Func};
         let mut any = sea_orm::Condition::any();
         if self.keyless {
-            any = any.add(case::Column::BusinessKey.is_null());
+            any = any.add(Expr::col(case::Column::BusinessKey).is_null());
         }
         for strategy in &self.strategies {
-            any = any.add(
-                sea_orm::Condition::all()
-                    .add(case::Column::BusinessKey.gte(format!("{strategy}:")))
-                    .add(case::Column::BusinessKey.lt(format!("{strategy};"))),
-            );
+            let prefix = format!("{strategy}:");
+            let length = i32::try_from(prefix.chars().count()).unwrap_or(i32::MAX);
+            let head = Func::cust("substr")
+                .arg(Expr::col(case::Column::BusinessKey))
+                .arg(1_i32)
+                .arg(length);
+            any = any.add(Expr::expr(head).eq(prefix));
         }
         if any.is_empty() {
             // No strategy of the kind asked for: no case is of it.

@@ -93,6 +93,12 @@ pub struct TestApp {
 /// A fresh database URL: a new SQLite file, or a new PostgreSQL database
 /// created next to the one TEST_DATABASE_URL names.
 pub async fn fresh_database() -> (String, Option<tempfile::TempDir>) {
+    fresh_database_with("").await
+}
+
+/// The same, a PostgreSQL database created with `options` (a collation, a
+/// template); SQLite's ignores them.
+pub async fn fresh_database_with(options: &str) -> (String, Option<tempfile::TempDir>) {
     match std::env::var("TEST_DATABASE_URL") {
         Ok(base) if !base.is_empty() => {
             let admin = Database::connect(base.as_str())
@@ -100,7 +106,7 @@ pub async fn fresh_database() -> (String, Option<tempfile::TempDir>) {
                 .expect("TEST_DATABASE_URL must reach PostgreSQL");
             let name = format!("unicity_test_{}", uuid::Uuid::new_v4().simple());
             admin
-                .execute_unprepared(&format!("CREATE DATABASE {name}"))
+                .execute_unprepared(&format!("CREATE DATABASE {name} {options}"))
                 .await
                 .expect("create test database");
             let _ = admin.close().await;

@@ -7,7 +7,7 @@ use unicity::auth::Role;
 
 use crate::downstream::{Behaviour, Downstream};
 use crate::forms::{Browser, csrf_in, signed_in};
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
+use crate::helpers::{Counts, TestApp, fresh_database, fresh_database_with, refund, spawn_on};
 
 /// A reversible effect beside the money ones: notices keyed by their
 /// reference, discriminated by their text.
@@ -43,8 +43,15 @@ impl Pages {
 
     /// The same, with `extra` configuration (a look-up, say).
     pub async fn with(extra: &str) -> Self {
+        let (url, dir) = fresh_database().await;
+        Self::on(&url, dir, extra).await
+    }
+
+    /// The same, on the database at `url`.
+    pub async fn on(url: &str, dir: Option<tempfile::TempDir>, extra: &str) -> Self {
         let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-        let app = spawn_app_with(&format!("{NOTICES}{}{extra}", downstream.sink_toml(2000))).await;
+        let config = format!("{NOTICES}{}{extra}", downstream.sink_toml(2000));
+        let app = spawn_on(url, &config, dir).await;
         Self { app, downstream }
     }
 
@@ -852,4 +859,30 @@ async fn the_queue_header_counts_the_cases_its_filters_let_through() {
     assert_eq!(reason_count(&calm, "weak_match_critical"), 0);
     assert_eq!(reason_count(&calm, "discriminants_differ"), 1);
     assert!(calm.contains(r#"<span class="count">1</span>"#), "{calm}");
+}
+
+#[tokio::test]
+async fn the_effect_type_filter_finds_its_cases_in_a_database_that_sorts_text_by_language() {
+    // On PostgreSQL, a database sorting text the way English does (ICU
+    // en-US), where punctuation weighs less than letters: `refund@1:ab`
+    // sorts after `refund@1;`, so a key range read nothing there.
+    let (url, dir) = fresh_database_with(
+        "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'",
+    )
+    .await;
+    let p = Pages::on(&url, dir, "").await;
+    let money = p.money_case("pay_icu").await;
+    let notice = p.notice_case().await;
+    let mut support = signed_in(&p.app, "sue", Role::Support).await;
+    for (query, money_listed, notice_listed) in [
+        ("effect_type=refund.create", true, false),
+        ("effect_type=notice.send", false, true),
+        ("critical=yes", true, false),
+        ("critical=no", false, true),
+    ] {
+        let page = support.get(&format!("/cases?{query}")).await;
+        assert_eq!(page.status, StatusCode::OK, "{query}: {}", page.body);
+        assert_eq!(lists(&page.body, &money), money_listed, "{query}");
+        assert_eq!(lists(&page.body, &notice), notice_listed, "{query}");
+    }
 }
