@@ -1,4 +1,4 @@
-//! `--flood N` (issue 12): what a flood of forged deliveries costs the store
+//! `--flood N`: what a flood of forged deliveries costs the store
 //! and the valid traffic. Two phases on one fresh database:
 //!
 //! 1. `--requests` valid deliveries alone (as the default run sends them);

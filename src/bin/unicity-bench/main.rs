@@ -1,5 +1,5 @@
-//! `unicity-bench`: durable ingest measured against the storage engine itself
-//! (issue 5). In one run it starts Unicity in-process on a fresh database,
+//! `unicity-bench`: durable ingest measured against the storage engine itself.
+//! In one run it starts Unicity in-process on a fresh database,
 //! optionally preloads history, measures the raw storage baseline, sends a
 //! realistic signed delivery mix over HTTP, checks every answer and the
 //! journal, and prints a table and one JSON line.
