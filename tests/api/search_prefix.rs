@@ -340,3 +340,47 @@ async fn nothing_found_proposes_the_ids_stored_next_to_what_was_typed() {
     let proposed = browser.get(&format!("/deliveries?{}", q(hostile))).await;
     assert!(proposed.body.contains("1 delivery matches."));
 }
+
+#[tokio::test]
+async fn an_event_type_ending_in_a_star_finds_every_type_that_begins_so() {
+    let app = spawn_app().await;
+    let post = |kind: &'static str, payment: &'static str| {
+        let app = &app;
+        async move {
+            let mut body: Value = serde_json::from_slice(&refund(payment, 100, None)).unwrap();
+            body["type"] = json!(kind);
+            let reply = app
+                .post_raw("open", serde_json::to_vec(&body).unwrap(), &[])
+                .await;
+            assert!((200..300).contains(&reply.status), "{}", reply.json);
+            id_of(&reply)
+        }
+    };
+    let created = post("refund.created", "pay_evt_1").await;
+    let updated = post("refund.updated", "pay_evt_2").await;
+    let other = post("charge.succeeded", "pay_evt_3").await;
+
+    let by_type = |t: &'static str| {
+        let app = &app;
+        async move {
+            found(
+                app,
+                &serde_urlencoded::to_string([("event_type", t)]).unwrap(),
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        by_type("refund.*").await,
+        [updated.clone(), created.clone()]
+    );
+    assert_eq!(
+        by_type("refund.created").await,
+        std::slice::from_ref(&created)
+    );
+    assert!(
+        by_type("refund").await.is_empty(),
+        "without the star, the type whole"
+    );
+    assert_eq!(by_type("*").await, [other, updated, created]);
+}

@@ -201,14 +201,21 @@ fn filtered(filter: &Filter, order: TextOrder) -> Select<delivery::Entity> {
         }
         None => {}
     }
-    for (column, value) in [
-        (C::Source, &filter.source),
-        (C::EventType, &filter.event_type),
-        (C::Decision, &filter.decision),
-    ] {
+    for (column, value) in [(C::Source, &filter.source), (C::Decision, &filter.decision)] {
         if let Some(value) = value {
             query = query.filter(column.eq(value.as_str()));
         }
+    }
+    // An event type ending in `*` (`refund.*`) stands for every type that
+    // begins with what comes before it.
+    match filter
+        .event_type
+        .as_deref()
+        .map(|t| (t, t.strip_suffix('*')))
+    {
+        Some((_, Some(head))) => query = query.filter(starts_with(C::EventType, head, order)),
+        Some((exact, None)) => query = query.filter(C::EventType.eq(exact)),
+        None => {}
     }
     if let Some(from) = filter.from {
         query = query.filter(C::ReceivedAt.gte(from));
