@@ -6,9 +6,9 @@
 //! re-decision; a case processed as distinct and a status settlement take a
 //! key through `take`.
 //!
-//! Pure: the caller reads the evidence (`Tx::evidence`), takes the key
-//! (`Tx::reserve`: an atomic claim that may be lost, then it plans again
-//! against the winner's row) and records the plan (`Tx::decided`).
+//! Pure: the store reads the evidence and takes the key the plan names
+//! (`Tx::decide_key`: an atomic claim that may be lost, then it plans again
+//! against the winner's row); the caller records the plan (`Tx::decided`).
 
 use std::collections::BTreeMap;
 
@@ -85,11 +85,11 @@ pub struct EffectJob {
     pub delivery_id: DeliveryId,
 }
 
-/// Everything a keyed decision is planned on.
+/// Everything a keyed decision is planned on, beside what exists for its
+/// key (the `Evidence`, read inside the transaction that takes the key).
 pub struct Given<'a> {
     pub key: &'a KeySummary,
     pub transport: TransportMatch,
-    pub evidence: Evidence,
     /// Whether the provider's API can be asked before a person.
     pub lookup_available: bool,
     pub breaker_tripped: bool,
@@ -132,11 +132,10 @@ pub fn job_of(taken: &KeyTaken) -> Option<EffectJob> {
 
 /// Plans a keyed delivery's decision: the matrix on its evidence and, when
 /// it says `process`, the key it takes.
-pub fn keyed(given: Given<'_>) -> Plan {
-    let Given {
+pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
+    let &Given {
         key,
-        transport,
-        evidence,
+        ref transport,
         lookup_available,
         breaker_tripped,
         delivery_id,
@@ -145,12 +144,12 @@ pub fn keyed(given: Given<'_>) -> Plan {
         at,
         new_effect,
     } = given;
-    let layer = layer_of(&evidence, &transport);
+    let layer = layer_of(&evidence, transport);
     let mut decision = decision::decide(&DecisionInput {
         identity: Identity::Keyed {
             strength: key.strength,
         },
-        transport,
+        transport: transport.clone(),
         existing: evidence.existing,
         horizon: evidence.horizon,
         differences: evidence.differences,

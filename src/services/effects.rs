@@ -9,7 +9,6 @@ use sea_orm::{ConnectionTrait, DbErr};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::decide;
 use super::engine::{Engine, SharedEngine, WriteEvent};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
@@ -217,16 +216,8 @@ impl WriteJob for Redecision {
                 return Ok(Redecided::NotNow);
             }
             let sink = sinks::select(&engine.sinks, &source, &key.effect_type).name();
-            let plan = decide::keyed(
-                tx,
-                &engine,
-                sink,
-                delivery_id,
-                &key,
-                TransportMatch::FirstSeen,
-                at,
-            )
-            .await?;
+            let given = engine.given(&key, sink, delivery_id, TransportMatch::FirstSeen, at);
+            let plan = tx.decide_key(&given).await?;
             if plan.made.decision.action == Action::Defer {
                 return Ok(Redecided::NotNow);
             }

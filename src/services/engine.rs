@@ -11,9 +11,11 @@ use futures_util::future::BoxFuture;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::config::{EngineConfig, Source};
+use crate::domain::decision::TransportMatch;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::{JournalEvent, KeySummary};
+use crate::domain::plan::Given;
 use crate::metrics::Metrics;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
@@ -116,6 +118,32 @@ impl Engine {
 
     pub fn is_tripped(&self, strategy: &str) -> bool {
         self.tripped.read().is_ok_and(|set| set.contains(strategy))
+    }
+
+    /// What `delivery_id`'s decision on `key` is planned with beside what
+    /// exists for the key (`Tx::decide_key` reads that): whether the
+    /// provider's API can settle it before a person, whether its strategy's
+    /// breaker is tripped, and the lease and id a new effect gets.
+    pub fn given<'a>(
+        &self,
+        key: &'a KeySummary,
+        sink: &'a str,
+        delivery_id: DeliveryId,
+        transport: TransportMatch,
+        at: DateTime<Utc>,
+    ) -> Given<'a> {
+        Given {
+            key,
+            transport,
+            // A held delivery's case is put to the provider's API at once.
+            lookup_available: self.lookup_for(key).is_some(),
+            breaker_tripped: self.is_tripped(&key.strategy),
+            delivery_id,
+            sink,
+            lease: self.lease(),
+            at,
+            new_effect: uuid::Uuid::now_v7(),
+        }
     }
 
     pub fn set_tripped(&self, strategies: HashSet<String>) {

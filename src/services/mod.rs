@@ -9,7 +9,6 @@ pub mod case_view;
 pub mod cases;
 pub mod corpus;
 pub mod dashboard;
-pub mod decide;
 pub mod deliveries;
 pub mod derived;
 pub mod effects;

@@ -1,7 +1,7 @@
 //! What exists for a business key, and what that says to a decision: the
 //! reservation in the fast index, else the applied effect the ledger still
 //! proves, else what a retired strategy version left (`KeyState`, read by
-//! `Tx::evidence` through the batch's key index or the database alike: the
+//! `Tx::decide_key` through the batch's key index or the database alike: the
 //! caller never knows which), told to the decision matrix as `Evidence` —
 //! each match judged on what the strategy version that keyed it recorded.
 

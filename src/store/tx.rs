@@ -22,7 +22,7 @@ use super::{journal, ledger, links, reservations};
 use crate::domain::decision::TransportMatch;
 use crate::domain::delivery::{BodyRef, DeliveryId};
 use crate::domain::journal::{JournalEvent, KeyDerived, KeySummary, KeyTaken};
-use crate::domain::plan::{self, Evidence, Plan};
+use crate::domain::plan::{self, Given, Plan};
 use crate::domain::reservation::ReservationState;
 
 /// A new delivery and its planned decision, to record (`Tx::decided`).
@@ -241,18 +241,34 @@ impl<'t> Tx<'t> {
         Ok(took == 1)
     }
 
-    /// What exists for `key`, as a decision at `at` is told it (see
-    /// `key_state`). `None` when a reservation committed between two reads:
-    /// read again.
-    pub async fn evidence(
-        &mut self,
-        key: &KeySummary,
-        at: DateTime<Utc>,
-    ) -> Result<Option<Evidence>, DbErr> {
-        Ok(self
-            .key_state(key)
-            .await?
-            .map(|state| state.evidence(key, at)))
+    /// Plans a decision on `given`'s key against what exists for it and
+    /// takes the key the plan names, atomically. There is no
+    /// check-then-insert: taking the key is an insert that does nothing on
+    /// conflict (or a compare-and-set on the fencing token), and a plan that
+    /// loses the race is made again against the winner's row. The plan comes
+    /// back for the caller to record in this transaction (`decided`).
+    pub async fn decide_key(&mut self, given: &Given<'_>) -> Result<Plan, DbErr> {
+        let (key, at) = (given.key, given.at);
+        // On PostgreSQL a loser of the insert race waits for the winner's
+        // commit, then sees its row: two passes always suffice; the third is
+        // a safety net.
+        for _ in 0..3 {
+            // `None`: a reservation committed between two reads; look again.
+            let Some(state) = self.key_state(key).await? else {
+                continue;
+            };
+            let plan = plan::keyed(given, state.evidence(key, at));
+            if let Some(take) = &plan.take
+                && !self.reserve(take, at).await?
+            {
+                continue;
+            }
+            return Ok(plan);
+        }
+        // Never reached in practice; the delivery's provider retries.
+        Err(DbErr::Custom(
+            "reservation contended three times".to_owned(),
+        ))
     }
 
     /// What exists for `key` (see `KeyState`): the reservation in the fast

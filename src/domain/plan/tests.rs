@@ -28,11 +28,11 @@ fn at() -> DateTime<Utc> {
     DateTime::from_timestamp(1_800_000_000, 0).unwrap()
 }
 
-fn given<'a>(key: &'a KeySummary, evidence: Evidence, sink: &'a str) -> Given<'a> {
-    Given {
+/// `key`'s decision planned on `evidence`, its effect going to `sink`.
+fn planned(key: &KeySummary, evidence: Evidence, sink: &str) -> Plan {
+    let given = Given {
         key,
         transport: TransportMatch::FirstSeen,
-        evidence,
         lookup_available: false,
         breaker_tripped: false,
         delivery_id: DeliveryId::from_uuid(Uuid::from_u128(7)),
@@ -40,7 +40,8 @@ fn given<'a>(key: &'a KeySummary, evidence: Evidence, sink: &'a str) -> Given<'a
         lease: Duration::seconds(30),
         at: at(),
         new_effect: Uuid::from_u128(42),
-    }
+    };
+    keyed(&given, evidence)
 }
 
 fn failed(token: i64) -> Evidence {
@@ -64,7 +65,7 @@ fn failed(token: i64) -> Evidence {
 fn given_a_new_key_when_planned_then_the_key_itself_is_taken_with_the_first_token_and_a_new_effect()
 {
     let key = key();
-    let plan = keyed(given(&key, Evidence::nothing(&key), "webhook"));
+    let plan = planned(&key, Evidence::nothing(&key), "webhook");
     assert_eq!(plan.made.decision.action, Action::Process);
     assert_eq!(plan.made.decision.reason, Reason::NewKey);
     let taken = plan.take.as_ref().expect("a process plan takes a key");
@@ -85,7 +86,7 @@ fn given_a_new_key_when_planned_then_the_key_itself_is_taken_with_the_first_toke
 #[test]
 fn given_a_record_sink_when_planned_then_the_effect_is_applied_with_the_claim_and_no_job_remains() {
     let key = key();
-    let plan = keyed(given(&key, Evidence::nothing(&key), RECORD_SINK));
+    let plan = planned(&key, Evidence::nothing(&key), RECORD_SINK);
     let taken = plan.take.as_ref().unwrap();
     let applied = taken.applied.as_ref().expect("applied with the claim");
     assert_eq!(applied.outcome, SettlementOutcome::Applied);
@@ -97,7 +98,7 @@ fn given_a_record_sink_when_planned_then_the_effect_is_applied_with_the_claim_an
 fn given_a_failure_without_effect_when_retried_then_its_own_key_and_effect_are_taken_with_the_next_token()
  {
     let key = key();
-    let plan = keyed(given(&key, failed(4), "webhook"));
+    let plan = planned(&key, failed(4), "webhook");
     assert_eq!(
         plan.made.decision.reason,
         Reason::PreviousAttemptFailedWithoutEffect
@@ -119,7 +120,7 @@ fn given_an_applied_effect_when_planned_then_nothing_is_taken() {
         matched_key: Some("refund@1:bb".to_owned()),
         ..Evidence::nothing(&key)
     };
-    let plan = keyed(given(&key, evidence, "webhook"));
+    let plan = planned(&key, evidence, "webhook");
     assert_eq!(plan.made.decision.action, Action::Ignore);
     assert!(plan.take.is_none() && plan.job().is_none());
     assert_eq!(plan.made.matched_key.as_deref(), Some("refund@1:bb"));
@@ -140,7 +141,7 @@ fn given_a_match_processed_under_uncertainty_then_a_distinct_effect_under_a_key_
         reserved: failed(1).reserved,
         ..Evidence::nothing(&key)
     };
-    let plan = keyed(given(&key, evidence, "webhook"));
+    let plan = planned(&key, evidence, "webhook");
     assert_eq!(plan.made.decision.action, Action::Process);
     assert_eq!(
         plan.made.decision.reason,
