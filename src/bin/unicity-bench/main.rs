@@ -39,6 +39,7 @@ mod report;
 mod searches;
 mod server;
 mod shadow;
+mod timing;
 mod work;
 mod workload;
 

@@ -5,16 +5,14 @@
 //! dashboard page, and what delivery search asks of it (`searches.rs`) —
 //! each run `RUNS` times on a warm database.
 
-use std::time::Instant;
-
 use anyhow::Context;
 use chrono::{Duration, Utc};
 use sea_orm::{ConnectionTrait, DatabaseConnection, EntityTrait, QuerySelect};
 use unicity::store::cases::{KeyScope, QueueFilter, counts_by_reason, queue};
 use unicity::store::entities::{case, delivery};
 
-const RUNS: usize = 30;
-pub const PAGE: u64 = 50;
+use crate::timing::{PAGE, Timing, time};
+
 const REASONS: [&str; 3] = [
     "weak_match_critical",
     "discriminants_differ",
@@ -27,14 +25,6 @@ const STRATEGIES: [&str; 3] = [
     "norefid-refund-ref@1",
     "github-push@1",
 ];
-
-/// Median and worst time of one query, in milliseconds.
-#[derive(Debug, serde::Serialize)]
-pub struct Timing {
-    pub query: &'static str,
-    pub median_ms: f64,
-    pub max_ms: f64,
-}
 
 pub async fn run(url: &str, cases: usize) -> anyhow::Result<Vec<Timing>> {
     let db = unicity::store::connect(url).await?;
@@ -153,29 +143,4 @@ async fn dashboard_counts(db: &DatabaseConnection) -> anyhow::Result<usize> {
     let open = dashboard::open_cases_older_than(db, &bounds).await?;
     anyhow::ensure!(open[0] > 0, "open cases");
     Ok(hours.len())
-}
-
-/// Runs `ask` `RUNS` times; each answer must hold at least one row.
-pub async fn time<F, Fut>(query: &'static str, ask: F) -> anyhow::Result<Timing>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<usize>>,
-{
-    let mut ms = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        let started = Instant::now();
-        let rows = ask().await?;
-        ms.push(started.elapsed().as_secs_f64() * 1000.0);
-        anyhow::ensure!(rows > 0, "{query}: nothing found");
-    }
-    Ok(summarise(query, ms))
-}
-
-fn summarise(query: &'static str, mut ms: Vec<f64>) -> Timing {
-    ms.sort_by(f64::total_cmp);
-    Timing {
-        query,
-        median_ms: ms[ms.len() / 2],
-        max_ms: ms[ms.len() - 1],
-    }
 }

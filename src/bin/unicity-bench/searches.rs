@@ -13,7 +13,7 @@ use unicity::services::search::{COUNT_CAP, near};
 use unicity::store::entities::delivery;
 use unicity::store::search::{self, After, Filter, Query, Window};
 
-use crate::queue::{PAGE, Timing, time};
+use crate::timing::{PAGE, Timing, time};
 
 /// What was typed, read, and the filter it makes.
 type Asked = (Option<Text>, Filter);
