@@ -1,7 +1,16 @@
-//! Applying an effect after its reservation committed, settling it by
-//! compare-and-set on the fencing token, then re-deciding the deliveries that
-//! waited on the key. Nothing here runs inside a database transaction while a
-//! sink is called.
+//! Effects, from their key to their settlement: a key taken outside a
+//! delivery's decision (`reserve_effect`: a case processed as distinct, a
+//! failed effect sent again after a status look-up; a decision takes its key
+//! through `Tx::decide_key`), the one way an effect starts once the
+//! transaction that reserved it committed (`spawn`), the one way an attempt
+//! settles, by compare-and-set on the fencing token (`settle`), then the
+//! deliveries that waited on the key decided again (`redecide_deferred`).
+//! Nothing here runs inside a database transaction while a sink is called.
+//!
+//! An effect whose task never ran (the process stopped first) is not lost:
+//! its lease expires to `unknown` (`sweeper`), and the sink's status URL
+//! tells whether the downstream ever applied it; if it did not, the key is
+//! taken back and the effect sent again (`status`).
 
 use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
@@ -13,9 +22,10 @@ use super::engine::{Engine, SharedEngine, WriteEvent};
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
-    DecisionMade, DownstreamCall, EffectSettled, JournalEvent, KeySummary, SettlementOutcome,
+    DecisionMade, DownstreamCall, EffectSettled, JournalEvent, KeySummary, KeyTaken,
+    SettlementOutcome,
 };
-use crate::domain::plan::{EffectJob, Plan, base_key};
+use crate::domain::plan::{self, Claim, EffectJob, Plan, base_key};
 use crate::metrics::DecisionLabels;
 use crate::providers::sinks::{self, Attempt, EffectRequest, SinkKind};
 use crate::store::Tx;
@@ -23,6 +33,23 @@ use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
 use crate::store::writer::WriteJob;
 use crate::store::{bodies, journal};
+
+/// Reserves `claim` for the effect `key` describes; `None` when the key is
+/// taken (nothing was written). On `Some`, the caller journals the key taken
+/// in the same transaction (`Tx::append_taken`) and runs its effect
+/// (`plan::job_of`) once it has committed.
+pub async fn reserve_effect(
+    tx: &mut Tx<'_>,
+    engine: &Engine,
+    sink: &str,
+    delivery_id: DeliveryId,
+    key: &KeySummary,
+    claim: Claim,
+    at: DateTime<Utc>,
+) -> Result<Option<KeyTaken>, DbErr> {
+    let taken = plan::take(key, claim, sink, engine.lease(), delivery_id, at);
+    Ok(tx.reserve(&taken, at).await?.then_some(taken))
+}
 
 /// Runs the effect in the background; failures are journaled or, if the
 /// journal itself fails, left to the lease sweeper (outcome unknown).

@@ -24,7 +24,6 @@ pub mod rate_limits;
 pub mod raw_reads;
 pub mod reconcile;
 pub mod rejections;
-pub mod reserve;
 pub mod retention;
 pub mod sandbox;
 pub mod search;

@@ -8,7 +8,7 @@
 //! * **failed** (the downstream never applied it) → the effect is settled
 //!   failed, and in the same transaction its key is taken back with the next
 //!   fencing token, exactly as a provider's retry would take it
-//!   (`reserve::reserve_effect`); the effect is then sent again with the same
+//!   (`effects::reserve_effect`); the effect is then sent again with the same
 //!   Idempotency-Key. The case is resolved (`effect_retried`, by `look-up`).
 //!   If that attempt's outcome is unknown again, a new case opens and is
 //!   verified the same way;
@@ -29,7 +29,6 @@ use uuid::Uuid;
 use super::cases::CaseError;
 use super::effects::{self, Journaled};
 use super::engine::SharedEngine;
-use super::reserve::reserve_effect;
 use crate::domain::cases::{CaseStatus, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
@@ -258,7 +257,7 @@ impl WriteJob for SettleFromStatus {
                 provider_ref: None,
             };
             let Some(taken) =
-                reserve_effect(tx, &engine, sink, first, &summary, claimed, at).await?
+                effects::reserve_effect(tx, &engine, sink, first, &summary, claimed, at).await?
             else {
                 return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
             };

@@ -508,6 +508,61 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
     assert!(calls.len() <= KEYS, "{calls:?}");
 }
 
+/// Waits up to `within` for `done`; false if it never held.
+async fn eventually(within: Duration, done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    done()
+}
+
+#[tokio::test]
+async fn an_effect_in_flight_when_the_server_is_killed_is_applied_once_after_a_restart_through_the_status_url()
+ {
+    // The first call hangs without applying; the status URL answers 404
+    // (never applied) until an attempt applies.
+    let downstream = Downstream::start(Behaviour::HangOnceWithoutApplying).await;
+    let deployment = Deployment::new(&format!(
+        "{ENGINE}{}",
+        downstream.sink_toml_with_status(10_000)
+    ))
+    .await;
+    let mut server = deployment.start().await;
+    let body = refund("pay_killed", 900, Some("rr_killed"));
+    let reply = server.post(deployment.source("hmac"), &body).await;
+    assert_eq!(decision_of(&reply), "process", "{}", reply.json);
+    assert!(
+        eventually(Duration::from_secs(10), || downstream.calls().len() == 1).await,
+        "the effect reached the downstream"
+    );
+
+    // Killed while the downstream holds the request: nothing settles it.
+    server.kill();
+    let restarted = deployment.start().await;
+
+    // Its lease expires to `unknown`; the downstream's status says it never
+    // applied, so the key is taken back and the effect sent again, once.
+    assert!(
+        eventually(Duration::from_secs(30), || downstream.applied().len() == 1).await,
+        "applied after the restart; calls: {:?}",
+        downstream.calls()
+    );
+    let probe = deployment.probe().await;
+    probe.wait_applied(1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let calls = downstream.calls();
+    assert_eq!(calls.len(), 2, "the lost attempt, then one more");
+    assert_eq!(calls[0], calls[1], "both under the same Idempotency-Key");
+    assert_eq!(downstream.applied().len(), 1, "one effect in the end");
+    assert_eq!(probe.applied_effects().await, 1);
+    assert_eq!(probe.open_cases().await, 0, "{}", restarted.log_text());
+    assert_eq!(probe.journal_count("ReservationExpired").await, 1);
+}
+
 #[tokio::test]
 async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     let apply = Downstream::start(Behaviour::Apply { delay_ms: 500 }).await;

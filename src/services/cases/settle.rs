@@ -20,9 +20,9 @@ use crate::domain::journal::{
 use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::domain::plan::{self, Claim, EffectJob};
 use crate::providers::sinks;
+use crate::services::effects::reserve_effect;
 use crate::services::effects::{self, Journaled};
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::reserve::reserve_effect;
 use crate::store::Tx;
 use crate::store::entities::case;
 use crate::store::writer::WriteJob;
