@@ -9,8 +9,9 @@ use unicity::auth::Role;
 use unicity::domain::journal::Actor;
 use unicity::services::access;
 
-use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
-use crate::helpers::{Counts, TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
+use crate::support::app::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
+use crate::support::counts::Counts;
+use crate::support::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
 
 /// Who may call each route, written from the issue rather than read from
 /// the code: `None` for routes open to anyone (or to signed webhooks).

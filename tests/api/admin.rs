@@ -7,8 +7,9 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::{Answer, Browser, PASSWORD, csrf_in, signed_in};
-use crate::helpers::{Counts, TestApp, spawn_app};
+use crate::support::app::{TestApp, spawn_app};
+use crate::support::counts::Counts;
+use crate::support::forms::{Answer, Browser, PASSWORD, csrf_in, signed_in};
 
 const NEW_PASSWORD: &str = "a long new password 42";
 

@@ -7,10 +7,11 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use unicity::auth::Role;
 
-use crate::browser::Browser as Chromium;
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{Browser, PASSWORD, operator};
-use crate::helpers::{Counts, TestApp, id_of, refund, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, id_of, refund, spawn_app, spawn_app_with};
+use crate::support::chromium::Browser as Chromium;
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{Browser, PASSWORD, operator};
 
 async fn attempts(app: &TestApp, id: &str) -> Vec<Value> {
     let shown = app.delivery(id).await.json;

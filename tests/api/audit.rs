@@ -5,8 +5,8 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::{Browser, csrf_in, signed_in};
-use crate::pages::Pages;
+use crate::support::forms::{Browser, csrf_in, signed_in};
+use crate::support::pages::Pages;
 
 /// The rows of the audit table, each as its visible text in order.
 fn entries(html: &str) -> Vec<String> {

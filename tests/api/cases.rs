@@ -7,9 +7,10 @@ use unicity::domain::cases::{Refusal, Resolution};
 use unicity::services::cases::{self, CaseError, Resolve};
 use unicity::services::engine::{Engine, SharedEngine};
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::operator;
-use crate::helpers::{Counts, TestApp, fresh_database, refund, spawn_on, test_settings};
+use crate::support::app::{TestApp, fresh_database, refund, spawn_on, test_settings};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::operator;
 
 struct Setup {
     app: TestApp,
@@ -421,7 +422,7 @@ async fn as_role(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> (u16, serde_json::Value) {
-    let token = crate::helpers::issue_token(&s.app.db, role).await;
+    let token = crate::support::app::issue_token(&s.app.db, role).await;
     let mut request = reqwest::Client::new()
         .request(method, format!("{}{path}", s.app.address))
         .bearer_auth(token);
@@ -590,7 +591,7 @@ async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_
             &s.app.db,
             name,
             role,
-            secrecy::SecretString::from(crate::forms::PASSWORD),
+            secrecy::SecretString::from(crate::support::forms::PASSWORD),
             unicity::domain::journal::Actor::Cli,
         )
         .await

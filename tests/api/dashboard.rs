@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{Counts, refund, spawn_app_with};
+use crate::support::app::{refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{csrf_in, signed_in};
 
 /// The `<figure id="{id}">` of a page.
 fn figure<'a>(html: &'a str, id: &str) -> &'a str {

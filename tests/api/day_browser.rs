@@ -6,11 +6,11 @@
 
 use unicity::auth::Role;
 
-use crate::browser::Browser;
-use crate::forms::{PASSWORD, operator};
-use crate::helpers::Counts;
-use crate::pages::Pages;
-use crate::provider::Provider;
+use crate::support::chromium::Browser;
+use crate::support::counts::Counts;
+use crate::support::forms::{PASSWORD, operator};
+use crate::support::pages::Pages;
+use crate::support::provider::Provider;
 
 #[tokio::test]
 async fn finance_takes_asks_compares_and_resolves_a_money_case_and_an_engineer_bulk_resolves_notices()

@@ -6,8 +6,9 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator, signed_in};
-use crate::helpers::{Counts, TestApp, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, spawn_app, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator, signed_in};
 
 /// Signs in as `name` with `password`, as a client at `from` behind the
 /// test's proxy (`X-Forwarded-For`); the status and `Retry-After`.
@@ -289,10 +290,10 @@ async fn a_sessions_api_state_change_needs_this_sites_origin_and_its_csrf_token(
 
 #[tokio::test]
 async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
-    let app = crate::helpers::spawn_app().await;
-    crate::forms::operator(&app, "nora", unicity::auth::Role::Support).await;
+    let app = crate::support::app::spawn_app().await;
+    crate::support::forms::operator(&app, "nora", unicity::auth::Role::Support).await;
     // Given a person who follows a link to a filtered queue before signing in,
-    let mut browser = crate::forms::Browser::new(&app);
+    let mut browser = crate::support::forms::Browser::new(&app);
     let asked = browser.get("/cases?reason=weak_match_critical").await;
     assert_eq!(asked.status, reqwest::StatusCode::SEE_OTHER);
     assert_eq!(
@@ -307,14 +308,14 @@ async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
         "{}",
         form.body
     );
-    let csrf = crate::forms::csrf_in(&form.body);
+    let csrf = crate::support::forms::csrf_in(&form.body);
     let signed = browser
         .post(
             "/login",
             &[
                 ("csrf", &csrf),
                 ("name", "nora"),
-                ("password", crate::forms::PASSWORD),
+                ("password", crate::support::forms::PASSWORD),
                 ("next", "/cases?reason=weak_match_critical"),
             ],
         )
@@ -329,7 +330,7 @@ async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
         "https://evil.example/",
         "/\\evil.example",
     ] {
-        let mut other = crate::forms::Browser::new(&app);
+        let mut other = crate::support::forms::Browser::new(&app);
         let form = other
             .get(&format!(
                 "/login?{}",
@@ -337,14 +338,14 @@ async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
             ))
             .await;
         assert!(!form.body.contains("evil.example"), "{}", form.body);
-        let csrf = crate::forms::csrf_in(&form.body);
+        let csrf = crate::support::forms::csrf_in(&form.body);
         let signed = other
             .post(
                 "/login",
                 &[
                     ("csrf", &csrf),
                     ("name", "nora"),
-                    ("password", crate::forms::PASSWORD),
+                    ("password", crate::support::forms::PASSWORD),
                     ("next", hostile),
                 ],
             )

@@ -10,9 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use actix_web::{App, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{csrf_in, signed_in};
 
 /// A test server standing for the provider's API: it lists the refunds of
 /// the payment asked for (`/payments/{payment}/refunds`), or every refund

@@ -5,8 +5,9 @@
 use serde_json::Value;
 use unicity::providers::signature;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, TestApp, logs, refund, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, logs, refund, spawn_app, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// A signed source that masks one header of its own on top of the defaults.
 const PARTNER: &str = r#"
@@ -25,7 +26,7 @@ const EMAIL: &str = "ann.customer@example.com";
 
 /// Posts `body` to the partner source with the secret headers, signed with
 /// `secret`.
-async fn post_partner(app: &TestApp, secret: &str, body: &[u8]) -> crate::helpers::Reply {
+async fn post_partner(app: &TestApp, secret: &str, body: &[u8]) -> crate::support::app::Reply {
     let scheme = &app.source("partner").scheme;
     let mut headers = signature::sign(scheme, secret, "m", 0, body).expect("signable");
     headers.push(("x-api-key".to_owned(), API_KEY.to_owned()));

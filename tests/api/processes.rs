@@ -21,11 +21,12 @@ use unicity::domain::journal::JournalEvent;
 use unicity::providers::signature;
 use unicity::store::projections::TABLES;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{
-    self, Counts, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, TEST_SOURCES, refund, secret_of,
+use crate::support::app::{
+    self, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, TEST_SOURCES, refund, secret_of,
 };
-use crate::provider::Provider;
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::provider::Provider;
 
 /// Short leases and frequent sweeps, so that expiries happen within a test.
 const ENGINE: &str = "[engine]\nlease_secs = 2\nsweep_interval_ms = 100\n";
@@ -113,7 +114,7 @@ async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listen
     let db = Database::connect(deployment.database_url.as_str())
         .await
         .expect("test connection");
-    let token = helpers::issue_token(&db, unicity::auth::Role::Finance).await;
+    let token = app::issue_token(&db, unicity::auth::Role::Finance).await;
     let resolved = http
         .post(format!("{}/api/cases/{case_id}/resolve", server.address))
         .bearer_auth(&token)
@@ -772,11 +773,11 @@ struct Deployment {
 impl Deployment {
     /// The test sources plus `extra` TOML (engine, sinks), on a fresh database.
     async fn new(extra: &str) -> Self {
-        let (database_url, database_dir) = helpers::fresh_database().await;
+        let (database_url, database_dir) = app::fresh_database().await;
         let dir = tempfile::tempdir().expect("temp dir");
         let config = dir.path().join("unicity.toml");
         std::fs::write(&config, format!("{extra}\n{TEST_SOURCES}")).expect("configuration written");
-        let sources = helpers::test_settings(&database_url, extra).sources;
+        let sources = app::test_settings(&database_url, extra).sources;
         Self {
             database_url,
             config,
@@ -879,7 +880,7 @@ impl Deployment {
     async fn run(&self, args: &[&str]) -> String {
         let mut command = self.command();
         command.args(args);
-        helpers::finished(command).await
+        app::finished(command).await
     }
 
     /// A connection of the test's own to the deployment's database.
@@ -956,7 +957,7 @@ impl Server {
                 let db = sea_orm::Database::connect(self.database_url.as_str())
                     .await
                     .expect("test connection");
-                helpers::issue_token(&db, unicity::auth::Role::Support).await
+                app::issue_token(&db, unicity::auth::Role::Support).await
             })
             .await;
         self.http

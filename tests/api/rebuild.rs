@@ -8,9 +8,10 @@ use unicity::domain::cases::Resolution;
 use unicity::services::cases::{self, Resolve};
 use unicity::services::engine::Engine;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with, test_settings};
 use crate::processes::{Probe, assert_same_projections};
+use crate::support::app::{TestApp, refund, spawn_app_with, test_settings};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// A weak match on pay_rb held in a case; returns the case.
 async fn look_alike(app: &TestApp, payment: &str, applied: i64) -> uuid::Uuid {
@@ -49,7 +50,7 @@ async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
         &app.db,
         "fay",
         Role::Finance,
-        secrecy::SecretString::from(crate::forms::PASSWORD),
+        secrecy::SecretString::from(crate::support::forms::PASSWORD),
         unicity::domain::journal::Actor::Cli,
     )
     .await

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use unicity::services::shadow::{self, Progress, Window};
 
-use crate::helpers::{TEST_SOURCES, TestApp, cli, refund, spawn_app};
 use crate::shadow::PAYMENT_ONLY;
+use crate::support::app::{TEST_SOURCES, TestApp, cli, refund, spawn_app};
 
 /// Every call, in order.
 #[derive(Default)]

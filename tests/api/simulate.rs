@@ -3,7 +3,8 @@
 //! loopback. It must exit 0, and its report must agree with what Unicity
 //! recorded and what its own downstream counted.
 
-use crate::helpers::{Counts, cli, spawn_app_with};
+use crate::support::app::{cli, spawn_app_with};
+use crate::support::counts::Counts;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -25,7 +26,7 @@ fn figure(report: &str, label: &str) -> i64 {
 #[tokio::test]
 async fn a_small_simulation_passes_and_its_report_matches_the_ledger() {
     let (provider, downstream) = (free_port(), free_port());
-    let listing = crate::provider::lookup_toml(&format!("http://127.0.0.1:{provider}"));
+    let listing = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{provider}"));
     let extra = format!(
         r#"
 [engine]
@@ -67,7 +68,7 @@ status_not_found = "failed"
         "--settle-secs",
         "40",
     ]);
-    let report = crate::helpers::finished(command).await;
+    let report = crate::support::app::finished(command).await;
     assert!(report.contains("PASS"), "{report}");
 
     let made = figure(&report, "refunds made by the provider");

@@ -3,8 +3,9 @@
 //! Idempotency-Key — never by sending it again blindly. Real HTTP on every
 //! side: Unicity, a downstream that applies (or not) and answers for its keys.
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// Short sink timeout, frequent sweeps.
 async fn start(downstream: &Downstream, with_status: bool) -> TestApp {

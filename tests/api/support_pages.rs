@@ -7,9 +7,10 @@ use reqwest::StatusCode;
 use serde_json::json;
 use unicity::auth::Role;
 
-use crate::forms::{Browser, PASSWORD, operator};
-use crate::helpers::{Counts, TestApp, id_of, refund, spawn_app};
 use crate::search::found;
+use crate::support::app::{TestApp, id_of, refund, spawn_app};
+use crate::support::counts::Counts;
+use crate::support::forms::{Browser, PASSWORD, operator};
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 const IMG: &str = "\"><img src=x onerror=alert(1)>";

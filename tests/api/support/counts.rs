@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 
-use super::TestApp;
+use super::app::TestApp;
 
 /// How long a `wait_*` keeps asking before it fails.
 const PATIENCE: Duration = Duration::from_secs(15);

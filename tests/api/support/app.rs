@@ -1,9 +1,5 @@
 //! `spawn_app` and the `TestApp` driver shared by every integration test.
 
-mod counts;
-
-pub use counts::Counts;
-
 use std::sync::Arc;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};

@@ -8,7 +8,7 @@ use unicity::auth::Role;
 use unicity::domain::journal::Actor;
 use unicity::services::access;
 
-use crate::helpers::TestApp;
+use super::app::TestApp;
 
 /// The password of every operator `operator` creates.
 pub const PASSWORD: &str = "correct horse battery staple";
