@@ -5,9 +5,10 @@
 use serde_json::Value;
 use unicity::providers::signature;
 
-use crate::support::app::{TestApp, logs, refund, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::logs::logs;
 
 /// A signed source that masks one header of its own on top of the defaults.
 const PARTNER: &str = r#"

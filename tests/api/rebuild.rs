@@ -8,10 +8,10 @@ use unicity::domain::cases::Resolution;
 use unicity::services::cases::{self, Resolve};
 use unicity::services::engine::Engine;
 
-use crate::processes::{Probe, assert_same_projections};
 use crate::support::app::{TestApp, refund, spawn_app_with, test_settings};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::probe::{Probe, assert_same_projections};
 
 /// A weak match on pay_rb held in a case; returns the case.
 async fn look_alike(app: &TestApp, payment: &str, applied: i64) -> uuid::Uuid {

@@ -8,11 +8,12 @@ use chrono::{Duration, Utc};
 
 use unicity::auth::Role;
 
-use crate::support::app::{TestApp, cli, finished, refund, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::{csrf_in, signed_in};
 use crate::support::pages::form_token;
+use crate::support::processes::{cli, finished};
 use crate::support::provider::Provider;
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.

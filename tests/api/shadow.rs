@@ -3,9 +3,10 @@
 
 use unicity::services::shadow::{self, Change, Window};
 
-use crate::support::app::{TEST_SOURCES, cli, finished, id_of, refund, spawn_app};
+use crate::support::app::{TEST_SOURCES, id_of, refund, spawn_app};
 use crate::support::counts::Counts;
 use crate::support::forms::{csrf_in, signed_in};
+use crate::support::processes::{cli, finished};
 
 /// A candidate that keys refunds on the payment alone: it drops the refund
 /// reference, so two refunds of one payment become one.

@@ -3,15 +3,9 @@
 //! loopback. It must exit 0, and its report must agree with what Unicity
 //! recorded and what its own downstream counted.
 
-use crate::support::app::{cli, spawn_app_with};
+use crate::support::app::spawn_app_with;
 use crate::support::counts::Counts;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use crate::support::processes::{cli, free_port};
 
 /// The figure after `label` on its line of the report.
 fn figure(report: &str, label: &str) -> i64 {
@@ -68,7 +62,7 @@ status_not_found = "failed"
         "--settle-secs",
         "40",
     ]);
-    let report = crate::support::app::finished(command).await;
+    let report = crate::support::processes::finished(command).await;
     assert!(report.contains("PASS"), "{report}");
 
     let made = figure(&report, "refunds made by the provider");
