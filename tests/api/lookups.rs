@@ -4,108 +4,15 @@
 //! is applied with the provider's reference, a retry is confirmed as one.
 //! Real HTTP on every side: Unicity, the provider's API, the downstream.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use actix_web::{App, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
 
 use crate::support::app::{TestApp, refund, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::{csrf_in, signed_in};
-
-/// A test server standing for the provider's API: it lists the refunds of
-/// the payment asked for (`/payments/{payment}/refunds`), or every refund
-/// of every payment (`/refunds`), with `status` (after `outage` answers of
-/// 503), and counts the questions.
-pub struct ProviderApi {
-    pub url: String,
-    pub asked: Arc<AtomicUsize>,
-    /// Paths asked, in order.
-    pub paths: Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl ProviderApi {
-    pub async fn start(status: u16, body: Value) -> Self {
-        Self::start_after(0, status, body).await
-    }
-
-    pub async fn start_after(outage: usize, status: u16, body: Value) -> Self {
-        let asked = Arc::new(AtomicUsize::new(0));
-        let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (counted, logged) = (asked.clone(), paths.clone());
-        let server = HttpServer::new(move || {
-            let counted = counted.clone();
-            let logged = logged.clone();
-            let body = body.clone();
-            App::new().default_service(web::to(move |request: actix_web::HttpRequest| {
-                let n = counted.fetch_add(1, Ordering::SeqCst);
-                let path = request.path().to_owned();
-                logged.lock().expect("paths").push(path.clone());
-                let mut body = body.clone();
-                // `/payments/{payment}/refunds`: only that payment's refunds.
-                let segments: Vec<&str> = path.split('/').collect();
-                if let ["", "payments", payment, "refunds"] = segments.as_slice()
-                    && let Some(list) = body["refunds"].as_array_mut()
-                {
-                    list.retain(|r| r["payment_id"] == *payment);
-                }
-                let status = if n < outage { 503 } else { status };
-                async move {
-                    HttpResponse::build(
-                        actix_web::http::StatusCode::from_u16(status).expect("status"),
-                    )
-                    .json(body)
-                }
-            }))
-        })
-        .workers(1)
-        .bind("127.0.0.1:0")
-        .expect("provider binds");
-        let port = server.addrs()[0].port();
-        tokio::spawn(server.run());
-        Self {
-            url: format!("http://127.0.0.1:{port}"),
-            asked,
-            paths,
-        }
-    }
-
-    /// A look-up of the payment's refunds that compares the fingerprint
-    /// strategy's discriminants (payment, amount, currency).
-    pub fn config(&self) -> String {
-        self.config_with(
-            "/payments/{payment_id}/refunds",
-            "payment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n",
-        )
-    }
-
-    /// A look-up asking `path` (`{field}` filled from the delivery) and
-    /// comparing discriminants as `compare` (TOML lines) says.
-    pub fn config_with(&self, path: &str, compare: &str) -> String {
-        format!(
-            r#"
-[[lookups]]
-provider = "norefid"
-effect_type = "refund.*"
-url = "{}{path}"
-operations = "$.refunds[*]"
-id = "$.id"
-amount = "$.amount"
-currency = "$.currency"
-status = "$.status"
-resource = "$.payment_id"
-effect_resource = "payment_id"
-timeout_ms = 2000
-
-[lookups.compare]
-{compare}
-"#,
-            self.url
-        )
-    }
-}
+use crate::support::provider::ProviderApi;
 
 /// The provider's refunds of 700 EUR on `pay_l`, one per id.
 pub fn refunds(ids: &[&str]) -> Value {
