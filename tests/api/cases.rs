@@ -587,15 +587,7 @@ async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_
     let engine = s.engine().await;
     for (name, role) in [("sue", Role::Support), ("eve", Role::Engineer)] {
         // When one that may not resolve money asks the service directly
-        let id = unicity::services::access::create_operator(
-            &s.app.db,
-            name,
-            role,
-            secrecy::SecretString::from(crate::support::forms::PASSWORD),
-            unicity::domain::journal::Actor::Cli,
-        )
-        .await
-        .expect("operator created");
+        let id = operator(&s.app, name, role).await;
         let mut asked = request(case_id, Resolution::ProcessAsDistinct, "two refunds");
         asked.by = Principal {
             kind: PrincipalKind::Operator,

@@ -548,32 +548,13 @@ async fn an_address_with_no_page_gets_a_page_with_the_way_back_and_programs_get_
     assert_eq!(json["code"], "not_found");
 }
 
-/// A collision on a notice (not money) with its own reference: a case.
-async fn notice_collision(app: &TestApp, reference: &str) -> String {
-    let notice = |text: &str| {
-        serde_json::to_vec(&serde_json::json!({
-            "type": "notice.sent", "reference": reference, "text": text,
-        }))
-        .unwrap()
-    };
-    let first = app.post_signed("hmac", &notice("hello")).await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
-    let second = app.post_signed("hmac", &notice("goodbye")).await;
-    assert_eq!(
-        second.json["reason"], "discriminants_differ",
-        "{}",
-        second.json
-    );
-    second.json["case_id"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn an_engineer_resolves_ticked_non_money_cases_at_once_and_money_cases_stay_one_at_a_time() {
     // Given three collisions on notices and one money case
     let p = Pages::new().await;
     let mut notices = Vec::new();
     for n in 0..3 {
-        notices.push(notice_collision(&p.app, &format!("n-bulk-{n}")).await);
+        notices.push(p.notice_case_about(&format!("n-bulk-{n}")).await);
     }
     let money = p.money_case("pay_bulk").await;
     let resolved_before = p.app.journal_count("CaseResolved").await;
@@ -637,7 +618,7 @@ async fn an_engineer_resolves_ticked_non_money_cases_at_once_and_money_cases_sta
     );
 
     // A bulk resolution without a note resolves nothing
-    let fresh = notice_collision(&p.app, "n-bulk-late").await;
+    let fresh = p.notice_case_about("n-bulk-late").await;
     let csrf = eve.csrf("/cases").await;
     let refused = eve
         .post(
@@ -724,7 +705,7 @@ async fn the_queue_header_counts_the_cases_its_filters_let_through() {
     // Given a money case and a notice collision
     let p = Pages::new().await;
     p.money_case("pay_counted").await;
-    notice_collision(&p.app, "n-counted").await;
+    p.notice_case_about("n-counted").await;
     let mut sam = signed_in(&p.app, "sam", Role::Support).await;
 
     // Unfiltered, both are counted

@@ -150,7 +150,8 @@ pub fn csrf_in(html: &str) -> String {
         .to_owned()
 }
 
-pub async fn operator(app: &TestApp, name: &str, role: Role) {
+/// A new operator `name` of `role`, with `PASSWORD`; returns its id.
+pub async fn operator(app: &TestApp, name: &str, role: Role) -> uuid::Uuid {
     access::create_operator(
         &app.db,
         name,
@@ -159,7 +160,7 @@ pub async fn operator(app: &TestApp, name: &str, role: Role) {
         Actor::Cli,
     )
     .await
-    .expect("operator created");
+    .expect("operator created")
 }
 
 /// A browser signed in as a new operator `name` of `role`.
