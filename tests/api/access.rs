@@ -11,7 +11,7 @@ use unicity::services::access;
 
 use crate::support::app::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
 use crate::support::counts::Counts;
-use crate::support::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
+use crate::support::forms::{Answer, FormClient, PASSWORD, bare, csrf_in, operator};
 
 /// Who may call each route, written from the issue rather than read from
 /// the code: `None` for routes open to anyone (or to signed webhooks).
@@ -198,7 +198,7 @@ async fn every_route_answers_each_role_and_anonymous_as_the_table_says() {
 async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     let app = spawn_app().await;
     operator(&app, "sam", Role::Support).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
 
     let csrf = browser.csrf("/login").await;
     assert_eq!(browser.cookie, None, "no session for the login form");
@@ -239,7 +239,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     }
 
     // The id before the last sign-in opens nothing.
-    let mut fixated = Browser::new(&app);
+    let mut fixated = FormClient::new(&app);
     fixated.cookie = Some(first);
     assert_eq!(
         fixated.get("/account").await.location,
@@ -251,7 +251,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     assert_eq!(out.status, StatusCode::SEE_OTHER);
     let signed_in = "SELECT COUNT(*) FROM sessions WHERE operator_id IS NOT NULL";
     assert_eq!(app.count(signed_in).await, 0);
-    let mut replay = Browser::new(&app);
+    let mut replay = FormClient::new(&app);
     replay.cookie = Some(session);
     assert_eq!(
         replay.get("/account").await.location,
@@ -271,7 +271,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
 async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
     let app = spawn_app().await;
     operator(&app, "eve", Role::Engineer).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
 
     let _ = browser.csrf("/login").await;
     let no_token = browser
@@ -319,7 +319,7 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
         browser.get("/account").await.location,
         "/login?next=%2Faccount"
     );
-    let mut again = Browser::new(&app);
+    let mut again = FormClient::new(&app);
     assert_eq!(
         again.login("eve", PASSWORD).await.status,
         StatusCode::UNAUTHORIZED
@@ -334,7 +334,7 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
 async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
     let app = spawn_app_with("[access]\nlogin_per_account_per_minute = 2\n").await;
     operator(&app, "fin", Role::Finance).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     assert_eq!(
         browser.login("fin", "wrong password!").await.status,
         StatusCode::UNAUTHORIZED
@@ -368,7 +368,7 @@ async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
 async fn a_disabled_operator_loses_their_sessions_and_cannot_sign_in() {
     let app = spawn_app().await;
     operator(&app, "dan", Role::Support).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     assert_eq!(
         browser.login("dan", PASSWORD).await.status,
         StatusCode::SEE_OTHER
@@ -410,7 +410,7 @@ async fn an_idle_session_and_a_session_past_its_lifetime_are_refused() {
     ] {
         let app = spawn_app_with(config).await;
         operator(&app, "ida", Role::Support).await;
-        let mut browser = Browser::new(&app);
+        let mut browser = FormClient::new(&app);
         assert_eq!(
             browser.login("ida", PASSWORD).await.status,
             StatusCode::SEE_OTHER
@@ -520,7 +520,7 @@ async fn the_first_run_setup_link_works_once_and_then_never_again() {
         .strip_prefix(&app.address)
         .expect("on this server")
         .to_owned();
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     let csrf = browser.csrf(&path).await;
     let form = [
         ("csrf", csrf.as_str()),

@@ -8,10 +8,10 @@ use serde_json::Value;
 use unicity::auth::Role;
 
 use crate::support::app::{TestApp, id_of, refund, spawn_app, spawn_app_with};
-use crate::support::chromium::Browser as Chromium;
+use crate::support::chromium::Browser;
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
-use crate::support::forms::{Browser, PASSWORD, operator};
+use crate::support::forms::{FormClient, PASSWORD, operator};
 
 async fn attempts(app: &TestApp, id: &str) -> Vec<Value> {
     let shown = app.delivery(id).await.json;
@@ -23,7 +23,7 @@ async fn attempts(app: &TestApp, id: &str) -> Vec<Value> {
 
 async fn support_page(app: &TestApp, id: &str) -> String {
     operator(app, "sam", Role::Support).await;
-    let mut browser = Browser::new(app);
+    let mut browser = FormClient::new(app);
     let login = browser.login("sam", PASSWORD).await;
     assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
     let page = browser.get(&format!("/deliveries/{id}")).await;
@@ -113,7 +113,7 @@ async fn an_applied_effect_shows_the_time_the_downstream_took_and_its_reference(
 
     // Laid out in a real browser, the table fits a window 1,024 px wide.
     operator(&app, "ada", Role::Admin).await;
-    let Some(browser) = Chromium::open(&app.address, "downstream_attempts").await else {
+    let Some(browser) = Browser::open(&app.address, "downstream_attempts").await else {
         return;
     };
     browser.sign_in("ada", PASSWORD).await;

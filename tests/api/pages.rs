@@ -7,7 +7,7 @@ use unicity::auth::Role;
 
 use crate::support::app::{TestApp, fresh_database_with};
 use crate::support::counts::Counts;
-use crate::support::forms::{Browser, csrf_in, signed_in};
+use crate::support::forms::{FormClient, csrf_in, signed_in};
 use crate::support::pages::{Pages, form_token, resolve_as_distinct};
 
 /// The count the queue shows for `reason` (0 when it lists none).
@@ -176,7 +176,7 @@ type Form = Vec<(&'static str, String)>;
 
 /// The resolution form of `case` as `browser` gets it, filled in to process
 /// the delivery as distinct.
-async fn resolution_form(browser: &mut Browser, case: &str) -> Form {
+async fn resolution_form(browser: &mut FormClient, case: &str) -> Form {
     let page = browser.get(&format!("/cases/{case}")).await;
     vec![
         ("csrf", csrf_in(&page.body)),
@@ -196,8 +196,8 @@ fn pairs(form: &Form) -> Vec<(&str, &str)> {
 /// Posts two resolution forms of `case` at once; where each lands, sorted.
 async fn at_once(
     case: &str,
-    (a, first): (&mut Browser, &Form),
-    (b, second): (&mut Browser, &Form),
+    (a, first): (&mut FormClient, &Form),
+    (b, second): (&mut FormClient, &Form),
 ) -> [String; 2] {
     let path = format!("/cases/{case}/resolve");
     let (one, two) = (a.form(&path, &pairs(first)), b.form(&path, &pairs(second)));
@@ -506,7 +506,7 @@ async fn the_queue_lists_open_resolved_or_all_cases_as_asked_and_says_which() {
 async fn an_address_with_no_page_gets_a_page_with_the_way_back_and_programs_get_json() {
     // Given a server, and a signed-in support agent
     let app = crate::support::app::spawn_app().await;
-    let mut anonymous = Browser::new(&app);
+    let mut anonymous = FormClient::new(&app);
     let mut support = signed_in(&app, "sam", Role::Support).await;
 
     // When people ask for addresses nothing is at, signed in or not

@@ -10,15 +10,15 @@ use unicity::auth::Role;
 use crate::search::found;
 use crate::support::app::{TestApp, id_of, refund, spawn_app};
 use crate::support::counts::Counts;
-use crate::support::forms::{Browser, PASSWORD, operator};
+use crate::support::forms::{FormClient, PASSWORD, operator};
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 const IMG: &str = "\"><img src=x onerror=alert(1)>";
 
-async fn signed_in(app: &TestApp, role: Role) -> Browser {
+async fn signed_in(app: &TestApp, role: Role) -> FormClient {
     let name = format!("agent-{role}");
     operator(app, &name, role).await;
-    let mut browser = Browser::new(app);
+    let mut browser = FormClient::new(app);
     let login = browser.login(&name, PASSWORD).await;
     assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
     browser
@@ -103,7 +103,7 @@ async fn a_support_agent_reads_why_a_refund_was_ignored_and_which_delivery_was_f
         .get("/deliveries/0190f0e0-0000-7000-8000-000000000000")
         .await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
-    let anonymous = Browser::new(&app)
+    let anonymous = FormClient::new(&app)
         .get(&format!("/deliveries/{retry}"))
         .await;
     assert_eq!(

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use super::app::{TestApp, fresh_database, refund, spawn_on};
 use super::counts::Counts;
 use super::downstream::{Behaviour, Downstream};
-use super::forms::{Browser, csrf_in};
+use super::forms::{FormClient, csrf_in};
 
 /// A reversible effect beside the money ones: notices keyed by their
 /// reference, discriminated by their text.
@@ -112,7 +112,7 @@ pub fn form_token(html: &str) -> Option<String> {
 }
 
 /// Resolves `case` through its page's form, as distinct, with a reference.
-pub async fn resolve_as_distinct(browser: &mut Browser, case: &str, reference: &str) {
+pub async fn resolve_as_distinct(browser: &mut FormClient, case: &str, reference: &str) {
     let page = browser.get(&format!("/cases/{case}")).await;
     let token = form_token(&page.body).expect("a resolution form");
     let csrf = csrf_in(&page.body);
