@@ -50,11 +50,7 @@ async fn a_refused_effect_and_its_retry_are_two_calls_with_their_status_and_late
     // The retry takes the same effect again, with the next fencing token.
     app.post_signed("hmac", &body).await;
     downstream.wait_calls(2).await;
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'EffectFailed'",
-        2,
-    )
-    .await;
+    app.wait_journal("EffectFailed", 2).await;
 
     let calls = attempts(&app, &first).await;
     assert_eq!(
@@ -163,10 +159,6 @@ async fn a_redirected_effect_is_never_followed_and_its_outcome_is_unknown() {
         assert_eq!(calls[0]["status"], status);
         assert_eq!(calls[0]["answer"], "downstream_redirected");
         // Nobody can say whether the effect happened: a case asks.
-        assert_eq!(
-            app.count("SELECT COUNT(*) FROM cases WHERE reason = 'outcome_unknown'")
-                .await,
-            1
-        );
+        assert_eq!(app.cases_with("outcome_unknown").await, 1);
     }
 }

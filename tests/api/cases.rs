@@ -164,10 +164,7 @@ async fn processing_a_weak_match_as_distinct_applies_one_more_refund_under_the_c
     // The ledger names the operation the effect was applied for, and the
     // downstream's own id apart.
     s.app
-        .wait_for_count(
-            "SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2' AND downstream_ref IS NOT NULL",
-            1,
-        )
+        .wait_effects_for_operation_with_downstream_ref("re_provider_2", 1)
         .await;
 
     // The same form submitted again changes nothing.
@@ -529,12 +526,7 @@ async fn a_provider_operation_cited_once_cannot_justify_a_second_effect() {
     assert_eq!(s.case_column(case_id, "status").await, "open");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 2);
-    assert_eq!(
-        s.app
-            .count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2'")
-            .await,
-        1
-    );
+    assert_eq!(s.app.effects_for_operation("re_provider_2").await, 1);
 }
 
 #[tokio::test]
@@ -571,12 +563,7 @@ async fn two_processes_citing_the_same_operation_for_two_cases_apply_one_effect(
     s.downstream.wait_calls(2).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 2);
-    assert_eq!(
-        s.app
-            .count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2'")
-            .await,
-        1
-    );
+    assert_eq!(s.app.effects_for_operation("re_provider_2").await, 1);
 }
 
 #[tokio::test]

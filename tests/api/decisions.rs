@@ -289,8 +289,7 @@ async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset
         "{}",
         clash.json
     );
-    app.wait_for_count("SELECT COUNT(*) FROM strategy_breakers", 1)
-        .await;
+    app.wait_tripped_strategies(1).await;
     assert_eq!(app.journal_count("StrategyTripped").await, 1);
 
     // A plain provider retry would be ignored; with the breaker tripped it is checked.
@@ -432,8 +431,5 @@ async fn a_delivery_guid_raced_across_writers_has_one_first_reception() {
             pair.iter().map(|r| &r.json).collect::<Vec<_>>()
         );
     }
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM transport_links").await,
-        pairs as i64
-    );
+    assert_eq!(app.transport_links().await, pairs as i64);
 }

@@ -76,10 +76,7 @@ async fn two_legitimate_equal_refunds_are_both_applied_the_second_with_the_provi
     );
     assert_eq!(case_field(&app, &case_id, "resolved_by").await, "look-up");
     assert_eq!(
-        app.count(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'CaseResolved' AND CAST(data AS TEXT) LIKE '%re_2%'"
-        )
-        .await,
+        app.journal_count_containing("CaseResolved", "re_2").await,
         1,
         "the provider's reference is in the proof"
     );
@@ -109,7 +106,7 @@ async fn a_provider_outage_leaves_the_case_for_a_person_and_applies_nothing() {
     let case_id = two_equal_refunds(&app).await;
     assert_eq!(case_field(&app, &case_id, "status").await, "open");
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed' AND CAST(data AS TEXT) LIKE '%for_a_person%'")
+        app.journal_count_containing("LookupPerformed", "for_a_person")
             .await,
         1
     );
@@ -179,11 +176,8 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
     app.wait_journal("LookupPerformed", 3).await;
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
     assert_eq!(
-        app.count(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed' \
-             AND CAST(data AS TEXT) LIKE '%circuit breaker is open%'"
-        )
-        .await,
+        app.journal_count_containing("LookupPerformed", "circuit breaker is open")
+            .await,
         1
     );
     let shown = app.get(&format!("/api/cases/{case_id}")).await;
@@ -256,21 +250,12 @@ async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 2, "refunds applied downstream");
     assert_eq!(app.live_effects().await, 2, "effects = provider operations");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE resolution = 'process_as_distinct'")
-            .await,
-        1
-    );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE resolution = 'confirm_duplicate'")
-            .await,
-        2
-    );
+    assert_eq!(app.cases_resolved_as("process_as_distinct").await, 1);
+    assert_eq!(app.cases_resolved_as("confirm_duplicate").await, 2);
     // And the effect applied for the second refund names it in the ledger,
     // beside the downstream's own id
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_2' AND downstream_ref IS NOT NULL")
-            .await,
+        app.effects_for_operation_with_downstream_ref("re_2").await,
         1
     );
 }

@@ -350,17 +350,10 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
 
     // Past the lease, the sweeper turns every in-flight reservation into
     // `unknown` and re-decides what waited on it.
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM reservations WHERE state = 'reserved'",
-            0,
-        )
-        .await;
+    probe.wait_reservations_in("reserved", 0).await;
     probe.wait_decided("defer", 0).await;
     assert_eq!(
-        probe
-            .count("SELECT COUNT(*) FROM deliveries WHERE decision IS NULL")
-            .await,
+        probe.undecided().await,
         0,
         "every journaled delivery carries a decision"
     );
@@ -414,12 +407,7 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
             "unknown" => {
                 unknown += 1;
                 assert_eq!(
-                    probe
-                        .count(&format!(
-                            "SELECT COUNT(*) FROM journal WHERE event_type = 'ReservationExpired' \
-                             AND delivery_id = '{first}'"
-                        ))
-                        .await,
+                    probe.journal_count_about("ReservationExpired", first).await,
                     1,
                     "{key}: its lease expired once"
                 );
@@ -580,12 +568,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     assert_eq!(decision_of(&clash), "quarantine", "{}", clash.json);
     assert_eq!(decision_of(&w2), "reconcile", "{}", w2.json);
     assert_eq!(decision_of(&r2), "process", "{}", r2.json);
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM reservations WHERE state = 'failed' AND fencing_token = 2",
-            1,
-        )
-        .await;
+    probe.wait_reservations_at("failed", 2, 1).await;
 
     // The hanging effect: its lease expires (unknown), then its late timeout
     // settles it as unknown too. A retry and a collision of its message id.
@@ -615,10 +598,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     // The hanging lease runs out 2 s in, its call times out 4 s in: only a
     // starved sweeper lets the timeout come first (no expiry then).
     let hung_expired = probe
-        .count(&format!(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'ReservationExpired' \
-             AND delivery_id = '{hung_delivery}'"
-        ))
+        .journal_count_about("ReservationExpired", hung_delivery)
         .await;
     let others_expired = probe
         .count(&format!(
@@ -629,25 +609,19 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     let unknown_outcomes = reconciled_only_after_their_lease(&server, &probe).await;
     assert!(unknown_outcomes >= 1, "the hung effect's retry");
     let on_time = others_expired == 0 && unknown_outcomes == 1;
-    let decided = |decision: &'static str| {
-        let probe = &probe;
-        async move {
-            probe
-                .count(&format!(
-                    "SELECT COUNT(*) FROM deliveries WHERE COALESCE(decision, '-') = '{decision}'"
-                ))
-                .await
-        }
-    };
-    let ignored = decided("ignore").await;
+    let ignored = probe.decided("ignore").await;
     assert_eq!(
-        decided("process").await,
+        probe.decided("process").await,
         7,
         "A, B, C, W, H, R and R's retry"
     );
-    assert_eq!(decided("quarantine").await, 3);
-    assert_eq!(decided("-").await, 2, "the two refusals carry no decision");
-    assert_eq!(ignored + decided("reconcile").await, 10);
+    assert_eq!(probe.decided("quarantine").await, 3);
+    assert_eq!(
+        probe.undecided().await,
+        2,
+        "the two refusals carry no decision"
+    );
+    assert_eq!(ignored + probe.decided("reconcile").await, 10);
     if on_time {
         assert_eq!(ignored, 8, "A's retry and the burst's 7 copies");
     }
@@ -664,7 +638,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     );
     assert_eq!(probe.reservations().await, 6);
     assert_eq!(
-        probe.count("SELECT COUNT(*) FROM transport_links").await,
+        probe.transport_links().await,
         11,
         "one per distinct raw body (the burst shares one), one per message id"
     );

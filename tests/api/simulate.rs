@@ -97,9 +97,7 @@ status_not_found = "failed"
         "every refund applied or left for a person: {report}"
     );
     assert!(
-        app.count("SELECT COUNT(*) FROM cases WHERE reason = 'missing_effect' AND status = 'open'")
-            .await
-            >= 1,
+        app.cases_with_status("missing_effect", "open").await >= 1,
         "the dropped delivery is found by reconciliation: {report}"
     );
 }
