@@ -9,8 +9,9 @@ use unicity::auth::Role;
 use unicity::domain::journal::Actor;
 use unicity::services::access;
 
-use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator};
-use crate::helpers::{Counts, TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
+use crate::support::app::{TestApp, issue_token, spawn_app, spawn_app_with, spawn_on};
+use crate::support::counts::Counts;
+use crate::support::forms::{Answer, FormClient, PASSWORD, bare, csrf_in, operator};
 
 /// Who may call each route, written from the issue rather than read from
 /// the code: `None` for routes open to anyone (or to signed webhooks).
@@ -197,7 +198,7 @@ async fn every_route_answers_each_role_and_anonymous_as_the_table_says() {
 async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     let app = spawn_app().await;
     operator(&app, "sam", Role::Support).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
 
     let csrf = browser.csrf("/login").await;
     assert_eq!(browser.cookie, None, "no session for the login form");
@@ -238,7 +239,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     }
 
     // The id before the last sign-in opens nothing.
-    let mut fixated = Browser::new(&app);
+    let mut fixated = FormClient::new(&app);
     fixated.cookie = Some(first);
     assert_eq!(
         fixated.get("/account").await.location,
@@ -250,7 +251,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     assert_eq!(out.status, StatusCode::SEE_OTHER);
     let signed_in = "SELECT COUNT(*) FROM sessions WHERE operator_id IS NOT NULL";
     assert_eq!(app.count(signed_in).await, 0);
-    let mut replay = Browser::new(&app);
+    let mut replay = FormClient::new(&app);
     replay.cookie = Some(session);
     assert_eq!(
         replay.get("/account").await.location,
@@ -260,9 +261,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
     assert_eq!(app.journal_count("OperatorLoggedIn").await, 2);
     assert_eq!(app.journal_count("OperatorLoggedOut").await, 1);
     assert_eq!(app.journal_count("OperatorCreated").await, 1);
-    let data = app
-        .count("SELECT COUNT(*) FROM journal WHERE CAST(data AS TEXT) LIKE '%correct horse%'")
-        .await;
+    let data = app.journal_rows_containing("correct horse").await;
     assert_eq!(data, 0, "no password in the journal");
 }
 
@@ -270,7 +269,7 @@ async fn login_opens_a_new_session_id_and_logout_ends_it_server_side() {
 async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
     let app = spawn_app().await;
     operator(&app, "eve", Role::Engineer).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
 
     let _ = browser.csrf("/login").await;
     let no_token = browser
@@ -318,7 +317,7 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
         browser.get("/account").await.location,
         "/login?next=%2Faccount"
     );
-    let mut again = Browser::new(&app);
+    let mut again = FormClient::new(&app);
     assert_eq!(
         again.login("eve", PASSWORD).await.status,
         StatusCode::UNAUTHORIZED
@@ -333,7 +332,7 @@ async fn a_post_without_its_csrf_token_is_refused_and_changes_nothing() {
 async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
     let app = spawn_app_with("[access]\nlogin_per_account_per_minute = 2\n").await;
     operator(&app, "fin", Role::Finance).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     assert_eq!(
         browser.login("fin", "wrong password!").await.status,
         StatusCode::UNAUTHORIZED
@@ -367,7 +366,7 @@ async fn sign_in_attempts_past_the_limit_answer_429_with_retry_after() {
 async fn a_disabled_operator_loses_their_sessions_and_cannot_sign_in() {
     let app = spawn_app().await;
     operator(&app, "dan", Role::Support).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     assert_eq!(
         browser.login("dan", PASSWORD).await.status,
         StatusCode::SEE_OTHER
@@ -409,7 +408,7 @@ async fn an_idle_session_and_a_session_past_its_lifetime_are_refused() {
     ] {
         let app = spawn_app_with(config).await;
         operator(&app, "ida", Role::Support).await;
-        let mut browser = Browser::new(&app);
+        let mut browser = FormClient::new(&app);
         assert_eq!(
             browser.login("ida", PASSWORD).await.status,
             StatusCode::SEE_OTHER
@@ -519,7 +518,7 @@ async fn the_first_run_setup_link_works_once_and_then_never_again() {
         .strip_prefix(&app.address)
         .expect("on this server")
         .to_owned();
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     let csrf = browser.csrf(&path).await;
     let form = [
         ("csrf", csrf.as_str()),

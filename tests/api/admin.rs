@@ -7,8 +7,9 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::{Answer, Browser, PASSWORD, csrf_in, signed_in};
-use crate::helpers::{Counts, TestApp, spawn_app};
+use crate::support::app::{TestApp, spawn_app};
+use crate::support::counts::Counts;
+use crate::support::forms::{Answer, FormClient, PASSWORD, csrf_in, signed_in};
 
 const NEW_PASSWORD: &str = "a long new password 42";
 
@@ -30,7 +31,7 @@ fn link_path(app: &TestApp, page: &Answer) -> String {
     path.to_owned()
 }
 
-async fn admin_post(admin: &mut Browser, path: &str, fields: &[(&str, &str)]) -> Answer {
+async fn admin_post(admin: &mut FormClient, path: &str, fields: &[(&str, &str)]) -> Answer {
     let csrf = admin.csrf("/admin").await;
     let mut form = vec![("csrf", csrf.as_str())];
     form.extend_from_slice(fields);
@@ -39,7 +40,7 @@ async fn admin_post(admin: &mut Browser, path: &str, fields: &[(&str, &str)]) ->
 
 /// Chooses a password through the link at `path`, as its holder does.
 async fn choose_password(app: &TestApp, path: &str, password: &str) -> Answer {
-    let mut holder = Browser::new(app);
+    let mut holder = FormClient::new(app);
     let page = holder.get(path).await;
     assert_eq!(page.status, StatusCode::OK, "{path}: {}", page.body);
     let csrf = csrf_in(&page.body);
@@ -84,7 +85,7 @@ async fn an_operator_added_by_an_admin_chooses_their_password_through_a_one_time
     );
     let again = admin.get("/admin").await;
     assert!(!again.body.contains(&path), "the link is shown once");
-    let mut nina = Browser::new(&app);
+    let mut nina = FormClient::new(&app);
     for guess in [PASSWORD, ""] {
         assert_ne!(
             nina.login("nina", guess).await.status,
@@ -111,7 +112,7 @@ async fn an_operator_added_by_an_admin_chooses_their_password_through_a_one_time
     assert_eq!(app.journal_count("OperatorPasswordChanged").await, 1);
 
     // And the link is used up
-    let mut other = Browser::new(&app);
+    let mut other = FormClient::new(&app);
     let used = other.get(&path).await;
     assert_eq!(used.status, StatusCode::NOT_FOUND);
     assert!(used.body.contains("already used"), "{}", used.body);
@@ -136,7 +137,7 @@ async fn a_new_link_replaces_the_old_one_and_a_bad_password_keeps_the_link_open(
     assert_eq!(second.status, StatusCode::OK, "{}", second.body);
     let second = link_path(&app, &second);
     assert_ne!(first, second);
-    let mut holder = Browser::new(&app);
+    let mut holder = FormClient::new(&app);
     assert_eq!(holder.get(&first).await.status, StatusCode::NOT_FOUND);
     // Whoever holds a link can set the password: who handed it out is on
     // the audit trail, not only the password change it leads to.
@@ -211,7 +212,7 @@ async fn an_admin_changes_roles_and_disables_others_but_never_their_own_account(
     assert_eq!(disabled.status, StatusCode::OK, "{}", disabled.body);
     assert_eq!(sam.get("/account").await.status, StatusCode::SEE_OTHER);
     assert_ne!(
-        Browser::new(&app).login("sam", PASSWORD).await.status,
+        FormClient::new(&app).login("sam", PASSWORD).await.status,
         StatusCode::SEE_OTHER
     );
 

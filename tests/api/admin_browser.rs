@@ -5,9 +5,9 @@
 
 use unicity::auth::Role;
 
-use crate::browser::Browser;
-use crate::forms::{PASSWORD, operator};
-use crate::helpers::spawn_app;
+use crate::support::app::spawn_app;
+use crate::support::chromium::Browser;
+use crate::support::forms::{PASSWORD, operator};
 
 #[tokio::test]
 async fn an_admin_adds_an_operator_in_the_browser_who_then_signs_in_with_the_link() {

@@ -7,10 +7,11 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use unicity::auth::Role;
 
-use crate::browser::Browser as Chromium;
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{Browser, PASSWORD, operator};
-use crate::helpers::{Counts, TestApp, id_of, refund, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, id_of, refund, spawn_app, spawn_app_with};
+use crate::support::chromium::Browser;
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{FormClient, PASSWORD, operator};
 
 async fn attempts(app: &TestApp, id: &str) -> Vec<Value> {
     let shown = app.delivery(id).await.json;
@@ -22,7 +23,7 @@ async fn attempts(app: &TestApp, id: &str) -> Vec<Value> {
 
 async fn support_page(app: &TestApp, id: &str) -> String {
     operator(app, "sam", Role::Support).await;
-    let mut browser = Browser::new(app);
+    let mut browser = FormClient::new(app);
     let login = browser.login("sam", PASSWORD).await;
     assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
     let page = browser.get(&format!("/deliveries/{id}")).await;
@@ -49,11 +50,7 @@ async fn a_refused_effect_and_its_retry_are_two_calls_with_their_status_and_late
     // The retry takes the same effect again, with the next fencing token.
     app.post_signed("hmac", &body).await;
     downstream.wait_calls(2).await;
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'EffectFailed'",
-        2,
-    )
-    .await;
+    app.wait_journal("EffectFailed", 2).await;
 
     let calls = attempts(&app, &first).await;
     assert_eq!(
@@ -112,7 +109,7 @@ async fn an_applied_effect_shows_the_time_the_downstream_took_and_its_reference(
 
     // Laid out in a real browser, the table fits a window 1,024 px wide.
     operator(&app, "ada", Role::Admin).await;
-    let Some(browser) = Chromium::open(&app.address, "downstream_attempts").await else {
+    let Some(browser) = Browser::open(&app.address, "downstream_attempts").await else {
         return;
     };
     browser.sign_in("ada", PASSWORD).await;
@@ -162,10 +159,6 @@ async fn a_redirected_effect_is_never_followed_and_its_outcome_is_unknown() {
         assert_eq!(calls[0]["status"], status);
         assert_eq!(calls[0]["answer"], "downstream_redirected");
         // Nobody can say whether the effect happened: a case asks.
-        assert_eq!(
-            app.count("SELECT COUNT(*) FROM cases WHERE reason = 'outcome_unknown'")
-                .await,
-            1
-        );
+        assert_eq!(app.cases_with("outcome_unknown").await, 1);
     }
 }

@@ -5,8 +5,8 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::{Browser, csrf_in, signed_in};
-use crate::pages::Pages;
+use crate::support::forms::{FormClient, csrf_in, signed_in};
+use crate::support::pages::Pages;
 
 /// The rows of the audit table, each as its visible text in order.
 fn entries(html: &str) -> Vec<String> {
@@ -32,7 +32,7 @@ async fn an_engineer_reads_who_did_what_newest_first_and_narrows_it_by_who_and_k
         .await;
     assert_eq!(added.status, StatusCode::OK, "{}", added.body);
     let mut fin = signed_in(&p.app, "fin", Role::Finance).await;
-    let refused = Browser::new(&p.app)
+    let refused = FormClient::new(&p.app)
         .login("<b>mallory</b>", "not the password at all")
         .await;
     assert_ne!(refused.status, StatusCode::SEE_OTHER);

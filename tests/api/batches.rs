@@ -8,8 +8,9 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 use unicity::providers::signature::sign_adyen_notification;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, Reply, TestApp, spawn_app_with};
+use crate::support::app::{Reply, TestApp, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// A sink for GoCardless events only (`event.handle`), and one for Adyen
 /// payment events: no catch-all, so an effect of any other type is lost.
@@ -227,7 +228,7 @@ fn adyen(app: &TestApp, items: &[(&str, &str, u64)]) -> Vec<u8> {
         })
         .collect();
     let body = serde_json::to_vec(&json!({ "live": "false", "notificationItems": items })).unwrap();
-    let key = crate::helpers::secret_of(app.source("adyen"));
+    let key = crate::support::app::secret_of(app.source("adyen"));
     sign_adyen_notification(&key, &body).expect("signed")
 }
 

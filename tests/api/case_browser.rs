@@ -5,9 +5,9 @@
 
 use unicity::auth::Role;
 
-use crate::browser::Browser;
-use crate::forms::{PASSWORD, operator};
-use crate::pages::Pages;
+use crate::support::chromium::Browser;
+use crate::support::forms::{PASSWORD, operator};
+use crate::support::pages::Pages;
 
 #[tokio::test]
 async fn finance_resolves_a_weak_match_refund_in_the_browser_and_one_more_refund_is_made() {

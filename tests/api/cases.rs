@@ -7,9 +7,10 @@ use unicity::domain::cases::{Refusal, Resolution};
 use unicity::services::cases::{self, CaseError, Resolve};
 use unicity::services::engine::{Engine, SharedEngine};
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::operator;
-use crate::helpers::{Counts, TestApp, fresh_database, refund, spawn_on, test_settings};
+use crate::support::app::{TestApp, fresh_database, refund, spawn_on, test_settings};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::operator;
 
 struct Setup {
     app: TestApp,
@@ -163,10 +164,7 @@ async fn processing_a_weak_match_as_distinct_applies_one_more_refund_under_the_c
     // The ledger names the operation the effect was applied for, and the
     // downstream's own id apart.
     s.app
-        .wait_for_count(
-            "SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2' AND downstream_ref IS NOT NULL",
-            1,
-        )
+        .wait_effects_for_operation_with_downstream_ref("re_provider_2", 1)
         .await;
 
     // The same form submitted again changes nothing.
@@ -421,7 +419,7 @@ async fn as_role(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> (u16, serde_json::Value) {
-    let token = crate::helpers::issue_token(&s.app.db, role).await;
+    let token = crate::support::app::issue_token(&s.app.db, role).await;
     let mut request = reqwest::Client::new()
         .request(method, format!("{}{path}", s.app.address))
         .bearer_auth(token);
@@ -528,12 +526,7 @@ async fn a_provider_operation_cited_once_cannot_justify_a_second_effect() {
     assert_eq!(s.case_column(case_id, "status").await, "open");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 2);
-    assert_eq!(
-        s.app
-            .count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2'")
-            .await,
-        1
-    );
+    assert_eq!(s.app.effects_for_operation("re_provider_2").await, 1);
 }
 
 #[tokio::test]
@@ -570,12 +563,7 @@ async fn two_processes_citing_the_same_operation_for_two_cases_apply_one_effect(
     s.downstream.wait_calls(2).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 2);
-    assert_eq!(
-        s.app
-            .count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_provider_2'")
-            .await,
-        1
-    );
+    assert_eq!(s.app.effects_for_operation("re_provider_2").await, 1);
 }
 
 #[tokio::test]
@@ -586,15 +574,7 @@ async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_
     let engine = s.engine().await;
     for (name, role) in [("sue", Role::Support), ("eve", Role::Engineer)] {
         // When one that may not resolve money asks the service directly
-        let id = unicity::services::access::create_operator(
-            &s.app.db,
-            name,
-            role,
-            secrecy::SecretString::from(crate::forms::PASSWORD),
-            unicity::domain::journal::Actor::Cli,
-        )
-        .await
-        .expect("operator created");
+        let id = operator(&s.app, name, role).await;
         let mut asked = request(case_id, Resolution::ProcessAsDistinct, "two refunds");
         asked.by = Principal {
             kind: PrincipalKind::Operator,

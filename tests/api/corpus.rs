@@ -4,7 +4,8 @@
 
 use unicity::services::corpus::{self, Stability};
 
-use crate::helpers::{Counts, refund, spawn_app};
+use crate::support::app::{refund, spawn_app};
+use crate::support::counts::Counts;
 
 #[tokio::test]
 async fn retries_show_the_volatile_and_conditional_fields_and_distinct_refunds_what_separates_them()
@@ -36,7 +37,7 @@ async fn retries_show_the_volatile_and_conditional_fields_and_distinct_refunds_w
     app.wait_applied(2).await;
 
     // when the report is read,
-    let catalog = crate::helpers::test_settings(&app.database_url, "").catalog;
+    let catalog = crate::support::app::test_settings(&app.database_url, "").catalog;
     let report = corpus::report(&app.db, &catalog, Some("hmac"), None)
         .await
         .unwrap();

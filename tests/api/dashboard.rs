@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{Counts, refund, spawn_app_with};
+use crate::support::app::{refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{csrf_in, signed_in};
 
 /// The `<figure id="{id}">` of a page.
 fn figure<'a>(html: &'a str, id: &str) -> &'a str {
@@ -181,8 +182,7 @@ async fn a_breaker_reset_needs_a_reason_and_is_journaled_with_who_reset_it() {
     app.wait_applied(2).await;
     app.post_signed("hmac", &refund("pay_b", 999, Some("rr_b")))
         .await;
-    app.wait_for_count("SELECT COUNT(*) FROM strategy_breakers", 1)
-        .await;
+    app.wait_tripped_strategies(1).await;
 
     // Support sees the tripped breaker, no reset form, and cannot post one.
     let mut support = signed_in(&app, "sol", Role::Support).await;

@@ -6,11 +6,11 @@
 
 use unicity::auth::Role;
 
-use crate::browser::Browser;
-use crate::forms::{PASSWORD, operator};
-use crate::helpers::Counts;
-use crate::pages::Pages;
-use crate::provider::Provider;
+use crate::support::chromium::Browser;
+use crate::support::counts::Counts;
+use crate::support::forms::{PASSWORD, operator};
+use crate::support::pages::Pages;
+use crate::support::provider::Provider;
 
 #[tokio::test]
 async fn finance_takes_asks_compares_and_resolves_a_money_case_and_an_engineer_bulk_resolves_notices()
@@ -54,16 +54,10 @@ async fn finance_takes_asks_compares_and_resolves_a_money_case_and_an_engineer_b
     // They ask the provider: what it listed shows in the history, and the
     // case stays theirs to decide.
     browser.visit(&format!("/cases/{case}")).await;
-    let asked_before = p
-        .app
-        .count("SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'")
-        .await;
+    let asked_before = p.app.journal_count("LookupPerformed").await;
     browser.click_and_wait("form.ask button[type=submit]").await;
     browser.screenshot("finance-asked").await;
-    let asked = p
-        .app
-        .count("SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed'")
-        .await;
+    let asked = p.app.journal_count("LookupPerformed").await;
     assert_eq!(asked, asked_before + 1, "one more look-up, journaled");
     let page = browser.text().await;
     assert!(page.contains("Provider look-up"), "{page}");
@@ -151,7 +145,7 @@ async fn finance_takes_asks_compares_and_resolves_a_money_case_and_an_engineer_b
     );
     assert_eq!(
         p.app
-            .count("SELECT COUNT(*) FROM cases WHERE status = 'resolved' AND reason = 'discriminants_differ'")
+            .cases_with_status("discriminants_differ", "resolved")
             .await,
         2
     );

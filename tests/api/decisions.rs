@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, id_of, refund, spawn_app, spawn_app_with};
+use crate::support::app::{id_of, refund, spawn_app, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 const FAST_SWEEP: &str = "[engine]\nlease_secs = 30\nsweep_interval_ms = 100\n";
 
@@ -105,7 +106,7 @@ async fn the_same_reference_with_another_amount_is_a_collision_kept_in_quarantin
 #[tokio::test]
 async fn a_delivery_id_that_comes_back_with_another_body_is_a_transport_collision() {
     let app = spawn_app().await;
-    let secret = crate::helpers::secret_of(app.source("std"));
+    let secret = crate::support::app::secret_of(app.source("std"));
     let now = chrono::Utc::now().timestamp();
     let body = |amount: u64| {
         serde_json::to_vec(&serde_json::json!({ "type": "invoice.paid", "amount": amount }))
@@ -155,7 +156,7 @@ async fn fifty_concurrent_identical_deliveries(engine: &str) {
     let downstream = Downstream::start(Behaviour::Apply { delay_ms: 300 }).await;
     let app = spawn_app_with(&format!("{engine}{}", downstream.sink_toml(5000))).await;
     let body = refund("pay_50", 4200, Some("rr_50"));
-    let secret = crate::helpers::secret_of(app.source("hmac"));
+    let secret = crate::support::app::secret_of(app.source("hmac"));
     let now = chrono::Utc::now().timestamp();
     let replies = futures_util::future::join_all(
         (0..50).map(|_| app.post_signed_with("hmac", &secret, "m", now, &body)),
@@ -288,8 +289,7 @@ async fn a_strategy_whose_keys_collide_too_often_stops_auto_ignoring_until_reset
         "{}",
         clash.json
     );
-    app.wait_for_count("SELECT COUNT(*) FROM strategy_breakers", 1)
-        .await;
+    app.wait_tripped_strategies(1).await;
     assert_eq!(app.journal_count("StrategyTripped").await, 1);
 
     // A plain provider retry would be ignored; with the breaker tripped it is checked.
@@ -319,7 +319,7 @@ async fn a_weak_key_is_processed_again_flagged_on_a_reversible_type_and_reconcil
     // GitHub without its delivery header: only a weak fingerprint is left, and
     // GitHub effects are reversible (notifications, builds).
     let ping = br#"{"zen":"Keep it logically awesome.","hook_id":42}"#;
-    let secret = crate::helpers::secret_of(app.source("github"));
+    let secret = crate::support::app::secret_of(app.source("github"));
     let scheme = &app.source("github").scheme;
     let mut headers = unicity::providers::signature::sign(scheme, &secret, "m", 0, ping).unwrap();
     headers.push(("x-github-event".to_owned(), "ping".to_owned()));
@@ -385,7 +385,7 @@ async fn a_differing_discriminant_is_quarantined_on_every_path_that_finds_a_reco
 #[tokio::test]
 async fn a_delivery_guid_raced_across_writers_has_one_first_reception() {
     let app = spawn_app_with("[engine]\npostgres_writers = 4\n").await;
-    let secret = crate::helpers::secret_of(app.source("github"));
+    let secret = crate::support::app::secret_of(app.source("github"));
     let scheme = app.source("github").scheme.clone();
     let post = |guid: String, issue: u64| {
         let (app, secret, scheme) = (&app, &secret, &scheme);
@@ -431,8 +431,5 @@ async fn a_delivery_guid_raced_across_writers_has_one_first_reception() {
             pair.iter().map(|r| &r.json).collect::<Vec<_>>()
         );
     }
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM transport_links").await,
-        pairs as i64
-    );
+    assert_eq!(app.transport_links().await, pairs as i64);
 }

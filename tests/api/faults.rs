@@ -13,7 +13,8 @@ use futures_util::StreamExt;
 use futures_util::stream;
 use serde_json::json;
 
-use crate::helpers::{Counts, Reply, TestApp, spawn_app_with, spawn_on};
+use crate::support::app::{Reply, TestApp, spawn_app_with, spawn_on};
+use crate::support::counts::Counts;
 
 /// A tmpfs of a chosen size, mounted for one test and unmounted when dropped.
 struct SmallDisk {
@@ -281,7 +282,7 @@ async fn a_postgres_connection_killed_while_idle_costs_no_delivery_a_retry() {
 
 #[tokio::test]
 async fn postgres_connections_killed_mid_burst_lose_no_acknowledged_delivery() {
-    let (url, _) = crate::helpers::fresh_database().await;
+    let (url, _) = crate::support::app::fresh_database().await;
     if !url.starts_with("postgres") {
         return;
     }

@@ -7,7 +7,8 @@
 use unicity::domain::fixture::Fixture;
 use unicity::services::fixtures;
 
-use crate::helpers::{Counts, fresh_database};
+use crate::support::app::fresh_database;
+use crate::support::counts::Counts;
 
 fn fixture_files() -> Vec<std::path::PathBuf> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -45,7 +46,7 @@ async fn every_exported_case_is_still_decided_and_resolved_as_it_was() {
 #[tokio::test]
 async fn a_resolved_case_exports_as_a_fixture_that_replays_and_keeps_no_sensitive_value() {
     const EMAIL: &str = "cora.private@example.org";
-    let app = crate::helpers::spawn_app().await;
+    let app = crate::support::app::spawn_app().await;
     let body = |sent: &str| {
         serde_json::to_vec(&serde_json::json!({
             "type": "refund.created", "payment_id": "pay_fx", "amount": 700,

@@ -9,7 +9,8 @@ use unicity::domain::journal::{JournalEvent, RejectionsAggregated};
 use unicity::domain::rejection::{KEPT_VALUE_BYTES, MAX_HEADER_VALUE_BYTES};
 use unicity::store::journal;
 
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::counts::Counts;
 
 /// No rate limit on refusals, so that every request reaches the journal path.
 const NO_REJECTION_LIMITS: &str =

@@ -7,7 +7,8 @@ use unicity::domain::strict_json::{self, Limits, MAX_BODY_DEPTH};
 use unicity::services::projections;
 use unicity::store::journal;
 
-use crate::helpers::{Counts, spawn_app};
+use crate::support::app::spawn_app;
+use crate::support::counts::Counts;
 
 /// A norefid refund without reference (keyed on its canonical body, which
 /// the journal keeps inside the key material) nesting `depth` levels deep.
@@ -131,7 +132,7 @@ async fn duplicate_member_names_at_any_depth_are_quarantined_and_never_keyed() {
 async fn rows_nested_past_serde_json_limit_written_before_the_limit_stay_readable() {
     let app = spawn_app().await;
     let reply = app
-        .post_signed("hmac", &crate::helpers::refund("pay_old", 900, None))
+        .post_signed("hmac", &crate::support::app::refund("pay_old", 900, None))
         .await;
     assert_eq!(reply.status, 202, "{}", reply.json);
     let id: unicity::domain::delivery::DeliveryId =

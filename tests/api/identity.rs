@@ -1,6 +1,7 @@
 //! Identity over the whole system: horizons, versions, `key explain`.
 
-use crate::helpers::{Counts, fresh_database, refund, spawn_app_with, spawn_on, test_settings};
+use crate::support::app::{fresh_database, refund, spawn_app_with, spawn_on, test_settings};
+use crate::support::counts::Counts;
 
 const SHORT_STRATEGY: &str = r#"
 [engine]
@@ -97,7 +98,7 @@ async fn a_strategy_changed_without_a_new_version_stops_the_server_with_what_cha
 async fn key_explain_shows_the_chosen_strategy_the_skipped_ones_and_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("unicity.toml");
-    std::fs::write(&config, crate::helpers::TEST_SOURCES).unwrap();
+    std::fs::write(&config, crate::support::app::TEST_SOURCES).unwrap();
     let run = |body: Vec<u8>| {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_unicity"))
             .args([
@@ -108,7 +109,7 @@ async fn key_explain_shows_the_chosen_strategy_the_skipped_ones_and_the_key() {
                 "--source",
                 "hmac",
             ])
-            .env("UNICITY_KEY_SECRET", crate::helpers::TEST_KEY_SECRET)
+            .env("UNICITY_KEY_SECRET", crate::support::app::TEST_KEY_SECRET)
             .env("TEST_STRIPE_SECRETS", "whsec_x")
             .env("DATABASE_URL", "sqlite://unused.db")
             .stdin(std::process::Stdio::piped())

@@ -2,7 +2,8 @@
 
 use serde_json::json;
 
-use crate::helpers::{Counts, STRIPE_SECRETS, spawn_app};
+use crate::support::app::{STRIPE_SECRETS, spawn_app};
+use crate::support::counts::Counts;
 
 fn refund_body() -> Vec<u8> {
     serde_json::to_vec(&json!({
@@ -117,7 +118,7 @@ async fn a_timestamp_outside_the_tolerance_is_refused() {
     let app = spawn_app().await;
     let stale = chrono::Utc::now().timestamp() - 3600;
     for slug in ["std", "stripe"] {
-        let secret = crate::helpers::secret_of(app.source(slug));
+        let secret = crate::support::app::secret_of(app.source(slug));
         let reply = app
             .post_signed_with(slug, &secret, "m", stale, &refund_body())
             .await;

@@ -2,7 +2,8 @@
 
 use sea_orm::ConnectionTrait;
 
-use crate::helpers::{Counts, spawn_app};
+use crate::support::app::spawn_app;
+use crate::support::counts::Counts;
 
 #[tokio::test]
 async fn the_database_refuses_to_update_or_delete_journal_rows() {

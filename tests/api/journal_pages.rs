@@ -5,9 +5,11 @@
 
 use unicity::auth::Role;
 
-use crate::forms::signed_in;
-use crate::helpers::{Counts, cli, finished, id_of, refund, spawn_app, spawn_app_with};
 use crate::observe::legacy_source;
+use crate::support::app::{id_of, refund, spawn_app, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::forms::signed_in;
+use crate::support::processes::{cli, finished};
 
 /// The `<tr>` of `body` that holds `needle`.
 fn row<'a>(body: &'a str, needle: &str) -> &'a str {

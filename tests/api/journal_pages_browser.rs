@@ -6,10 +6,12 @@
 
 use unicity::auth::Role;
 
-use crate::browser::Browser;
-use crate::forms::{PASSWORD, operator};
-use crate::helpers::{Counts, cli, finished, refund, spawn_app_with};
 use crate::observe::legacy_source;
+use crate::support::app::{refund, spawn_app_with};
+use crate::support::chromium::Browser;
+use crate::support::counts::Counts;
+use crate::support::forms::{PASSWORD, operator};
+use crate::support::processes::{cli, finished};
 
 #[tokio::test]
 async fn an_engineer_goes_from_the_strategies_page_to_both_journal_reports_and_a_delivery() {

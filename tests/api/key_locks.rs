@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use sea_orm::{ConnectionTrait, TransactionTrait};
 
-use crate::helpers::{Counts, refund, spawn_app};
+use crate::support::app::{refund, spawn_app};
+use crate::support::counts::Counts;
 
 /// The lock protocol, as published: class `0x756e696b`, FNV-1a 32-bit of
 /// the key read as a signed integer.

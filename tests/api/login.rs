@@ -6,13 +6,14 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::{Answer, Browser, PASSWORD, bare, csrf_in, operator, signed_in};
-use crate::helpers::{Counts, TestApp, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, spawn_app, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::forms::{Answer, FormClient, PASSWORD, bare, csrf_in, operator, signed_in};
 
 /// Signs in as `name` with `password`, as a client at `from` behind the
 /// test's proxy (`X-Forwarded-For`); the status and `Retry-After`.
 async fn login_from(app: &TestApp, from: &str, name: &str, password: &str) -> (StatusCode, u64) {
-    let mut browser = Browser::new(app);
+    let mut browser = FormClient::new(app);
     let csrf = browser.csrf("/login").await;
     let form = browser
         .form(
@@ -46,7 +47,7 @@ async fn showing_the_login_form_stores_no_session_and_its_token_is_still_require
 
     // The token without its cookie, the cookie with another form's token,
     // and a token not signed by this server are all refused unchecked.
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     let csrf = browser.csrf("/login").await;
     let post = |cookie: Option<&str>, csrf: &str| {
         let fields = [("csrf", csrf), ("name", "sam"), ("password", PASSWORD)];
@@ -60,7 +61,7 @@ async fn showing_the_login_form_stores_no_session_and_its_token_is_still_require
         request
     };
     let cookie = browser.login_cookie.clone().expect("the form's cookie");
-    let other = csrf_in(&Browser::new(&app).get("/login").await.body);
+    let other = csrf_in(&FormClient::new(&app).get("/login").await.body);
     let (expiry, rest) = csrf.split_once('.').expect("expiry.nonce.signature");
     let forged = format!("{}.{rest}", expiry.parse::<i64>().unwrap() + 86_400);
     for (what, request) in [
@@ -95,7 +96,7 @@ async fn showing_the_login_form_stores_no_session_and_its_token_is_still_require
 async fn an_overlong_name_is_refused_before_it_is_throttled_or_checked() {
     let app = spawn_app_with("[access]\nlogin_per_address_per_minute = 2\n").await;
     operator(&app, "ann", Role::Support).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     let name = "n".repeat(257);
     for _ in 0..4 {
         let answer = browser.login(&name, PASSWORD).await;
@@ -151,10 +152,9 @@ async fn failures_from_one_address_slow_it_down_but_never_lock_the_operator_out_
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(wait, 2);
     assert_eq!(app.journal_count("LoginFailed").await, 6);
-    let client = "SELECT COUNT(*) FROM journal WHERE event_type = 'LoginFailed' \
-                  AND CAST(data AS TEXT) LIKE '%203.0.113.7%'";
     assert_eq!(
-        app.count(client).await,
+        app.journal_count_containing("LoginFailed", "203.0.113.7")
+            .await,
         6,
         "journaled with the client's address"
     );
@@ -198,7 +198,7 @@ async fn a_cross_origin_form_naming_the_attackers_host_in_x_forwarded_host_is_re
 async fn behind_a_trusted_proxy_the_forwarded_host_is_the_origin_to_match() {
     let app = spawn_app_with(BEHIND_PROXY).await;
     operator(&app, "pat", Role::Support).await;
-    let mut browser = Browser::new(&app);
+    let mut browser = FormClient::new(&app);
     let csrf = browser.csrf("/login").await;
     let fields = [
         ("csrf", csrf.as_str()),
@@ -289,10 +289,10 @@ async fn a_sessions_api_state_change_needs_this_sites_origin_and_its_csrf_token(
 
 #[tokio::test]
 async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
-    let app = crate::helpers::spawn_app().await;
-    crate::forms::operator(&app, "nora", unicity::auth::Role::Support).await;
+    let app = crate::support::app::spawn_app().await;
+    crate::support::forms::operator(&app, "nora", unicity::auth::Role::Support).await;
     // Given a person who follows a link to a filtered queue before signing in,
-    let mut browser = crate::forms::Browser::new(&app);
+    let mut browser = crate::support::forms::FormClient::new(&app);
     let asked = browser.get("/cases?reason=weak_match_critical").await;
     assert_eq!(asked.status, reqwest::StatusCode::SEE_OTHER);
     assert_eq!(
@@ -307,14 +307,14 @@ async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
         "{}",
         form.body
     );
-    let csrf = crate::forms::csrf_in(&form.body);
+    let csrf = crate::support::forms::csrf_in(&form.body);
     let signed = browser
         .post(
             "/login",
             &[
                 ("csrf", &csrf),
                 ("name", "nora"),
-                ("password", crate::forms::PASSWORD),
+                ("password", crate::support::forms::PASSWORD),
                 ("next", "/cases?reason=weak_match_critical"),
             ],
         )
@@ -329,7 +329,7 @@ async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
         "https://evil.example/",
         "/\\evil.example",
     ] {
-        let mut other = crate::forms::Browser::new(&app);
+        let mut other = crate::support::forms::FormClient::new(&app);
         let form = other
             .get(&format!(
                 "/login?{}",
@@ -337,14 +337,14 @@ async fn sign_in_leads_back_to_the_page_asked_for_and_never_off_the_site() {
             ))
             .await;
         assert!(!form.body.contains("evil.example"), "{}", form.body);
-        let csrf = crate::forms::csrf_in(&form.body);
+        let csrf = crate::support::forms::csrf_in(&form.body);
         let signed = other
             .post(
                 "/login",
                 &[
                     ("csrf", &csrf),
                     ("name", "nora"),
-                    ("password", crate::forms::PASSWORD),
+                    ("password", crate::support::forms::PASSWORD),
                     ("next", hostile),
                 ],
             )
@@ -375,7 +375,7 @@ async fn a_session_opened_with_a_password_since_replaced_ends_even_if_it_outlive
     let after = sam.get("/account").await;
     assert_eq!(after.status, StatusCode::SEE_OTHER, "{}", after.body);
     // A sign-in with the password as it is now opens a session that works.
-    let mut again = Browser::new(&app);
+    let mut again = FormClient::new(&app);
     let login = again.login("sam", PASSWORD).await;
     assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
     assert_eq!(again.get("/account").await.status, StatusCode::OK);

@@ -4,107 +4,15 @@
 //! is applied with the provider's reference, a retry is confirmed as one.
 //! Real HTTP on every side: Unicity, the provider's API, the downstream.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use actix_web::{App, HttpResponse, HttpServer, web};
 use serde_json::{Value, json};
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
-
-/// A test server standing for the provider's API: it lists the refunds of
-/// the payment asked for (`/payments/{payment}/refunds`), or every refund
-/// of every payment (`/refunds`), with `status` (after `outage` answers of
-/// 503), and counts the questions.
-pub struct ProviderApi {
-    pub url: String,
-    pub asked: Arc<AtomicUsize>,
-    /// Paths asked, in order.
-    pub paths: Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl ProviderApi {
-    pub async fn start(status: u16, body: Value) -> Self {
-        Self::start_after(0, status, body).await
-    }
-
-    pub async fn start_after(outage: usize, status: u16, body: Value) -> Self {
-        let asked = Arc::new(AtomicUsize::new(0));
-        let paths = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (counted, logged) = (asked.clone(), paths.clone());
-        let server = HttpServer::new(move || {
-            let counted = counted.clone();
-            let logged = logged.clone();
-            let body = body.clone();
-            App::new().default_service(web::to(move |request: actix_web::HttpRequest| {
-                let n = counted.fetch_add(1, Ordering::SeqCst);
-                let path = request.path().to_owned();
-                logged.lock().expect("paths").push(path.clone());
-                let mut body = body.clone();
-                // `/payments/{payment}/refunds`: only that payment's refunds.
-                let segments: Vec<&str> = path.split('/').collect();
-                if let ["", "payments", payment, "refunds"] = segments.as_slice()
-                    && let Some(list) = body["refunds"].as_array_mut()
-                {
-                    list.retain(|r| r["payment_id"] == *payment);
-                }
-                let status = if n < outage { 503 } else { status };
-                async move {
-                    HttpResponse::build(
-                        actix_web::http::StatusCode::from_u16(status).expect("status"),
-                    )
-                    .json(body)
-                }
-            }))
-        })
-        .workers(1)
-        .bind("127.0.0.1:0")
-        .expect("provider binds");
-        let port = server.addrs()[0].port();
-        tokio::spawn(server.run());
-        Self {
-            url: format!("http://127.0.0.1:{port}"),
-            asked,
-            paths,
-        }
-    }
-
-    /// A look-up of the payment's refunds that compares the fingerprint
-    /// strategy's discriminants (payment, amount, currency).
-    pub fn config(&self) -> String {
-        self.config_with(
-            "/payments/{payment_id}/refunds",
-            "payment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n",
-        )
-    }
-
-    /// A look-up asking `path` (`{field}` filled from the delivery) and
-    /// comparing discriminants as `compare` (TOML lines) says.
-    pub fn config_with(&self, path: &str, compare: &str) -> String {
-        format!(
-            r#"
-[[lookups]]
-provider = "norefid"
-effect_type = "refund.*"
-url = "{}{path}"
-operations = "$.refunds[*]"
-id = "$.id"
-amount = "$.amount"
-currency = "$.currency"
-status = "$.status"
-resource = "$.payment_id"
-effect_resource = "payment_id"
-timeout_ms = 2000
-
-[lookups.compare]
-{compare}
-"#,
-            self.url
-        )
-    }
-}
+use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{csrf_in, signed_in};
+use crate::support::provider::ProviderApi;
 
 /// The provider's refunds of 700 EUR on `pay_l`, one per id.
 pub fn refunds(ids: &[&str]) -> Value {
@@ -168,10 +76,7 @@ async fn two_legitimate_equal_refunds_are_both_applied_the_second_with_the_provi
     );
     assert_eq!(case_field(&app, &case_id, "resolved_by").await, "look-up");
     assert_eq!(
-        app.count(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'CaseResolved' AND CAST(data AS TEXT) LIKE '%re_2%'"
-        )
-        .await,
+        app.journal_count_containing("CaseResolved", "re_2").await,
         1,
         "the provider's reference is in the proof"
     );
@@ -201,7 +106,7 @@ async fn a_provider_outage_leaves_the_case_for_a_person_and_applies_nothing() {
     let case_id = two_equal_refunds(&app).await;
     assert_eq!(case_field(&app, &case_id, "status").await, "open");
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed' AND CAST(data AS TEXT) LIKE '%for_a_person%'")
+        app.journal_count_containing("LookupPerformed", "for_a_person")
             .await,
         1
     );
@@ -271,11 +176,8 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
     app.wait_journal("LookupPerformed", 3).await;
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
     assert_eq!(
-        app.count(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'LookupPerformed' \
-             AND CAST(data AS TEXT) LIKE '%circuit breaker is open%'"
-        )
-        .await,
+        app.journal_count_containing("LookupPerformed", "circuit breaker is open")
+            .await,
         1
     );
     let shown = app.get(&format!("/api/cases/{case_id}")).await;
@@ -348,21 +250,12 @@ async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 2, "refunds applied downstream");
     assert_eq!(app.live_effects().await, 2, "effects = provider operations");
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE resolution = 'process_as_distinct'")
-            .await,
-        1
-    );
-    assert_eq!(
-        app.count("SELECT COUNT(*) FROM cases WHERE resolution = 'confirm_duplicate'")
-            .await,
-        2
-    );
+    assert_eq!(app.cases_resolved_as("process_as_distinct").await, 1);
+    assert_eq!(app.cases_resolved_as("confirm_duplicate").await, 2);
     // And the effect applied for the second refund names it in the ledger,
     // beside the downstream's own id
     assert_eq!(
-        app.count("SELECT COUNT(*) FROM effects WHERE provider_ref = 're_2' AND downstream_ref IS NOT NULL")
-            .await,
+        app.effects_for_operation_with_downstream_ref("re_2").await,
         1
     );
 }

@@ -5,8 +5,10 @@
 use serde_json::Value;
 use unicity::providers::signature;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, TestApp, logs, refund, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::logs::logs;
 
 /// A signed source that masks one header of its own on top of the defaults.
 const PARTNER: &str = r#"
@@ -25,20 +27,12 @@ const EMAIL: &str = "ann.customer@example.com";
 
 /// Posts `body` to the partner source with the secret headers, signed with
 /// `secret`.
-async fn post_partner(app: &TestApp, secret: &str, body: &[u8]) -> crate::helpers::Reply {
+async fn post_partner(app: &TestApp, secret: &str, body: &[u8]) -> crate::support::app::Reply {
     let scheme = &app.source("partner").scheme;
     let mut headers = signature::sign(scheme, secret, "m", 0, body).expect("signable");
     headers.push(("x-api-key".to_owned(), API_KEY.to_owned()));
     headers.push(("x-partner-pin".to_owned(), PIN.to_owned()));
     app.post_raw("partner", body.to_vec(), &headers).await
-}
-
-/// How many journal rows hold `text` anywhere in their payload.
-async fn journal_rows_containing(app: &TestApp, text: &str) -> i64 {
-    app.count(&format!(
-        "SELECT COUNT(*) FROM journal WHERE CAST(data AS TEXT) LIKE '%{text}%'"
-    ))
-    .await
 }
 
 fn header<'a>(view: &'a Value, name: &str) -> Option<&'a str> {
@@ -73,9 +67,9 @@ async fn default_and_configured_secret_headers_are_masked_in_the_view_and_the_jo
         assert_eq!(header(&view.json, "x-api-key"), Some("[redacted]"));
         assert_eq!(header(&view.json, "x-partner-pin"), Some("[redacted]"));
     }
-    assert_eq!(journal_rows_containing(&app, "x-partner-pin").await, 2);
-    assert_eq!(journal_rows_containing(&app, API_KEY).await, 0);
-    assert_eq!(journal_rows_containing(&app, PIN).await, 0);
+    assert_eq!(app.journal_rows_containing("x-partner-pin").await, 2);
+    assert_eq!(app.journal_rows_containing(API_KEY).await, 0);
+    assert_eq!(app.journal_rows_containing(PIN).await, 0);
 }
 
 /// Header names no list names, each secret by the rule (a word in the name).
@@ -121,9 +115,9 @@ async fn headers_named_by_the_secret_words_are_masked_in_the_view_the_journal_an
         }
     }
     for (name, value) in &secrets {
-        assert_eq!(journal_rows_containing(&app, value).await, 0, "{name}");
+        assert_eq!(app.journal_rows_containing(value).await, 0, "{name}");
         // The name is kept on the reception and on the rejection.
-        assert_eq!(journal_rows_containing(&app, name).await, 2, "{name}");
+        assert_eq!(app.journal_rows_containing(name).await, 2, "{name}");
     }
     let logged = logs.text();
     assert!(

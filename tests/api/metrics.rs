@@ -5,7 +5,8 @@
 
 use prometheus_parse::{Sample, Scrape, Value};
 
-use crate::helpers::{Counts, TestApp, refund, spawn_app};
+use crate::support::app::{TestApp, refund, spawn_app};
+use crate::support::counts::Counts;
 
 /// A scrape with the app's admin token, parsed.
 async fn scrape(app: &TestApp) -> Scrape {
@@ -62,7 +63,7 @@ async fn metrics_are_refused_to_anonymous_callers_on_the_main_listener() {
     let body: serde_json::Value = anonymous.json().await.expect("json");
     assert_eq!(body["code"], "unauthenticated");
     // A support token (the least role) may read them.
-    let token = crate::helpers::issue_token(&app.db, unicity::auth::Role::Support).await;
+    let token = crate::support::app::issue_token(&app.db, unicity::auth::Role::Support).await;
     let support = reqwest::Client::new()
         .get(format!("{}/metrics", app.address))
         .bearer_auth(token)

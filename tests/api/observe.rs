@@ -5,8 +5,9 @@
 
 use unicity::services::observe;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, refund, spawn_app_with, spawn_on};
+use crate::support::app::{refund, spawn_app_with, spawn_on};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// A source beside the legacy handler, unsigned for the test, whose sink
 /// would be the downstream were it enforced.
@@ -57,7 +58,7 @@ async fn an_observed_source_applies_nothing_and_its_legacy_log_shows_a_double_an
                lg_1,pay_ob1,500,2026-12-02T10:00:00Z\n\
                lg_2,pay_ob1,500,2026-12-02T10:00:05Z\n";
     let settings =
-        crate::helpers::test_settings(&app.database_url, &legacy_source("observe", &sink));
+        crate::support::app::test_settings(&app.database_url, &legacy_source("observe", &sink));
     let engine = unicity::services::engine::Engine::open(
         &app.database_url,
         settings.catalog,
@@ -155,7 +156,7 @@ observe_effect_types = {observed}
 }
 
 /// Every `SourceModeSet` of `app`'s journal, as (effect type, mode, previous).
-async fn modes_set(app: &crate::helpers::TestApp) -> Vec<(Option<String>, String, String)> {
+async fn modes_set(app: &crate::support::app::TestApp) -> Vec<(Option<String>, String, String)> {
     use unicity::domain::journal::JournalEvent;
     unicity::store::journal::without_delivery(&app.db, &["SourceModeSet"])
         .await
@@ -239,7 +240,7 @@ async fn a_source_observed_whole_cannot_also_name_observed_types() {
         mixed_source(r#"["refund.*"]"#, "")
     );
     let refused = unicity::config::Settings::from_toml(
-        &format!("{text}\n{}", crate::helpers::TEST_SOURCES),
+        &format!("{text}\n{}", crate::support::app::TEST_SOURCES),
         "127.0.0.1:0".to_owned(),
         "sqlite::memory:".to_owned(),
         |_| None,

@@ -4,7 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Counts, TestApp, refund, spawn_app};
+use crate::support::app::{TestApp, refund, spawn_app};
+use crate::support::counts::Counts;
 
 /// The document as the server serves it.
 async fn document(app: &TestApp) -> Value {

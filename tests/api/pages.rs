@@ -5,111 +5,10 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{Browser, csrf_in, signed_in};
-use crate::helpers::{Counts, TestApp, fresh_database, fresh_database_with, refund, spawn_on};
-
-/// A reversible effect beside the money ones: notices keyed by their
-/// reference, discriminated by their text.
-const NOTICES: &str = r#"
-[[strategies]]
-name = "notice-ref"
-version = 1
-provider = "norefid"
-event_types = ["notice.*"]
-kind = "business_reference"
-strength = "strong"
-horizon = "1d"
-effect_type = "notice.send"
-criticality = "reversible"
-fields = [{ name = "reference", path = "$.reference" }]
-discriminants = [{ name = "text", path = "$.text" }]
-
-[[hierarchies]]
-provider = "norefid"
-event_type = "notice.*"
-strategies = ["notice-ref"]
-"#;
-
-pub struct Pages {
-    pub app: TestApp,
-    pub downstream: Downstream,
-}
-
-impl Pages {
-    pub async fn new() -> Self {
-        Self::with("").await
-    }
-
-    /// The same, with `extra` configuration (a look-up, say).
-    pub async fn with(extra: &str) -> Self {
-        let (url, dir) = fresh_database().await;
-        Self::on(&url, dir, extra).await
-    }
-
-    /// The same, on the database at `url`.
-    pub async fn on(url: &str, dir: Option<tempfile::TempDir>, extra: &str) -> Self {
-        let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-        let config = format!("{NOTICES}{}{extra}", downstream.sink_toml(2000));
-        let app = spawn_on(url, &config, dir).await;
-        Self { app, downstream }
-    }
-
-    /// Two equal refunds of `payment` without a reference: the second opens
-    /// a weak-match money case. Returns its id.
-    pub async fn money_case(&self, payment: &str) -> String {
-        let applied = self.downstream.calls().len();
-        let first = self
-            .app
-            .post_signed("hmac", &refund(payment, 700, None))
-            .await;
-        assert_eq!(first.json["decision"], "process", "{}", first.json);
-        self.downstream.wait_calls(applied + 1).await;
-        self.app.wait_applied(applied as i64 + 1).await;
-        let second = self
-            .app
-            .post_signed("hmac", &refund(payment, 700, None))
-            .await;
-        assert_eq!(
-            second.json["reason"], "weak_match_critical",
-            "{}",
-            second.json
-        );
-        second.json["case_id"].as_str().unwrap().to_owned()
-    }
-
-    /// Two notices with one reference and different texts: a collision on a
-    /// reversible effect. Returns the case id.
-    async fn notice_case(&self) -> String {
-        self.notice_case_about("n-1").await
-    }
-
-    /// The same, for notices of `reference`.
-    pub async fn notice_case_about(&self, reference: &str) -> String {
-        let notice = |text: &str| {
-            serde_json::to_vec(&serde_json::json!({
-                "type": "notice.sent", "reference": reference, "text": text,
-            }))
-            .unwrap()
-        };
-        let first = self.app.post_signed("hmac", &notice("hello")).await;
-        assert_eq!(first.json["decision"], "process", "{}", first.json);
-        let second = self.app.post_signed("hmac", &notice("goodbye")).await;
-        assert_eq!(
-            second.json["reason"], "discriminants_differ",
-            "{}",
-            second.json
-        );
-        second.json["case_id"].as_str().unwrap().to_owned()
-    }
-}
-
-/// The one-time token of the resolution form on a case page.
-pub fn form_token(html: &str) -> Option<String> {
-    let marker = r#"name="form_token" value=""#;
-    let start = html.find(marker)? + marker.len();
-    html[start..].split('"').next().map(str::to_owned)
-}
+use crate::support::app::{TestApp, fresh_database_with};
+use crate::support::counts::Counts;
+use crate::support::forms::{FormClient, csrf_in, signed_in};
+use crate::support::pages::{Pages, form_token, resolve_as_distinct};
 
 /// The count the queue shows for `reason` (0 when it lists none).
 fn reason_count(html: &str, reason: &str) -> i64 {
@@ -277,7 +176,7 @@ type Form = Vec<(&'static str, String)>;
 
 /// The resolution form of `case` as `browser` gets it, filled in to process
 /// the delivery as distinct.
-async fn resolution_form(browser: &mut Browser, case: &str) -> Form {
+async fn resolution_form(browser: &mut FormClient, case: &str) -> Form {
     let page = browser.get(&format!("/cases/{case}")).await;
     vec![
         ("csrf", csrf_in(&page.body)),
@@ -297,8 +196,8 @@ fn pairs(form: &Form) -> Vec<(&str, &str)> {
 /// Posts two resolution forms of `case` at once; where each lands, sorted.
 async fn at_once(
     case: &str,
-    (a, first): (&mut Browser, &Form),
-    (b, second): (&mut Browser, &Form),
+    (a, first): (&mut FormClient, &Form),
+    (b, second): (&mut FormClient, &Form),
 ) -> [String; 2] {
     let path = format!("/cases/{case}/resolve");
     let (one, two) = (a.form(&path, &pairs(first)), b.form(&path, &pairs(second)));
@@ -463,26 +362,6 @@ async fn delivery_of(app: &TestApp, case: &str) -> String {
         .to_owned()
 }
 
-/// Resolves `case` through its page's form, as distinct, with a reference.
-pub async fn resolve_as_distinct(browser: &mut Browser, case: &str, reference: &str) {
-    let page = browser.get(&format!("/cases/{case}")).await;
-    let token = form_token(&page.body).expect("a resolution form");
-    let csrf = csrf_in(&page.body);
-    let done = browser
-        .post(
-            &format!("/cases/{case}/resolve"),
-            &[
-                ("csrf", csrf.as_str()),
-                ("form_token", token.as_str()),
-                ("resolution", "process_as_distinct"),
-                ("note", "the provider lists two refunds"),
-                ("authoritative_ref", reference),
-            ],
-        )
-        .await;
-    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
-}
-
 #[tokio::test]
 async fn once_its_case_is_resolved_a_delivery_page_says_how_it_ended_by_whom_with_what_reference() {
     let p = Pages::new().await;
@@ -626,8 +505,8 @@ async fn the_queue_lists_open_resolved_or_all_cases_as_asked_and_says_which() {
 #[tokio::test]
 async fn an_address_with_no_page_gets_a_page_with_the_way_back_and_programs_get_json() {
     // Given a server, and a signed-in support agent
-    let app = crate::helpers::spawn_app().await;
-    let mut anonymous = Browser::new(&app);
+    let app = crate::support::app::spawn_app().await;
+    let mut anonymous = FormClient::new(&app);
     let mut support = signed_in(&app, "sam", Role::Support).await;
 
     // When people ask for addresses nothing is at, signed in or not
@@ -669,32 +548,13 @@ async fn an_address_with_no_page_gets_a_page_with_the_way_back_and_programs_get_
     assert_eq!(json["code"], "not_found");
 }
 
-/// A collision on a notice (not money) with its own reference: a case.
-async fn notice_collision(app: &TestApp, reference: &str) -> String {
-    let notice = |text: &str| {
-        serde_json::to_vec(&serde_json::json!({
-            "type": "notice.sent", "reference": reference, "text": text,
-        }))
-        .unwrap()
-    };
-    let first = app.post_signed("hmac", &notice("hello")).await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
-    let second = app.post_signed("hmac", &notice("goodbye")).await;
-    assert_eq!(
-        second.json["reason"], "discriminants_differ",
-        "{}",
-        second.json
-    );
-    second.json["case_id"].as_str().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn an_engineer_resolves_ticked_non_money_cases_at_once_and_money_cases_stay_one_at_a_time() {
     // Given three collisions on notices and one money case
     let p = Pages::new().await;
     let mut notices = Vec::new();
     for n in 0..3 {
-        notices.push(notice_collision(&p.app, &format!("n-bulk-{n}")).await);
+        notices.push(p.notice_case_about(&format!("n-bulk-{n}")).await);
     }
     let money = p.money_case("pay_bulk").await;
     let resolved_before = p.app.journal_count("CaseResolved").await;
@@ -758,7 +618,7 @@ async fn an_engineer_resolves_ticked_non_money_cases_at_once_and_money_cases_sta
     );
 
     // A bulk resolution without a note resolves nothing
-    let fresh = notice_collision(&p.app, "n-bulk-late").await;
+    let fresh = p.notice_case_about("n-bulk-late").await;
     let csrf = eve.csrf("/cases").await;
     let refused = eve
         .post(
@@ -845,7 +705,7 @@ async fn the_queue_header_counts_the_cases_its_filters_let_through() {
     // Given a money case and a notice collision
     let p = Pages::new().await;
     p.money_case("pay_counted").await;
-    notice_collision(&p.app, "n-counted").await;
+    p.notice_case_about("n-counted").await;
     let mut sam = signed_in(&p.app, "sam", Role::Support).await;
 
     // Unfiltered, both are counted

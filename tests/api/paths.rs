@@ -13,8 +13,8 @@ use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use unicity::auth::Role;
 
-use crate::forms::signed_in;
-use crate::helpers::{TestApp, issue_token, spawn_app};
+use crate::support::app::{TestApp, issue_token, spawn_app};
+use crate::support::forms::signed_in;
 
 const CASE_ID: &str = "0190f0e0-0000-7000-8000-000000000000";
 

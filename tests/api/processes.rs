@@ -1,31 +1,24 @@
 //! Whole server processes: several on one database, killed and restarted.
 //!
 //! These tests run the built `unicity` binary as child processes, each on a
-//! port of its own and all on one fresh database, drive them over HTTP and read
-//! the database directly. Every child is killed when its guard drops; a failed
-//! test keeps the servers' logs and says where.
+//! port of its own and all on one fresh database (`support::processes`),
+//! drive them over HTTP and read the database directly (`support::probe`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use futures_util::stream::FuturesUnordered;
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend, Statement};
+use sea_orm::Database;
 use serde_json::Value;
-use unicity::config::{KEY_SECRET_ENV, Source};
-use unicity::domain::journal::JournalEvent;
-use unicity::providers::signature;
-use unicity::store::projections::TABLES;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{
-    self, Counts, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, TEST_SOURCES, refund, secret_of,
-};
-use crate::provider::Provider;
+use crate::support::app::{self, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, refund, secret_of};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::probe::{Probe, assert_same_projections, text};
+use crate::support::processes::{Deployment, Server, client, free_port, signed, signed_as};
+use crate::support::provider::Provider;
 
 /// Short leases and frequent sweeps, so that expiries happen within a test.
 const ENGINE: &str = "[engine]\nlease_secs = 2\nsweep_interval_ms = 100\n";
@@ -113,7 +106,7 @@ async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listen
     let db = Database::connect(deployment.database_url.as_str())
         .await
         .expect("test connection");
-    let token = helpers::issue_token(&db, unicity::auth::Role::Finance).await;
+    let token = app::issue_token(&db, unicity::auth::Role::Finance).await;
     let resolved = http
         .post(format!("{}/api/cases/{case_id}/resolve", server.address))
         .bearer_auth(&token)
@@ -357,17 +350,10 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
 
     // Past the lease, the sweeper turns every in-flight reservation into
     // `unknown` and re-decides what waited on it.
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM reservations WHERE state = 'reserved'",
-            0,
-        )
-        .await;
+    probe.wait_reservations_in("reserved", 0).await;
     probe.wait_decided("defer", 0).await;
     assert_eq!(
-        probe
-            .count("SELECT COUNT(*) FROM deliveries WHERE decision IS NULL")
-            .await,
+        probe.undecided().await,
         0,
         "every journaled delivery carries a decision"
     );
@@ -421,12 +407,7 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
             "unknown" => {
                 unknown += 1;
                 assert_eq!(
-                    probe
-                        .count(&format!(
-                            "SELECT COUNT(*) FROM journal WHERE event_type = 'ReservationExpired' \
-                             AND delivery_id = '{first}'"
-                        ))
-                        .await,
+                    probe.journal_count_about("ReservationExpired", first).await,
                     1,
                     "{key}: its lease expired once"
                 );
@@ -642,12 +623,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     assert_eq!(decision_of(&clash), "quarantine", "{}", clash.json);
     assert_eq!(decision_of(&w2), "reconcile", "{}", w2.json);
     assert_eq!(decision_of(&r2), "process", "{}", r2.json);
-    probe
-        .wait_for_count(
-            "SELECT COUNT(*) FROM reservations WHERE state = 'failed' AND fencing_token = 2",
-            1,
-        )
-        .await;
+    probe.wait_reservations_at("failed", 2, 1).await;
 
     // The hanging effect: its lease expires (unknown), then its late timeout
     // settles it as unknown too. A retry and a collision of its message id.
@@ -677,10 +653,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     // The hanging lease runs out 2 s in, its call times out 4 s in: only a
     // starved sweeper lets the timeout come first (no expiry then).
     let hung_expired = probe
-        .count(&format!(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'ReservationExpired' \
-             AND delivery_id = '{hung_delivery}'"
-        ))
+        .journal_count_about("ReservationExpired", hung_delivery)
         .await;
     let others_expired = probe
         .count(&format!(
@@ -691,25 +664,19 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     let unknown_outcomes = reconciled_only_after_their_lease(&server, &probe).await;
     assert!(unknown_outcomes >= 1, "the hung effect's retry");
     let on_time = others_expired == 0 && unknown_outcomes == 1;
-    let decided = |decision: &'static str| {
-        let probe = &probe;
-        async move {
-            probe
-                .count(&format!(
-                    "SELECT COUNT(*) FROM deliveries WHERE COALESCE(decision, '-') = '{decision}'"
-                ))
-                .await
-        }
-    };
-    let ignored = decided("ignore").await;
+    let ignored = probe.decided("ignore").await;
     assert_eq!(
-        decided("process").await,
+        probe.decided("process").await,
         7,
         "A, B, C, W, H, R and R's retry"
     );
-    assert_eq!(decided("quarantine").await, 3);
-    assert_eq!(decided("-").await, 2, "the two refusals carry no decision");
-    assert_eq!(ignored + decided("reconcile").await, 10);
+    assert_eq!(probe.decided("quarantine").await, 3);
+    assert_eq!(
+        probe.undecided().await,
+        2,
+        "the two refusals carry no decision"
+    );
+    assert_eq!(ignored + probe.decided("reconcile").await, 10);
     if on_time {
         assert_eq!(ignored, 8, "A's retry and the burst's 7 copies");
     }
@@ -726,7 +693,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     );
     assert_eq!(probe.reservations().await, 6);
     assert_eq!(
-        probe.count("SELECT COUNT(*) FROM transport_links").await,
+        probe.transport_links().await,
         11,
         "one per distinct raw body (the burst shares one), one per message id"
     );
@@ -776,357 +743,6 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     );
     let rebuilt = probe.snapshot().await;
     assert_same_projections(&live, &rebuilt, &FILLED);
-}
-
-/// Every projection table rebuilt reads as it did live, row for row and
-/// column for column; the tables of `filled` had rows to compare.
-pub(crate) fn assert_same_projections(live: &Snapshot, rebuilt: &Snapshot, filled: &[&str]) {
-    for table in TABLES {
-        let (live, rebuilt) = (&live[table], &rebuilt[table]);
-        if filled.contains(&table) {
-            assert!(!live.rows.is_empty(), "{table} has rows to compare");
-        }
-        assert_eq!(live.columns, rebuilt.columns);
-        assert_eq!(
-            live.rows.len(),
-            rebuilt.rows.len(),
-            "{table}: {} live rows, {} rebuilt",
-            live.rows.len(),
-            rebuilt.rows.len()
-        );
-        for (before, after) in live.rows.iter().zip(&rebuilt.rows) {
-            let differences: Vec<String> = live
-                .columns
-                .iter()
-                .zip(before.iter().zip(after))
-                .filter(|(_, (b, a))| b != a)
-                .map(|(column, (b, a))| format!("{column}: live {b:?}, rebuilt {a:?}"))
-                .collect();
-            assert!(
-                differences.is_empty(),
-                "{table}: the rebuilt row {:?} differs: {differences:#?}",
-                text(&before[0])
-            );
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// Servers as processes
-// ---------------------------------------------------------------------------
-
-/// One fresh database and one configuration file, shared by a test's servers.
-struct Deployment {
-    database_url: String,
-    config: PathBuf,
-    sources: Vec<Source>,
-    dir: Option<tempfile::TempDir>,
-    _database_dir: Option<tempfile::TempDir>,
-}
-
-impl Deployment {
-    /// The test sources plus `extra` TOML (engine, sinks), on a fresh database.
-    async fn new(extra: &str) -> Self {
-        let (database_url, database_dir) = helpers::fresh_database().await;
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = dir.path().join("unicity.toml");
-        std::fs::write(&config, format!("{extra}\n{TEST_SOURCES}")).expect("configuration written");
-        let sources = helpers::test_settings(&database_url, extra).sources;
-        Self {
-            database_url,
-            config,
-            sources,
-            dir: Some(dir),
-            _database_dir: database_dir,
-        }
-    }
-
-    fn dir(&self) -> &Path {
-        self.dir.as_ref().expect("temp dir").path()
-    }
-
-    fn source(&self, slug: &str) -> &Source {
-        self.sources
-            .iter()
-            .find(|s| s.slug() == slug)
-            .expect("known test source")
-    }
-
-    /// The binary with this deployment's environment, and nothing inherited
-    /// that could change what it does.
-    fn command(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_unicity"));
-        command
-            .env("DATABASE_URL", &self.database_url)
-            .env("UNICITY_CONFIG", &self.config)
-            .env(KEY_SECRET_ENV, TEST_KEY_SECRET)
-            .env("TEST_STRIPE_SECRETS", STRIPE_SECRETS.join(","))
-            .env(
-                "RUST_LOG",
-                "info,sqlx=warn,sea_orm=warn,sea_orm_migration=warn",
-            )
-            .env_remove("UNICITY_LISTEN")
-            .stdin(Stdio::null());
-        command
-    }
-
-    /// Starts `unicity serve` on a free port and waits until it is ready.
-    async fn start(&self) -> Server {
-        self.start_with(&[]).await
-    }
-
-    /// Starts `unicity serve` with `args` too, on a free port, and waits
-    /// until it is ready.
-    async fn start_with(&self, args: &[&str]) -> Server {
-        for attempt in 1..=3 {
-            let port = free_port();
-            let log = self.dir().join(format!("server-{port}.log"));
-            let out = File::create(&log).expect("log file");
-            let child = self
-                .command()
-                .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-                .args(args)
-                .stdout(out.try_clone().expect("log file"))
-                .stderr(out)
-                .spawn()
-                .expect("the unicity binary starts");
-            let mut server = Server {
-                child,
-                address: format!("http://127.0.0.1:{port}"),
-                log,
-                http: client(),
-                database_url: self.database_url.clone(),
-                reader: tokio::sync::OnceCell::new(),
-            };
-            if server.ready().await {
-                return server;
-            }
-            // Another test may have taken the port between our probe and the bind.
-            let text = server.log_text();
-            assert!(
-                attempt < 3 && text.contains("cannot listen"),
-                "the server exited before being ready:\n{text}"
-            );
-        }
-        unreachable!("three attempts either returned or failed")
-    }
-
-    /// Runs `unicity reconcile` over the hour around now; returns what it printed.
-    async fn reconcile(&self) -> String {
-        let now = chrono::Utc::now();
-        let hour = chrono::Duration::hours(1);
-        self.run(&[
-            "reconcile",
-            "--from",
-            &(now - hour).to_rfc3339(),
-            "--to",
-            &(now + hour).to_rfc3339(),
-        ])
-        .await
-    }
-
-    /// Runs `unicity projections rebuild`; returns what it printed.
-    async fn rebuild(&self) -> String {
-        self.run(&["projections", "rebuild"]).await
-    }
-
-    /// Runs the binary with `args` to its end; returns what it printed.
-    async fn run(&self, args: &[&str]) -> String {
-        let mut command = self.command();
-        command.args(args);
-        helpers::finished(command).await
-    }
-
-    /// A connection of the test's own to the deployment's database.
-    async fn probe(&self) -> Probe {
-        Probe {
-            db: Database::connect(self.database_url.as_str())
-                .await
-                .expect("test connection"),
-        }
-    }
-}
-
-impl Drop for Deployment {
-    fn drop(&mut self) {
-        if std::thread::panicking()
-            && let Some(dir) = self.dir.take()
-        {
-            eprintln!("server logs kept in {}", dir.keep().display());
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()
-        .expect("http client")
-}
-
-/// A running `unicity serve`; killed (SIGKILL) when dropped.
-struct Server {
-    child: Child,
-    address: String,
-    log: PathBuf,
-    http: reqwest::Client,
-    database_url: String,
-    /// A support token for `/api` reads, issued on first use.
-    reader: tokio::sync::OnceCell<String>,
-}
-
-impl Server {
-    /// True once `/readyz` answers 200; false if the process exited first.
-    async fn ready(&mut self) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if self.child.try_wait().expect("child status").is_some() {
-                return false;
-            }
-            let answer = self
-                .http
-                .get(format!("{}/readyz", self.address))
-                .timeout(Duration::from_secs(1))
-                .send()
-                .await;
-            if answer.is_ok_and(|r| r.status().is_success()) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("not ready after 20 s:\n{}", self.log_text());
-    }
-
-    async fn get_json(&self, path: &str) -> Value {
-        let token = self
-            .reader
-            .get_or_init(|| async {
-                let db = sea_orm::Database::connect(self.database_url.as_str())
-                    .await
-                    .expect("test connection");
-                helpers::issue_token(&db, unicity::auth::Role::Support).await
-            })
-            .await;
-        self.http
-            .get(format!("{}{path}", self.address))
-            .bearer_auth(token)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .expect("read answered")
-            .json()
-            .await
-            .expect("json")
-    }
-
-    /// SIGKILL, then reap.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// An owned handle for requests that outlive a borrow of the server.
-    fn poster(&self) -> Poster {
-        Poster {
-            address: self.address.clone(),
-            http: self.http.clone(),
-        }
-    }
-
-    async fn send(&self, slug: &str, body: Vec<u8>, headers: Vec<(String, String)>) -> Reply {
-        self.poster()
-            .send(slug, body, headers)
-            .await
-            .expect("request answered")
-    }
-
-    /// Posts `body` signed with the source's current secret. Signs now: the
-    /// future owns what it sends.
-    fn post<'s>(&'s self, source: &Source, body: &[u8]) -> impl Future<Output = Reply> + use<'s> {
-        let (slug, headers, body) = (
-            source.slug().to_owned(),
-            signed(source, body),
-            body.to_vec(),
-        );
-        async move { self.send(&slug, body, headers).await }
-    }
-
-    /// Posts `body` signed with `secret` under the message id `msg_id`.
-    fn post_with<'s>(
-        &'s self,
-        source: &Source,
-        msg_id: &str,
-        secret: &str,
-        body: &[u8],
-    ) -> impl Future<Output = Reply> + use<'s> {
-        let slug = source.slug().to_owned();
-        let headers = signed_as(source, secret, msg_id, body);
-        let body = body.to_vec();
-        async move { self.send(&slug, body, headers).await }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-#[derive(Clone)]
-struct Poster {
-    address: String,
-    http: reqwest::Client,
-}
-
-impl Poster {
-    async fn send(
-        &self,
-        slug: &str,
-        body: Vec<u8>,
-        headers: Vec<(String, String)>,
-    ) -> Result<Reply, reqwest::Error> {
-        let mut request = self
-            .http
-            .post(format!("{}/hooks/{slug}", self.address))
-            .header("content-type", "application/json")
-            .body(body);
-        for (name, value) in headers {
-            request = request.header(name, value);
-        }
-        let response = request.send().await?;
-        let status = response.status().as_u16();
-        let text = response.text().await?;
-        let json = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Ok(Reply { status, json })
-    }
-}
-
-/// Signature headers with the source's current secret and a fresh message id.
-fn signed(source: &Source, body: &[u8]) -> Vec<(String, String)> {
-    let msg_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
-    signed_as(source, &secret_of(source), &msg_id, body)
-}
-
-fn signed_as(source: &Source, secret: &str, msg_id: &str, body: &[u8]) -> Vec<(String, String)> {
-    signature::sign(
-        &source.scheme,
-        secret,
-        msg_id,
-        chrono::Utc::now().timestamp(),
-        body,
-    )
-    .expect("signable")
 }
 
 /// An http sink for one source's effects.
@@ -1201,154 +817,4 @@ fn events<'v>(view: &'v Value, event_type: &str) -> Vec<&'v Value> {
 fn instant(value: &Value) -> chrono::DateTime<chrono::FixedOffset> {
     chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{value} is not a time: {e}"))
-}
-
-// ---------------------------------------------------------------------------
-// Reading the database
-// ---------------------------------------------------------------------------
-
-/// Every column of a projection table as text, rows in primary-key order.
-pub(crate) struct Table {
-    columns: Vec<String>,
-    rows: Vec<Vec<Option<String>>>,
-}
-
-pub(crate) type Snapshot = BTreeMap<&'static str, Table>;
-
-pub(crate) struct Probe {
-    db: DatabaseConnection,
-}
-
-impl Counts for Probe {
-    fn db(&self) -> &DatabaseConnection {
-        &self.db
-    }
-}
-
-impl Probe {
-    /// A reader of `db`'s tables.
-    pub(crate) fn of(db: &DatabaseConnection) -> Self {
-        Self { db: db.clone() }
-    }
-
-    fn backend(&self) -> DbBackend {
-        self.db.get_database_backend()
-    }
-
-    /// Every row of `sql`, every column read as nullable text.
-    async fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
-        let rows = self
-            .db
-            .query_all_raw(Statement::from_string(self.backend(), sql.to_owned()))
-            .await
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
-        rows.iter()
-            .map(|row| {
-                (0..row.column_names().len())
-                    .map(|i| {
-                        row.try_get_by_index::<Option<String>>(i)
-                            .unwrap_or_else(|e| panic!("{sql}, column {i}: {e}"))
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// The `DecisionMade` payloads of every delivery, in journal order, as
-    /// the journal's reader gives them (a row may fold a delivery's events).
-    async fn decisions(&self) -> HashMap<String, Vec<Value>> {
-        let mut decisions: HashMap<String, Vec<Value>> = HashMap::new();
-        let mut after = i64::MIN;
-        loop {
-            let page = unicity::store::journal::page_after(&self.db, after, 500)
-                .await
-                .expect("the journal reads");
-            let Some(last) = page.last() else {
-                return decisions;
-            };
-            after = last.position;
-            for stored in page {
-                if let (Some(id), JournalEvent::DecisionMade(_)) =
-                    (stored.delivery_id, &stored.event)
-                {
-                    decisions
-                        .entry(id.to_string())
-                        .or_default()
-                        .push(stored.event.data());
-                }
-            }
-        }
-    }
-
-    /// The column names of `table`, in declaration order.
-    async fn columns(&self, table: &str) -> Vec<String> {
-        let sql = match self.backend() {
-            DbBackend::Sqlite => {
-                format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid")
-            }
-            _ => format!(
-                "SELECT CAST(column_name AS TEXT) FROM information_schema.columns \
-                 WHERE table_schema = current_schema() AND table_name = '{table}' \
-                 ORDER BY ordinal_position"
-            ),
-        };
-        let columns: Vec<String> = self
-            .rows(&sql)
-            .await
-            .iter()
-            .map(|row| text(&row[0]).to_owned())
-            .collect();
-        assert!(!columns.is_empty(), "table {table} has no columns");
-        columns
-    }
-
-    /// The primary-key columns of `table`, in key order.
-    async fn primary_key(&self, table: &str) -> Vec<String> {
-        let sql = match self.backend() {
-            DbBackend::Sqlite => {
-                format!("SELECT name FROM pragma_table_info('{table}') WHERE pk > 0 ORDER BY pk")
-            }
-            _ => format!(
-                "SELECT CAST(k.column_name AS TEXT) FROM information_schema.table_constraints t \
-                 JOIN information_schema.key_column_usage k \
-                 ON k.constraint_name = t.constraint_name AND k.table_schema = t.table_schema \
-                 AND k.table_name = t.table_name \
-                 WHERE t.constraint_type = 'PRIMARY KEY' AND t.table_name = '{table}' \
-                 AND t.table_schema = current_schema() ORDER BY k.ordinal_position"
-            ),
-        };
-        self.rows(&sql)
-            .await
-            .iter()
-            .map(|row| text(&row[0]).to_owned())
-            .collect()
-    }
-
-    pub(crate) async fn snapshot(&self) -> Snapshot {
-        let mut snapshot = Snapshot::new();
-        for table in TABLES {
-            let columns = self.columns(table).await;
-            let select: Vec<String> = columns
-                .iter()
-                .map(|c| format!("CAST(\"{c}\" AS TEXT)"))
-                .collect();
-            let mut order = self.primary_key(table).await;
-            if order.is_empty() {
-                order.clone_from(&columns);
-            }
-            let order: Vec<String> = order.iter().map(|c| format!("\"{c}\"")).collect();
-            let sql = format!(
-                "SELECT {} FROM {table} ORDER BY {}",
-                select.join(", "),
-                order.join(", ")
-            );
-            let rows = self.rows(&sql).await;
-            snapshot.insert(table, Table { columns, rows });
-        }
-        snapshot
-    }
-}
-
-fn text(value: &Option<String>) -> &str {
-    value.as_deref().unwrap_or("")
 }

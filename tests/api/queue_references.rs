@@ -4,8 +4,8 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
-use crate::forms::signed_in;
-use crate::pages::{Pages, resolve_as_distinct};
+use crate::support::forms::signed_in;
+use crate::support::pages::{Pages, resolve_as_distinct};
 
 /// A reference as a person might paste it, markup and quotes included.
 const HOSTILE: &str = r#"re_<b>"x"&'1"#;

@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 
-use crate::helpers::{Counts, spawn_demo};
+use crate::support::app::spawn_demo;
+use crate::support::counts::Counts;
 
 const README: &str = include_str!("../../README.md");
 const SECTION: &str = "## Quick start";

@@ -1,6 +1,6 @@
 //! Reading back: deliveries, liveness and readiness.
 
-use crate::helpers::spawn_app;
+use crate::support::app::spawn_app;
 
 #[tokio::test]
 async fn health_and_readiness_answer_when_the_database_does() {

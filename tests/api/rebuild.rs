@@ -8,9 +8,11 @@ use unicity::domain::cases::Resolution;
 use unicity::services::cases::{self, Resolve};
 use unicity::services::engine::Engine;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with, test_settings};
-use crate::processes::{Probe, assert_same_projections};
+use crate::support::app::{TestApp, refund, spawn_app_with, test_settings};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::operator;
+use crate::support::probe::{Probe, assert_same_projections};
 
 /// A weak match on pay_rb held in a case; returns the case.
 async fn look_alike(app: &TestApp, payment: &str, applied: i64) -> uuid::Uuid {
@@ -45,15 +47,7 @@ async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
     )
     .await
     .expect("engine");
-    let fay = unicity::services::access::create_operator(
-        &app.db,
-        "fay",
-        Role::Finance,
-        secrecy::SecretString::from(crate::forms::PASSWORD),
-        unicity::domain::journal::Actor::Cli,
-    )
-    .await
-    .expect("fay exists");
+    let fay = operator(&app, "fay", Role::Finance).await;
     for (case_id, resolution, reference) in [
         (duplicate, Resolution::ConfirmDuplicate, None),
         (distinct, Resolution::ProcessAsDistinct, Some("re_rb_2")),

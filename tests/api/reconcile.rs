@@ -8,11 +8,13 @@ use chrono::{Duration, Utc};
 
 use unicity::auth::Role;
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{Counts, TestApp, cli, finished, refund, spawn_app_with};
-use crate::pages::form_token;
-use crate::provider::Provider;
+use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{csrf_in, signed_in};
+use crate::support::pages::form_token;
+use crate::support::processes::{cli, finished};
+use crate::support::provider::Provider;
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.
 async fn reconcile(app: &TestApp, extra: &str) -> String {

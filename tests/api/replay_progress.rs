@@ -6,8 +6,9 @@ use std::sync::Mutex;
 
 use unicity::services::shadow::{self, Progress, Window};
 
-use crate::helpers::{TEST_SOURCES, TestApp, cli, refund, spawn_app};
 use crate::shadow::PAYMENT_ONLY;
+use crate::support::app::{TEST_SOURCES, TestApp, refund, spawn_app};
+use crate::support::processes::cli;
 
 /// Every call, in order.
 #[derive(Default)]

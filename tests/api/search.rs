@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 use unicity::auth::Role;
 
-use crate::helpers::{Counts, TestApp, id_of, issue_token, refund, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, id_of, issue_token, refund, spawn_app, spawn_app_with};
+use crate::support::counts::Counts;
 
 /// The delivery ids a search answers, in order.
 pub async fn found(app: &TestApp, query: &str) -> Vec<String> {
@@ -53,7 +54,7 @@ async fn a_delivery_is_found_by_its_id_its_provider_ids_its_key_and_its_payment(
         .await;
     assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
     let body = br#"{"type":"payment.succeeded","data":{"payment_id":"pay_search_2"}}"#;
-    let secret = crate::helpers::secret_of(app.source("std"));
+    let secret = crate::support::app::secret_of(app.source("std"));
     let now = chrono::Utc::now().timestamp();
     let by_header = app
         .post_signed_with("std", &secret, "msg_search_header", now, body)

@@ -6,10 +6,11 @@
 
 use unicity::auth::Role;
 
-use crate::browser::Browser;
-use crate::forms::{PASSWORD, operator};
-use crate::helpers::{Counts, id_of, refund};
-use crate::pages::Pages;
+use crate::support::app::{id_of, refund};
+use crate::support::chromium::Browser;
+use crate::support::counts::Counts;
+use crate::support::forms::{PASSWORD, operator};
+use crate::support::pages::Pages;
 
 /// The ids of the deliveries the result table links to, in order.
 async fn listed(browser: &Browser) -> Vec<String> {

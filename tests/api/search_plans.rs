@@ -14,7 +14,7 @@ use unicity::store::search::{
     Filter, Query, TextOrder, Window, counting, matching, neighbour_queries, text_order,
 };
 
-use crate::helpers::spawn_app;
+use crate::support::app::spawn_app;
 
 /// `n` searchable deliveries, as the history of a busy day holds them.
 async fn history(db: &DatabaseConnection, n: usize) {

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use unicity::auth::Role;
 use unicity::store::entities::delivery;
 
-use crate::forms::signed_in;
-use crate::helpers::{TestApp, id_of, refund, spawn_app, spawn_app_with};
 use crate::search::{PRIVATE_SOURCE, found};
+use crate::support::app::{TestApp, id_of, refund, spawn_app, spawn_app_with};
+use crate::support::forms::signed_in;
 
 fn q(value: &str) -> String {
     serde_urlencoded::to_string([("q", value)]).expect("query")

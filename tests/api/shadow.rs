@@ -3,8 +3,10 @@
 
 use unicity::services::shadow::{self, Change, Window};
 
-use crate::forms::{csrf_in, signed_in};
-use crate::helpers::{Counts, TEST_SOURCES, cli, finished, id_of, refund, spawn_app};
+use crate::support::app::{TEST_SOURCES, id_of, refund, spawn_app};
+use crate::support::counts::Counts;
+use crate::support::forms::{csrf_in, signed_in};
+use crate::support::processes::{cli, finished};
 
 /// A candidate that keys refunds on the payment alone: it drops the refund
 /// reference, so two refunds of one payment become one.
@@ -30,7 +32,7 @@ sensitive = ["$.customer_email"]
 "#;
 
 /// The payment-only candidate replayed over the whole of `app`'s journal.
-async fn replay(app: &crate::helpers::TestApp) -> shadow::ShadowReport {
+async fn replay(app: &crate::support::app::TestApp) -> shadow::ShadowReport {
     let scratch = tempfile::tempdir().unwrap();
     shadow::shadow(
         &app.db,

@@ -3,14 +3,9 @@
 //! loopback. It must exit 0, and its report must agree with what Unicity
 //! recorded and what its own downstream counted.
 
-use crate::helpers::{Counts, cli, spawn_app_with};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use crate::support::app::spawn_app_with;
+use crate::support::counts::Counts;
+use crate::support::processes::{cli, free_port};
 
 /// The figure after `label` on its line of the report.
 fn figure(report: &str, label: &str) -> i64 {
@@ -25,7 +20,7 @@ fn figure(report: &str, label: &str) -> i64 {
 #[tokio::test]
 async fn a_small_simulation_passes_and_its_report_matches_the_ledger() {
     let (provider, downstream) = (free_port(), free_port());
-    let listing = crate::provider::lookup_toml(&format!("http://127.0.0.1:{provider}"));
+    let listing = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{provider}"));
     let extra = format!(
         r#"
 [engine]
@@ -67,7 +62,7 @@ status_not_found = "failed"
         "--settle-secs",
         "40",
     ]);
-    let report = crate::helpers::finished(command).await;
+    let report = crate::support::processes::finished(command).await;
     assert!(report.contains("PASS"), "{report}");
 
     let made = figure(&report, "refunds made by the provider");
@@ -102,9 +97,7 @@ status_not_found = "failed"
         "every refund applied or left for a person: {report}"
     );
     assert!(
-        app.count("SELECT COUNT(*) FROM cases WHERE reason = 'missing_effect' AND status = 'open'")
-            .await
-            >= 1,
+        app.cases_with_status("missing_effect", "open").await >= 1,
         "the dropped delivery is found by reconciliation: {report}"
     );
 }

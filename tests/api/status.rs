@@ -3,8 +3,9 @@
 //! Idempotency-Key — never by sending it again blindly. Real HTTP on every
 //! side: Unicity, a downstream that applies (or not) and answers for its keys.
 
-use crate::downstream::{Behaviour, Downstream};
-use crate::helpers::{Counts, TestApp, refund, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// Short sink timeout, frequent sweeps.
 async fn start(downstream: &Downstream, with_status: bool) -> TestApp {
@@ -55,11 +56,8 @@ async fn an_unknown_outcome_the_downstream_reports_applied_is_settled_applied_wi
     assert_eq!(case["resolved_by"], "look-up");
     app.wait_applied(1).await;
     assert_eq!(
-        app.count(
-            "SELECT COUNT(*) FROM journal WHERE event_type = 'StatusLookupPerformed' \
-             AND CAST(data AS TEXT) LIKE '%answer%applied%'"
-        )
-        .await,
+        app.journal_count_containing("StatusLookupPerformed", "answer%applied")
+            .await,
         1,
         "the question and its answer are journaled"
     );
@@ -78,13 +76,7 @@ async fn an_unknown_outcome_the_downstream_never_applied_is_sent_again_under_its
     assert_eq!(case["resolved_by"], "look-up");
     app.wait_applied(1).await;
     // Settled failed, taken back with the next fencing token, applied.
-    assert_eq!(
-        app.count(
-            "SELECT COUNT(*) FROM reservations WHERE fencing_token = 2 AND state = 'applied'"
-        )
-        .await,
-        1
-    );
+    assert_eq!(app.reservations_at("applied", 2).await, 1);
     assert_eq!(app.journal_count("EffectFailed").await, 1);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let calls = downstream.calls();
@@ -99,12 +91,8 @@ async fn without_a_status_url_an_unknown_outcome_stays_for_a_person() {
     let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
     let app = start(&downstream, false).await;
     let case_id = an_unknown_outcome(&app).await;
-    app.wait_for_count(
-        "SELECT COUNT(*) FROM journal WHERE event_type = 'StatusLookupPerformed' \
-         AND CAST(data AS TEXT) LIKE '%no status URL%'",
-        1,
-    )
-    .await;
+    app.wait_journal_containing("StatusLookupPerformed", "no status URL", 1)
+        .await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let case = app.get(&format!("/api/cases/{case_id}")).await.json;
     assert_eq!(case["status"], "open", "{case}");

@@ -2,7 +2,8 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{Counts, spawn_app};
+use crate::support::app::spawn_app;
+use crate::support::counts::Counts;
 
 /// A `checkout.session.completed` Event object, shaped as Stripe documents it,
 /// for Checkout Session `session`.

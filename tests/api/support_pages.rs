@@ -7,21 +7,13 @@ use reqwest::StatusCode;
 use serde_json::json;
 use unicity::auth::Role;
 
-use crate::forms::{Browser, PASSWORD, operator};
-use crate::helpers::{Counts, TestApp, id_of, refund, spawn_app};
 use crate::search::found;
+use crate::support::app::{id_of, refund, spawn_app};
+use crate::support::counts::Counts;
+use crate::support::forms::{FormClient, signed_in};
 
 const SCRIPT: &str = "<script>alert(1)</script>";
 const IMG: &str = "\"><img src=x onerror=alert(1)>";
-
-async fn signed_in(app: &TestApp, role: Role) -> Browser {
-    let name = format!("agent-{role}");
-    operator(app, &name, role).await;
-    let mut browser = Browser::new(app);
-    let login = browser.login(&name, PASSWORD).await;
-    assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
-    browser
-}
 
 /// The text of the element `id="sentence"`.
 fn sentence(html: &str) -> &str {
@@ -42,7 +34,7 @@ async fn a_support_agent_reads_why_a_refund_was_ignored_and_which_delivery_was_f
         .await;
     assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
     let (first, retry) = (id_of(&first), id_of(&retry));
-    let mut browser = signed_in(&app, Role::Support).await;
+    let mut browser = signed_in(&app, "agent-support", Role::Support).await;
 
     // Found by the payment id, both of them, each linking to its page.
     let search = browser.get("/deliveries?q=pay_support").await;
@@ -102,7 +94,7 @@ async fn a_support_agent_reads_why_a_refund_was_ignored_and_which_delivery_was_f
         .get("/deliveries/0190f0e0-0000-7000-8000-000000000000")
         .await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
-    let anonymous = Browser::new(&app)
+    let anonymous = FormClient::new(&app)
         .get(&format!("/deliveries/{retry}"))
         .await;
     assert_eq!(
@@ -183,7 +175,7 @@ async fn webhook_values_render_as_text_on_the_search_and_delivery_pages() {
     assert_eq!(typed.status, 202, "{}", typed.json);
     assert_eq!(found(&app, "q=pay_xss").await.len(), 2);
 
-    let mut browser = signed_in(&app, Role::Support).await;
+    let mut browser = signed_in(&app, "agent-support", Role::Support).await;
     let search = browser.get("/deliveries?q=pay_xss").await;
     assert_eq!(search.status, StatusCode::OK);
     escaped(&search.body);
@@ -230,7 +222,7 @@ async fn a_bidi_override_in_a_received_id_is_shown_written_out_never_raw() {
             .collect()
     };
 
-    let mut browser = signed_in(&app, Role::Support).await;
+    let mut browser = signed_in(&app, "agent-support", Role::Support).await;
     let page = browser.get(&format!("/deliveries/{id}")).await;
     assert_eq!(page.status, StatusCode::OK);
     assert_eq!(

@@ -3,7 +3,8 @@
 
 use unicity::providers::signature;
 
-use crate::helpers::{Counts, Reply, TestApp, secret_of, spawn_app};
+use crate::support::app::{Reply, TestApp, secret_of, spawn_app};
+use crate::support::counts::Counts;
 
 const BODY: &[u8] = br#"{"type":"contact.created","timestamp":"2022-11-03T20:26:10.344522Z","data":{"id":"1f81eb52-5198-4599-803e-771906343485","type":"contact"}}"#;
 

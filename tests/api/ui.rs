@@ -5,10 +5,11 @@ use unicity::auth::Role;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 
-use crate::browser::Browser;
-use crate::downstream::{Behaviour, Downstream};
-use crate::forms::{PASSWORD, operator};
-use crate::helpers::{Counts, Reply, TestApp, refund, spawn_app, spawn_app_with};
+use crate::support::app::{Reply, TestApp, refund, spawn_app, spawn_app_with};
+use crate::support::chromium::Browser;
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::{PASSWORD, operator};
 
 #[tokio::test]
 async fn each_role_signs_in_sees_its_navigation_and_signs_out() {

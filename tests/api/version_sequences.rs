@@ -13,7 +13,7 @@ use unicity::services::engine::{Engine, SharedEngine};
 use unicity::services::ingest::{self, Arrival};
 use unicity::services::{strategies, sweeper};
 
-use crate::helpers::{fresh_database, test_settings};
+use crate::support::app::{fresh_database, test_settings};
 use crate::versions::{Version, refund_hierarchy, refund_strategy, version};
 
 /// What can happen between two retries of the same refund.

@@ -5,10 +5,11 @@
 
 use serde_json::{Value, json};
 
-use crate::downstream::{Behaviour, Downstream};
+use crate::support::downstream::{Behaviour, Downstream};
 use sea_orm::ConnectionTrait;
 
-use crate::helpers::{Counts, Reply, TestApp, fresh_database, spawn_on, test_settings};
+use crate::support::app::{Reply, TestApp, fresh_database, spawn_on, test_settings};
+use crate::support::counts::Counts;
 
 /// A refund strategy version: its number, horizon, discriminating fields and
 /// criticality.

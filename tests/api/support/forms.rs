@@ -8,7 +8,7 @@ use unicity::auth::Role;
 use unicity::domain::journal::Actor;
 use unicity::services::access;
 
-use crate::helpers::TestApp;
+use super::app::TestApp;
 
 /// The password of every operator `operator` creates.
 pub const PASSWORD: &str = "correct horse battery staple";
@@ -46,11 +46,12 @@ impl Answer {
     }
 }
 
-/// A browser without JavaScript: the session cookie and the sign-in form's
-/// cookie, forms, no redirects followed. A clone is a second tab of the same
-/// session.
+/// A client that posts forms as a browser without JavaScript would: the
+/// session cookie and the sign-in form's cookie, forms, no redirects
+/// followed. A clone is a second tab of the same session. (A real browser,
+/// with JavaScript, is `chromium::Browser`.)
 #[derive(Clone)]
-pub struct Browser {
+pub struct FormClient {
     address: String,
     /// `unicity_session`.
     pub cookie: Option<String>,
@@ -66,7 +67,7 @@ fn set_cookie(text: &str, name: &str) -> Option<Option<String>> {
     Some((!value.is_empty() && !text.contains("Max-Age=0")).then(|| value.to_owned()))
 }
 
-impl Browser {
+impl FormClient {
     pub fn new(app: &TestApp) -> Self {
         Self {
             address: app.address.clone(),
@@ -75,7 +76,7 @@ impl Browser {
         }
     }
 
-    /// `request` with the cookies this browser holds.
+    /// `request` with the cookies this client holds.
     pub fn with_cookies(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let mut cookies = Vec::new();
         if let Some(cookie) = &self.cookie {
@@ -150,7 +151,8 @@ pub fn csrf_in(html: &str) -> String {
         .to_owned()
 }
 
-pub async fn operator(app: &TestApp, name: &str, role: Role) {
+/// A new operator `name` of `role`, with `PASSWORD`; returns its id.
+pub async fn operator(app: &TestApp, name: &str, role: Role) -> uuid::Uuid {
     access::create_operator(
         &app.db,
         name,
@@ -159,14 +161,14 @@ pub async fn operator(app: &TestApp, name: &str, role: Role) {
         Actor::Cli,
     )
     .await
-    .expect("operator created");
+    .expect("operator created")
 }
 
-/// A browser signed in as a new operator `name` of `role`.
-pub async fn signed_in(app: &TestApp, name: &str, role: Role) -> Browser {
+/// A form client signed in as a new operator `name` of `role`.
+pub async fn signed_in(app: &TestApp, name: &str, role: Role) -> FormClient {
     operator(app, name, role).await;
-    let mut browser = Browser::new(app);
-    let answer = browser.login(name, PASSWORD).await;
+    let mut client = FormClient::new(app);
+    let answer = client.login(name, PASSWORD).await;
     assert_eq!(answer.status, StatusCode::SEE_OTHER, "{name} signs in");
-    browser
+    client
 }

@@ -8,7 +8,6 @@
 //! Without the browser, a test is skipped with a message — except in CI
 //! (`CI=true`), where a missing browser fails the run.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,6 +15,8 @@ use std::time::{Duration, Instant};
 use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use tokio::sync::{Semaphore, SemaphorePermit};
+
+use super::processes::free_port;
 
 static ONE_AT_A_TIME: Semaphore = Semaphore::const_new(1);
 
@@ -37,13 +38,6 @@ fn program(variable: &str, default: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(default));
     path.exists().then_some(path)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// chromedriver and its Chromium, killed together (one process group) when

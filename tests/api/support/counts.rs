@@ -1,5 +1,7 @@
-//! What tests count, named after the domain: effects by status, cases,
-//! journal events by type, deliveries by decision, rows of the plain tables.
+//! What tests count, named after the domain: effects by status or by the
+//! provider's operation, reservations by state, cases by reason, status or
+//! resolution, journal events by type (about a delivery, holding a text),
+//! deliveries by decision, rows of the plain tables.
 //! Each method is one fixed query; a one-off question stays SQL at its test,
 //! through `count`. A test server (`TestApp`) and a reader of another
 //! process's database (`Probe`) count the same way.
@@ -8,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, Statement};
 
-use super::TestApp;
+use super::app::TestApp;
 
 /// How long a `wait_*` keeps asking before it fails.
 const PATIENCE: Duration = Duration::from_secs(15);
@@ -79,6 +81,28 @@ pub trait Counts {
             .await
     }
 
+    /// Effects applied for the provider's operation `provider_ref` (the
+    /// reference a case was resolved with), in any state.
+    async fn effects_for_operation(&self, provider_ref: &str) -> i64 {
+        self.count(&format!(
+            "SELECT COUNT(*) FROM effects WHERE provider_ref = '{provider_ref}'"
+        ))
+        .await
+    }
+
+    /// Effects applied for the provider's operation `provider_ref` whose
+    /// ledger row also holds the downstream's own id for them.
+    async fn effects_for_operation_with_downstream_ref(&self, provider_ref: &str) -> i64 {
+        self.count(&for_operation_with_downstream_ref(provider_ref))
+            .await
+    }
+
+    /// Waits until `n` effects for `provider_ref` hold the downstream's id.
+    async fn wait_effects_for_operation_with_downstream_ref(&self, provider_ref: &str, n: i64) {
+        self.wait_for_count(&for_operation_with_downstream_ref(provider_ref), n)
+            .await;
+    }
+
     /// Links from a delivery to the effect it made or repeated.
     async fn effect_deliveries(&self) -> i64 {
         self.count("SELECT COUNT(*) FROM effect_deliveries").await
@@ -92,6 +116,35 @@ pub trait Counts {
     /// Waits until the fast index holds `n` reservations.
     async fn wait_reservations(&self, n: i64) {
         self.wait_for_count("SELECT COUNT(*) FROM reservations", n)
+            .await;
+    }
+
+    /// Waits until `n` reservations are in `state` (`reserved`, `applied`,
+    /// `failed`, `unknown`).
+    async fn wait_reservations_in(&self, state: &str, n: i64) {
+        self.wait_for_count(&reservations_in(state), n).await;
+    }
+
+    /// Reservations in `state` whose key was last taken with `fencing_token`
+    /// (1 on the first attempt, 2 on the retry after it, ...).
+    async fn reservations_at(&self, state: &str, fencing_token: i64) -> i64 {
+        self.count(&reservations_at(state, fencing_token)).await
+    }
+
+    /// Waits until `n` reservations are in `state` with `fencing_token`.
+    async fn wait_reservations_at(&self, state: &str, fencing_token: i64, n: i64) {
+        self.wait_for_count(&reservations_at(state, fencing_token), n)
+            .await;
+    }
+
+    /// Transport links: one per distinct raw body, one per message id.
+    async fn transport_links(&self) -> i64 {
+        self.count("SELECT COUNT(*) FROM transport_links").await
+    }
+
+    /// Waits until `n` strategies stand tripped (their collision breaker open).
+    async fn wait_tripped_strategies(&self, n: i64) {
+        self.wait_for_count("SELECT COUNT(*) FROM strategy_breakers", n)
             .await;
     }
 
@@ -110,6 +163,23 @@ pub trait Counts {
     async fn cases_with(&self, reason: &str) -> i64 {
         self.count(&format!(
             "SELECT COUNT(*) FROM cases WHERE reason = '{reason}'"
+        ))
+        .await
+    }
+
+    /// Cases opened for `reason` that stand `status` (`open`, `resolved`).
+    async fn cases_with_status(&self, reason: &str, status: &str) -> i64 {
+        self.count(&format!(
+            "SELECT COUNT(*) FROM cases WHERE reason = '{reason}' AND status = '{status}'"
+        ))
+        .await
+    }
+
+    /// Cases resolved with `resolution` (`process_as_distinct`,
+    /// `confirm_duplicate`, `reject`, ...).
+    async fn cases_resolved_as(&self, resolution: &str) -> i64 {
+        self.count(&format!(
+            "SELECT COUNT(*) FROM cases WHERE resolution = '{resolution}'"
         ))
         .await
     }
@@ -146,6 +216,12 @@ pub trait Counts {
         self.wait_for_count(&decided(decision), n).await;
     }
 
+    /// Deliveries that carry no decision (refused before one was made).
+    async fn undecided(&self) -> i64 {
+        self.count("SELECT COUNT(*) FROM deliveries WHERE decision IS NULL")
+            .await
+    }
+
     /// Bodies stored, one per distinct byte string.
     async fn raw_bodies(&self) -> i64 {
         self.count("SELECT COUNT(*) FROM raw_bodies").await
@@ -176,6 +252,36 @@ pub trait Counts {
     async fn wait_journal(&self, event_type: &str, n: i64) {
         self.wait_for_count(&journaled(event_type), n).await;
     }
+
+    /// Journal rows of `event_type` about the delivery `delivery_id`.
+    async fn journal_count_about(&self, event_type: &str, delivery_id: &str) -> i64 {
+        self.count(&format!(
+            "SELECT COUNT(*) FROM journal WHERE event_type = '{event_type}' \
+             AND delivery_id = '{delivery_id}'"
+        ))
+        .await
+    }
+
+    /// Journal rows, of any kind, whose payload holds `text` anywhere.
+    async fn journal_rows_containing(&self, text: &str) -> i64 {
+        self.count(&format!(
+            "SELECT COUNT(*) FROM journal WHERE CAST(data AS TEXT) LIKE '%{text}%'"
+        ))
+        .await
+    }
+
+    /// Journal rows of `event_type` whose payload holds `text` (a LIKE
+    /// pattern: `%` stands for any text between two parts, `_` for any one
+    /// character).
+    async fn journal_count_containing(&self, event_type: &str, text: &str) -> i64 {
+        self.count(&journaled_containing(event_type, text)).await
+    }
+
+    /// Waits until `n` rows of `event_type` hold `text` in their payload.
+    async fn wait_journal_containing(&self, event_type: &str, text: &str, n: i64) {
+        self.wait_for_count(&journaled_containing(event_type, text), n)
+            .await;
+    }
 }
 
 impl Counts for TestApp {
@@ -194,4 +300,29 @@ fn decided(decision: &str) -> String {
 
 fn journaled(event_type: &str) -> String {
     format!("SELECT COUNT(*) FROM journal WHERE event_type = '{event_type}'")
+}
+
+fn for_operation_with_downstream_ref(provider_ref: &str) -> String {
+    format!(
+        "SELECT COUNT(*) FROM effects WHERE provider_ref = '{provider_ref}' \
+         AND downstream_ref IS NOT NULL"
+    )
+}
+
+fn reservations_in(state: &str) -> String {
+    format!("SELECT COUNT(*) FROM reservations WHERE state = '{state}'")
+}
+
+fn reservations_at(state: &str, fencing_token: i64) -> String {
+    format!(
+        "SELECT COUNT(*) FROM reservations WHERE state = '{state}' \
+         AND fencing_token = {fencing_token}"
+    )
+}
+
+fn journaled_containing(event_type: &str, text: &str) -> String {
+    format!(
+        "SELECT COUNT(*) FROM journal WHERE event_type = '{event_type}' \
+         AND CAST(data AS TEXT) LIKE '%{text}%'"
+    )
 }

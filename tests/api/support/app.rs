@@ -1,9 +1,5 @@
 //! `spawn_app` and the `TestApp` driver shared by every integration test.
 
-mod counts;
-
-pub use counts::Counts;
-
 use std::sync::Arc;
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};
@@ -333,78 +329,4 @@ pub fn refund(payment: &str, amount: u64, reference: Option<&str>) -> Vec<u8> {
         body["refund_reference"] = Value::String(reference.to_owned());
     }
     serde_json::to_vec(&body).expect("json")
-}
-
-/// The `unicity` binary set up as for a test server on `database_url`,
-/// with the test sources plus `extra` TOML written to a file in `dir`.
-pub fn cli(database_url: &str, extra: &str, dir: &std::path::Path) -> std::process::Command {
-    let config = dir.join("unicity.toml");
-    std::fs::write(&config, format!("{extra}\n{TEST_SOURCES}")).expect("configuration written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_unicity"));
-    command
-        .env("UNICITY_CONFIG", &config)
-        .env("DATABASE_URL", database_url)
-        .env(unicity::config::KEY_SECRET_ENV, TEST_KEY_SECRET)
-        .env("TEST_STRIPE_SECRETS", STRIPE_SECRETS.join(","))
-        .env("RUST_LOG", "warn");
-    command
-}
-
-/// Runs `command` to its end, which must be a success; returns what it printed.
-pub async fn finished(mut command: std::process::Command) -> String {
-    // The arguments only: the environment holds the test secrets.
-    let shown = format!("{:?}", command.get_args().collect::<Vec<_>>());
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("join")
-        .expect("the command runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(
-        output.status.success(),
-        "{shown} failed ({}): {stdout}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    stdout
-}
-
-/// What the test servers of this binary log, through the same subscriber
-/// set-up `unicity serve` uses, kept in memory. Installed on first use; every
-/// server of the binary logs into it from then on, so a test looks for values
-/// of its own (unique per test), never for the absence of any line at all.
-pub fn logs() -> Logs {
-    static LINES: std::sync::OnceLock<Arc<std::sync::Mutex<Vec<u8>>>> = std::sync::OnceLock::new();
-    let lines = LINES.get_or_init(|| {
-        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        unicity::telemetry::init_with(
-            move || LogSink(sink.clone()),
-            false,
-            unicity::telemetry::LogFormat::Text,
-        );
-        lines
-    });
-    Logs(lines.clone())
-}
-
-pub struct Logs(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl Logs {
-    /// Everything logged so far.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("log lines")).into_owned()
-    }
-}
-
-struct LogSink(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogSink {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log lines").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
