@@ -4,6 +4,7 @@
 pub mod access;
 pub mod bodies;
 pub mod breakers;
+mod bulk;
 pub mod cases;
 mod chunks;
 pub mod dashboard;
