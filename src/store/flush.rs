@@ -1,15 +1,10 @@
 //! Writing what a transaction deferred, just before its commit: every row of
-//! `Deferred`, one statement per table (and chunk, on SQLite), journal rows
-//! last. A claim made in memory (a link, a reservation, a retake, a
-//! settlement) that the database refuses fails the flush, and with it the
-//! transaction: nothing of it commits. This is the one place journal rows
-//! are written.
+//! `Deferred`, one statement per table and chunk, journal rows last. A claim
+//! made in memory (a link, a reservation, a retake, a settlement) that the
+//! database refuses fails the flush, and with it the transaction: nothing of
+//! it commits. This is the one place journal rows are written.
 
-use sea_orm::{
-    ActiveModelTrait, ConnectionTrait, DbBackend, DbErr, EntityName, EntityTrait, IntoActiveModel,
-};
-
-use super::bulk;
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, EntityName, EntityTrait, IntoActiveModel};
 
 use super::chunks::statements;
 use super::deferred::Deferred;
@@ -62,15 +57,7 @@ where
     C: ConnectionTrait,
     A: ActiveModelTrait + Send,
 {
-    let rows: Vec<A> = rows.collect();
-    if let Some(inserted) = in_one_statement(conn, &rows).await? {
-        if inserted != rows.len() as u64 {
-            let table = A::Entity::default().table_name();
-            return Err(stale_claim(table, "a batch"));
-        }
-        return Ok(());
-    }
-    for chunk in statements(rows) {
+    for chunk in statements(rows.collect()) {
         let expected = chunk.len() as u64;
         let inserted = match <A::Entity as EntityTrait>::insert_many(chunk)
             .on_conflict_do_nothing()
@@ -101,9 +88,6 @@ where
     C: ConnectionTrait,
     A: sea_orm::ActiveModelTrait + Send,
 {
-    if in_one_statement(conn, &rows).await?.is_some() {
-        return Ok(());
-    }
     for chunk in statements(rows) {
         <A::Entity as EntityTrait>::insert_many(chunk)
             .on_conflict_do_nothing()
@@ -111,19 +95,4 @@ where
             .await?;
     }
     Ok(())
-}
-
-/// On PostgreSQL, `rows` in one statement prepared once per connection
-/// (`bulk`); how many took, or `None` where they go as multi-row `VALUES`
-/// (SQLite, where statements are cheap and parameters bound in place, or
-/// rows `bulk` cannot carry).
-async fn in_one_statement<C, A>(conn: &C, rows: &[A]) -> Result<Option<u64>, DbErr>
-where
-    C: ConnectionTrait,
-    A: ActiveModelTrait,
-{
-    if rows.is_empty() || conn.get_database_backend() != DbBackend::Postgres {
-        return Ok(None);
-    }
-    bulk::insert(conn, rows).await
 }

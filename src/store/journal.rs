@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter,
-    QueryOrder, QuerySelect, Statement,
+    QueryOrder, QuerySelect,
 };
 
 use super::entities::journal;
@@ -146,16 +146,10 @@ fn decided_row(
     }
 }
 
-/// Inserts `rows` in order: on PostgreSQL in one statement (`in_one`), on
-/// SQLite in as few as `chunks::statements` allows.
+/// Inserts `rows` in order, in as few statements as `chunks::statements`
+/// allows. The payload is bound as text, cast to `jsonb` on PostgreSQL.
 pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
     let backend = conn.get_database_backend();
-    if backend == DbBackend::Postgres {
-        if !rows.is_empty() {
-            conn.execute_raw(in_one(&rows)).await?;
-        }
-        return Ok(());
-    }
     for chunk in super::chunks::statements(rows) {
         let mut insert = Query::insert();
         insert.into_table(journal::Entity).columns([
@@ -181,38 +175,6 @@ pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Resu
         conn.execute(&insert).await?;
     }
     Ok(())
-}
-
-/// `rows` as one PostgreSQL statement whose text never changes (prepared
-/// once per connection, see `store::bulk`): one JSON array parameter, each
-/// payload embedded as the JSON it already is, unpacked in order.
-fn in_one(rows: &[Row]) -> Statement {
-    let mut array = String::with_capacity(rows.iter().map(|r| r.data.len() + 160).sum());
-    array.push('[');
-    for (n, row) in rows.iter().enumerate() {
-        if n > 0 {
-            array.push(',');
-        }
-        // Every field but the payload is serialised here; the payload is
-        // already JSON, serialised by `JournalEvent::data_text`.
-        let fields = serde_json::json!([
-            row.delivery_id,
-            row.event_type,
-            row.event_version,
-            row.recorded_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-        ]);
-        array.push_str(&format!("{{\"row\":{fields},\"data\":{}}}", row.data));
-    }
-    array.push(']');
-    Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        "INSERT INTO journal (delivery_id, event_type, event_version, data, recorded_at) \
-         SELECT e->'row'->>0, e->'row'->>1, (e->'row'->>2)::integer, e->'data', \
-         (e->'row'->>3)::timestamptz \
-         FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS t(e, n) ORDER BY n",
-        [array.into()],
-    )
 }
 
 /// Error reading the journal.
@@ -420,4 +382,78 @@ fn decode(row: RawRow) -> Result<Vec<StoredEvent>, ReadError> {
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+    use crate::domain::journal::DeliveryDecided;
+
+    fn sample() -> DeliveryDecided {
+        let stored = include_str!("../domain/journal/frozen/DeliveryDecided.v1.json");
+        serde_json::from_str(stored).expect("the frozen sample reads")
+    }
+
+    #[tokio::test]
+    async fn a_folded_row_spliced_from_its_parts_is_read_back_as_those_parts() {
+        let decided = sample();
+        let id = DeliveryId::from_uuid(uuid::Uuid::now_v7());
+        let text = ReceptionText::new(&decided.received, &decided.key);
+        let row = decided_row(
+            id,
+            text,
+            decided.reserved.as_ref(),
+            &decided.decision,
+            Utc::now(),
+        );
+        // The splice is the JSON that serialising the whole would give.
+        let spliced: serde_json::Value = serde_json::from_str(&row.data).expect("valid JSON");
+        assert_eq!(spliced, serde_json::to_value(&decided).unwrap());
+
+        let (_dir, db) = crate::store::test_database().await;
+        insert(&db, vec![row]).await.unwrap();
+        let read: Vec<JournalEvent> = for_delivery(&db, id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|stored| stored.event)
+            .collect();
+        let names: Vec<&str> = read.iter().map(JournalEvent::event_type).collect();
+        assert_eq!(
+            names,
+            [
+                "DeliveryReceived",
+                "KeyDerived",
+                "KeyReserved",
+                "EffectApplied",
+                "DecisionMade"
+            ]
+        );
+        assert_eq!(read, decided.parts(id).unwrap());
+    }
+
+    #[test]
+    fn a_reception_that_does_not_fold_is_journaled_as_its_two_events() {
+        let decided = sample();
+        let id = DeliveryId::from_uuid(uuid::Uuid::now_v7());
+        let rows = ReceptionText::new(&decided.received, &decided.key).rows(id, Utc::now());
+        let received = JournalEvent::DeliveryReceived(decided.received);
+        let key = JournalEvent::KeyDerived(decided.key);
+        for (row, event) in rows.iter().zip([received, key]) {
+            assert_eq!(
+                (row.event_type, row.event_version),
+                (event.event_type(), event.version())
+            );
+            let data: serde_json::Value = serde_json::from_str(&row.data).unwrap();
+            assert_eq!(data, event.data());
+        }
+    }
+
+    #[tokio::test]
+    async fn the_audit_trail_reads_its_own_index_newest_first_not_the_whole_journal() {
+        let (_dir, db) = crate::store::test_database().await;
+        for before in [None, Some(1_000)] {
+            let query = newest_audited_query(journal::Entity::find(), before);
+            let plan = crate::store::sqlite_plan(&db, &query).await.join("\n");
+            assert!(plan.contains("journal_audit_trail"), "{plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{plan}");
+        }
+    }
+}

@@ -4,7 +4,6 @@
 pub mod access;
 pub mod bodies;
 pub mod breakers;
-mod bulk;
 pub mod cases;
 mod chunks;
 pub mod dashboard;
