@@ -17,6 +17,7 @@ mod day_browser;
 mod decisions;
 mod downstream;
 mod faults;
+mod fixture_breakers;
 mod fixtures;
 mod floods;
 mod forms;
