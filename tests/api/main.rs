@@ -34,6 +34,7 @@ mod lookups;
 mod masking;
 mod metrics;
 mod observe;
+mod observe_types;
 mod openapi;
 mod pages;
 mod paths;
