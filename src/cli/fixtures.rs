@@ -10,7 +10,6 @@ use uuid::Uuid;
 
 use super::{Cli, open_engine, settings};
 use crate::config::FileConfig;
-use crate::domain::fixture::Fixture;
 use crate::services::fixtures;
 
 #[derive(Subcommand)]
@@ -59,33 +58,22 @@ pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<
     }
 }
 
-/// Replays each fixture of `dir`; returns how many differ.
+/// Replays each fixture of `dir` on a fresh SQLite database, printing `ok`
+/// or `DIFF` and each difference per file; returns how many differ.
 async fn check(dir: &Path, base: &str) -> anyhow::Result<usize> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    let mut failed = 0;
-    for file in &files {
-        let fixture: Fixture = serde_json::from_slice(&std::fs::read(file)?)?;
-        let scratch =
-            std::env::temp_dir().join(format!("unicity-replay-{}", Uuid::now_v7().simple()));
-        std::fs::create_dir_all(&scratch)?;
-        let url = format!("sqlite://{}?mode=rwc", scratch.join("replay.db").display());
-        let replayed = fixtures::replay(&fixture, base, &url).await;
-        let _ = std::fs::remove_dir_all(&scratch);
-        let differences = replayed?.differences();
-        if differences.is_empty() {
-            println!("ok    {} ({})", file.display(), fixture.name);
+    let mut scratch = fixtures::SqliteScratch::new(std::env::temp_dir());
+    let checked = fixtures::check(dir, base, &mut scratch, |one| {
+        if one.passed() {
+            println!("ok    {} ({})", one.file.display(), one.name);
         } else {
-            failed += 1;
-            println!("DIFF  {} ({})", file.display(), fixture.name);
-            for difference in differences {
+            println!("DIFF  {} ({})", one.file.display(), one.name);
+            for difference in &one.differences {
                 println!("      {difference}");
             }
         }
-    }
-    println!("{} fixture(s), {failed} differing", files.len());
+    })
+    .await?;
+    let failed = checked.iter().filter(|one| !one.passed()).count();
+    println!("{} fixture(s), {failed} differing", checked.len());
     Ok(failed)
 }

@@ -1,9 +1,10 @@
 //! A resolved case as a regression fixture (`unicity-fixture/1`): the
 //! deliveries of its key in arrival order, as received (headers without
 //! secrets, the body's bytes with sensitive values replaced), the strategy
-//! definitions in force, what the provider's API answered, and what must
-//! come out — each delivery's decision, the case's resolution and the
-//! effects that exist once it is applied. Replaying it (`services::fixtures`)
+//! definitions in force, the collision breakers tripped while they arrived,
+//! what the provider's API answered, and what must come out — each
+//! delivery's decision, the case's resolution and the effects that exist
+//! once it is applied. Replaying it (`services::fixtures`)
 //! against the code of the day says whether that code still decides this
 //! history as the person who resolved it did.
 
@@ -32,6 +33,13 @@ pub struct Fixture {
     /// The definitions that keyed these deliveries, whole, with their
     /// fingerprints.
     pub strategies: Vec<StrategyInForce>,
+    /// Those of `strategies` whose collision breaker was tripped while the
+    /// deliveries arrived: a tripped breaker turns a would-be duplicate into
+    /// a case, and the collisions that tripped it are other keys' deliveries,
+    /// not in the file. Absent from files exported before breakers were
+    /// carried, which no breaker decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breakers: Vec<Tripped>,
     pub deliveries: Vec<Delivery>,
     pub case: Case,
     /// Effects asked for under the key once the case is resolved (applied
@@ -46,6 +54,67 @@ pub struct StrategyInForce {
     pub strategy: String,
     pub fingerprint: String,
     pub definition: Value,
+}
+
+/// A strategy's collision breaker, tripped from `tripped_offset_ms` until
+/// `reset_offset_ms` (or to the end of the fixture), on the deliveries'
+/// clock: milliseconds after the first delivery, negative before it. A
+/// replay trips it again before the first delivery that arrived once it was
+/// tripped, so that delivery and those after it see it as they did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tripped {
+    /// `name@version`.
+    pub strategy: String,
+    pub tripped_offset_ms: i64,
+    /// When an operator reset it, if that was before the delivery that
+    /// opened the case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_offset_ms: Option<i64>,
+    /// The figures it was tripped on, as journaled: deliveries and
+    /// collisions over the window, against the threshold.
+    pub deliveries: i64,
+    pub collisions: i64,
+    pub threshold: f64,
+    pub window_secs: u64,
+}
+
+/// A change of a breaker's state, in the order a replay makes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BreakerChange<'a> {
+    Trip(&'a Tripped),
+    Reset(&'a Tripped),
+}
+
+impl BreakerChange<'_> {
+    /// When it happened, on the deliveries' clock.
+    pub fn offset_ms(&self) -> i64 {
+        match self {
+            Self::Trip(tripped) => tripped.tripped_offset_ms,
+            Self::Reset(tripped) => tripped.reset_offset_ms.unwrap_or(i64::MAX),
+        }
+    }
+}
+
+impl Fixture {
+    /// Every trip and reset of `breakers`, oldest first; at one moment, in
+    /// the order of `breakers` (the journal's), a trip before its reset.
+    pub fn breaker_changes(&self) -> Vec<BreakerChange<'_>> {
+        let mut changes: Vec<(usize, BreakerChange<'_>)> = Vec::new();
+        for (n, tripped) in self.breakers.iter().enumerate() {
+            changes.push((n, BreakerChange::Trip(tripped)));
+            if tripped.reset_offset_ms.is_some() {
+                changes.push((n, BreakerChange::Reset(tripped)));
+            }
+        }
+        changes.sort_by_key(|(n, change)| {
+            (
+                change.offset_ms(),
+                *n,
+                matches!(change, BreakerChange::Reset(_)),
+            )
+        });
+        changes.into_iter().map(|(_, change)| change).collect()
+    }
 }
 
 /// One delivery as it was received.
@@ -147,6 +216,69 @@ mod tests {
         assert_eq!(
             std::str::from_utf8(&masked).unwrap(),
             "{ \"email\" : \"masked-15\",\n  \"copy\":\"masked-15\", \"amount\": 700 }"
+        );
+    }
+
+    fn tripped(strategy: &str, from: i64, to: Option<i64>) -> Tripped {
+        Tripped {
+            strategy: strategy.into(),
+            tripped_offset_ms: from,
+            reset_offset_ms: to,
+            deliveries: 204,
+            collisions: 2,
+            threshold: 0.005,
+            window_secs: 3600,
+        }
+    }
+
+    #[test]
+    fn a_file_without_breakers_reads_as_none_tripped_and_one_with_them_keeps_them() {
+        let file = include_str!("../../tests/fixtures/no-strategy-rejected.json");
+        let mut fixture: Fixture = serde_json::from_str(file).expect("a shipped fixture");
+        assert_eq!(fixture.fixture, FORMAT);
+        assert!(fixture.breakers.is_empty());
+        assert!(
+            !serde_json::to_string(&fixture)
+                .unwrap()
+                .contains("breakers")
+        );
+        fixture.breakers = vec![tripped("a@1", -5, None)];
+        let text = serde_json::to_string(&fixture).unwrap();
+        assert!(!text.contains("reset_offset_ms"), "{text}");
+        let back: Fixture = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, fixture);
+    }
+
+    #[test]
+    fn breakers_change_in_the_order_of_their_moments() {
+        let fixture = Fixture {
+            breakers: vec![
+                tripped("a@1", -5, Some(10)),
+                tripped("b@1", 3, None),
+                tripped("a@1", 10, None),
+            ],
+            ..serde_json::from_str(include_str!(
+                "../../tests/fixtures/no-strategy-rejected.json"
+            ))
+            .unwrap()
+        };
+        let changes: Vec<(&str, &str, i64)> = fixture
+            .breaker_changes()
+            .iter()
+            .map(|change| match change {
+                BreakerChange::Trip(t) => ("trip", t.strategy.as_str(), change.offset_ms()),
+                BreakerChange::Reset(t) => ("reset", t.strategy.as_str(), change.offset_ms()),
+            })
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                ("trip", "a@1", -5),
+                ("trip", "b@1", 3),
+                // reset, then tripped again at the same moment: in that order.
+                ("reset", "a@1", 10),
+                ("trip", "a@1", 10),
+            ]
         );
     }
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, DbErr};
 
 use super::engine::{SharedEngine, WriteEvent};
@@ -51,19 +51,14 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         if !over || engine.is_tripped(&strategy) {
             continue;
         }
-        let event = JournalEvent::StrategyTripped(StrategyTripped {
+        let event = StrategyTripped {
             strategy: strategy.clone(),
             deliveries,
             collisions,
             threshold: config.breaker_threshold,
             window_secs: config.breaker_window_secs,
-        });
-        let now = Utc::now();
-        let took = engine
-            .writer
-            .submit(WriteEvent::claim(None, event).at(now))
-            .await?;
-        if took {
+        };
+        if trip(engine, event, Utc::now()).await? {
             tracing::warn!(
                 strategy,
                 deliveries,
@@ -75,6 +70,20 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
     }
     refresh(engine).await?;
     Ok(tripped)
+}
+
+/// Journals `tripped` as of `at`; false when another process tripped the
+/// strategy first. The tripped set is read again by `refresh`.
+pub async fn trip(
+    engine: &SharedEngine,
+    tripped: StrategyTripped,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let event = JournalEvent::StrategyTripped(tripped);
+    engine
+        .writer
+        .submit(WriteEvent::claim(None, event).at(at))
+        .await
 }
 
 /// Re-reads the tripped strategies from the database.
@@ -93,12 +102,24 @@ pub async fn reset(
     by: String,
     reason: String,
 ) -> Result<bool, DbErr> {
+    reset_at(db, strategy, by, reason, Utc::now()).await
+}
+
+/// `reset`, journaled as of `at` (a fixture's replay resets a breaker at
+/// the moment the fixture says).
+pub async fn reset_at(
+    db: &DatabaseConnection,
+    strategy: &str,
+    by: String,
+    reason: String,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
     let event = JournalEvent::StrategyReset(StrategyReset {
         strategy: strategy.to_owned(),
         reset_by: Some(by),
         reason: Some(reason),
     });
-    store::transaction(db, async |tx| tx.claim(None, &event, Utc::now()).await).await
+    store::transaction(db, async |tx| tx.claim(None, &event, at).await).await
 }
 
 /// The tripped strategies, with the figures that tripped them.

@@ -197,10 +197,10 @@ pub struct ObserveReport {
 }
 
 /// Where Unicity's decisions for `source` and the legacy handler's log
-/// disagree, per resource and amount. `observed` names the effect types the
-/// source observes (patterns, `*` all; none: all, a source that observes
-/// nothing now being compared whole): effects of the others are Unicity's
-/// alone, sent downstream, and left out.
+/// disagree, per resource and amount, and the deliveries it held. `observed`
+/// names the effect types the source observes (patterns, `*` all; none: all,
+/// a source that observes nothing now being compared whole): effects and
+/// held deliveries of the others are Unicity's alone, enforced, and left out.
 pub async fn report(
     db: &DatabaseConnection,
     source: &str,
@@ -233,10 +233,7 @@ pub async fn report(
     let mut unicity_effects = 0;
     for recorded in observe::recorded(db, source).await? {
         let live = ReservationState::parse(&recorded.status) != Some(ReservationState::Failed)
-            && (observed.is_empty()
-                || observed
-                    .iter()
-                    .any(|p| pattern::matches(p, &recorded.effect_type)));
+            && observes(observed, Some(&recorded.effect_type));
         let Some(resource) = recorded.resource.filter(|_| live) else {
             continue;
         };
@@ -271,8 +268,13 @@ pub async fn report(
             missed_by_legacy.push(line);
         }
     }
+    let effect_types = effect_types(db).await?;
     let held = |rows: Vec<observe::Held>| {
         rows.into_iter()
+            .filter(|h| {
+                let effect_type = h.strategy.as_ref().and_then(|s| effect_types.get(s));
+                observes(observed, effect_type.map(String::as_str))
+            })
             .map(|h| HeldDelivery {
                 delivery_id: h.delivery_id,
                 reason: h.reason,
@@ -288,6 +290,31 @@ pub async fn report(
         for_a_person: held(observe::for_a_person(db, source).await?),
         collisions: held(observe::collisions(db, source).await?),
     })
+}
+
+/// Whether `observed` (patterns; none: every type) covers `effect_type`. A
+/// delivery no strategy keyed asks for no effect type: it belongs to the
+/// comparison only when the whole source is observed (`*`).
+fn observes(observed: &[String], effect_type: Option<&str>) -> bool {
+    match effect_type {
+        _ if observed.is_empty() => true,
+        Some(effect_type) => observed.iter().any(|p| pattern::matches(p, effect_type)),
+        None => observed.iter().any(|p| p == "*"),
+    }
+}
+
+/// The effect type each strategy version asks for (`name@version` to
+/// type), from the registry of every version ever used: a held delivery's
+/// strategy may be an older version than the configuration's.
+async fn effect_types(db: &DatabaseConnection) -> anyhow::Result<BTreeMap<String, String>> {
+    Ok(crate::store::strategy_versions::all(db)
+        .await?
+        .into_iter()
+        .filter_map(|record| {
+            let effect_type = record.definition.get("effect_type")?.as_str()?.to_owned();
+            Some((format!("{}@{}", record.name, record.version), effect_type))
+        })
+        .collect())
 }
 
 /// One resource and amount, as both sides applied it.
@@ -324,6 +351,18 @@ fn normalized(amount: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_type_is_compared_when_observed_and_an_unkeyed_delivery_only_when_all_are() {
+        let some = ["refund.*".to_owned()];
+        let all = ["*".to_owned()];
+        assert!(observes(&some, Some("refund.create")));
+        assert!(!observes(&some, Some("chargeback.open")));
+        assert!(!observes(&some, None));
+        assert!(observes(&all, None));
+        assert!(observes(&[], Some("chargeback.open")));
+        assert!(observes(&[], None));
+    }
 
     #[test]
     fn a_legacy_log_reads_as_csv_or_json_lines_alike() {

@@ -19,6 +19,9 @@ pub struct Recorded {
 pub struct Held {
     pub delivery_id: String,
     pub reason: String,
+    /// `name@version` of the strategy that keyed it, whose effect type it
+    /// asks for; none when nothing keyed it.
+    pub strategy: Option<String>,
 }
 
 fn parameter(backend: DbBackend) -> &'static str {
@@ -60,7 +63,7 @@ pub async fn recorded<C: ConnectionTrait>(conn: &C, source: &str) -> Result<Vec<
 /// The source's deliveries whose case is open.
 pub async fn for_a_person<C: ConnectionTrait>(conn: &C, source: &str) -> Result<Vec<Held>, DbErr> {
     let sql = format!(
-        "SELECT d.delivery_id AS delivery_id, c.reason AS reason FROM cases c \
+        "SELECT d.delivery_id AS delivery_id, c.reason AS reason, d.strategy AS strategy FROM cases c \
          JOIN deliveries d ON d.delivery_id = c.delivery_id \
          WHERE c.status = 'open' AND d.source = {} ORDER BY c.opened_at",
         parameter(conn.get_database_backend())
@@ -71,7 +74,7 @@ pub async fn for_a_person<C: ConnectionTrait>(conn: &C, source: &str) -> Result<
 /// The source's deliveries decided a collision.
 pub async fn collisions<C: ConnectionTrait>(conn: &C, source: &str) -> Result<Vec<Held>, DbErr> {
     let sql = format!(
-        "SELECT delivery_id, reason FROM deliveries WHERE source = {} \
+        "SELECT delivery_id, reason, strategy FROM deliveries WHERE source = {} \
          AND reason IN ('discriminants_differ', 'transport_id_collision') ORDER BY received_at",
         parameter(conn.get_database_backend())
     );

@@ -139,7 +139,7 @@ strategies = ["norefid-chargeback-ref"]
 "#;
 
 /// An enforced source observing the effect types `observed` (TOML array).
-fn mixed_source(observed: &str, sink: &str) -> String {
+pub fn mixed_source(observed: &str, sink: &str) -> String {
     format!(
         r#"
 {sink}
