@@ -7,7 +7,8 @@
 use unicity::domain::fixture::Fixture;
 use unicity::services::fixtures;
 
-use crate::helpers::{Counts, TestApp, fresh_database, refund, spawn_app_with};
+use crate::support::app::{TestApp, fresh_database, refund, spawn_app_with};
+use crate::support::counts::Counts;
 
 /// A breaker that trips on the second delivery of a handful, evaluated
 /// often.

@@ -6,9 +6,9 @@
 use unicity::auth::Role;
 use unicity::services::observe;
 
-use crate::forms::signed_in;
-use crate::helpers::{TestApp, id_of, refund, spawn_app_with};
 use crate::observe::mixed_source;
+use crate::support::app::{TestApp, id_of, refund, spawn_app_with};
+use crate::support::forms::signed_in;
 
 /// A chargeback of `payment` under `reference`, for `amount`.
 fn chargeback(payment: &str, amount: u64, reference: Option<&str>) -> Vec<u8> {
