@@ -9,6 +9,7 @@
 //! cargo run --release --bin unicity-bench -- --backend postgres --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! cargo run --release --bin unicity-bench -- --requests 10000 --flood 100000
 //! cargo run --release --bin unicity-bench -- --history 1000000 --queue-cases 10000
+//! cargo run --release --bin unicity-bench -- --fixtures tests/fixtures
 //! ```
 //!
 //! Progress goes to stderr; stdout carries the table (unless `--json-only`)
@@ -27,6 +28,7 @@ macro_rules! note {
 mod baseline;
 mod checks;
 mod database;
+mod fixtures;
 mod flood;
 mod history;
 mod history_rows;
@@ -130,6 +132,12 @@ struct Cli {
     /// second, the noise and the merges.
     #[arg(long, value_name = "FILE")]
     shadow_candidate: Option<PathBuf>,
+    /// Fixtures mode: replay every regression fixture (`*.json`) of DIR,
+    /// each on a fresh database of `--backend`, as the test suite does, and
+    /// report the suite's time, each replay's (median, slowest) and how many
+    /// passed (see `fixtures.rs`). Nothing else is measured.
+    #[arg(long, value_name = "DIR")]
+    fixtures: Option<PathBuf>,
     /// Unicity server processes on the database (PostgreSQL): this one and
     /// `N - 1` more, the clients spread across them.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -196,6 +204,9 @@ async fn bench(cli: Cli) -> anyhow::Result<()> {
         }
         Backend::Postgres => cli.database_url.clone(),
     };
+    if let Some(dir) = &cli.fixtures {
+        return fixtures::run(cli.backend, location.as_deref(), dir, cli.json_only).await;
+    }
     let fresh = Fresh::create(cli.backend, location.as_deref()).await?;
     let result = run(&cli, &fresh).await;
     if cli.keep_database {
