@@ -32,16 +32,15 @@ async fn differences(fixture: &Fixture) -> Vec<String> {
 /// Resolves `case_id` through the API, as a person does.
 async fn confirm_duplicate(app: &TestApp, case_id: &str) {
     let resolved = app
-        .client
-        .post(format!("{}/api/cases/{case_id}/resolve", app.address))
-        .json(&serde_json::json!({
-            "resolution": "confirm_duplicate",
-            "note": "the provider lists one refund: a retry",
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resolved.status(), 200);
+        .resolve(
+            case_id,
+            serde_json::json!({
+                "resolution": "confirm_duplicate",
+                "note": "the provider lists one refund: a retry",
+            }),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
 }
 
 #[tokio::test]

@@ -71,17 +71,16 @@ async fn a_resolved_case_exports_as_a_fixture_that_replays_and_keeps_no_sensitiv
     assert_eq!(open.status(), 409);
     // when a person processes it as distinct and exports it,
     let resolved = app
-        .client
-        .post(format!("{}/api/cases/{case_id}/resolve", app.address))
-        .json(&serde_json::json!({
-            "resolution": "process_as_distinct",
-            "note": "two refunds listed by the provider",
-            "authoritative_ref": "re_fx_2",
-        }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resolved.status(), 200);
+        .resolve(
+            &case_id,
+            serde_json::json!({
+                "resolution": "process_as_distinct",
+                "note": "two refunds listed by the provider",
+                "authoritative_ref": "re_fx_2",
+            }),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
     let response = app.client.get(&fixture_url).send().await.unwrap();
     assert_eq!(response.status(), 200);
     let text = response.text().await.unwrap();

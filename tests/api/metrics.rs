@@ -234,16 +234,15 @@ async fn a_settled_case_moves_from_open_to_settled_by_a_person() {
     let before = scrape(&app).await;
     assert_eq!(value(&before, "unicity_open_cases", &[]), 1.0);
     let resolved = app
-        .client
-        .post(format!("{}/api/cases/{case_id}/resolve", app.address))
-        .json(&serde_json::json!({
-            "resolution": "confirm_duplicate",
-            "note": "the provider retried",
-        }))
-        .send()
-        .await
-        .expect("resolved");
-    assert_eq!(resolved.status(), 200, "{}", resolved.text().await.unwrap());
+        .resolve(
+            &case_id,
+            serde_json::json!({
+                "resolution": "confirm_duplicate",
+                "note": "the provider retried",
+            }),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
     let after = scrape(&app).await;
     assert_eq!(value(&after, "unicity_open_cases", &[]), 0.0);
     assert_eq!(

@@ -193,14 +193,13 @@ async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_
 
     // When finance applies nothing to the missing one, the API refuses
     let refused = app
-        .client
-        .post(format!("{}/api/cases/{missing}/resolve", app.address))
-        .json(&serde_json::json!({"resolution": "process_as_distinct", "note": "apply it"}))
-        .send()
-        .await
-        .expect("answered");
-    assert_eq!(refused.status().as_u16(), 409);
-    let body: serde_json::Value = refused.json().await.unwrap();
+        .resolve(
+            &missing,
+            serde_json::json!({"resolution": "process_as_distinct", "note": "apply it"}),
+        )
+        .await;
+    assert_eq!(refused.status, 409);
+    let body = &refused.json;
     assert_eq!(body["code"], "close_only", "{body}");
 
     // and its page offers closing it, which resolves it
@@ -240,18 +239,12 @@ async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_
 
     // and the unexpected one is closed through the API
     let closed = app
-        .client
-        .post(format!("{}/api/cases/{unexpected}/resolve", app.address))
-        .json(&serde_json::json!({"resolution": "reject", "note": "reversed at the bank"}))
-        .send()
-        .await
-        .expect("answered");
-    assert_eq!(
-        closed.status().as_u16(),
-        200,
-        "{}",
-        closed.text().await.unwrap()
-    );
+        .resolve(
+            &unexpected,
+            serde_json::json!({"resolution": "reject", "note": "reversed at the bank"}),
+        )
+        .await;
+    assert_eq!(closed.status, 200, "{}", closed.json);
 
     // Then both are resolved, by whom they say, and nothing was applied
     assert_eq!(

@@ -287,6 +287,19 @@ impl TestApp {
         reply(response).await
     }
 
+    /// Resolves `case_id` through the API as the test's admin token, with
+    /// `resolution` the request body (`resolution`, `note`, …).
+    pub async fn resolve(&self, case_id: &str, resolution: Value) -> Reply {
+        let response = self
+            .client
+            .post(format!("{}/api/cases/{case_id}/resolve", self.address))
+            .json(&resolution)
+            .send()
+            .await
+            .expect("request sent");
+        reply(response).await
+    }
+
     pub async fn delivery(&self, id: &str) -> Reply {
         self.get(&format!("/api/deliveries/{id}")).await
     }
