@@ -90,16 +90,25 @@ pub struct EffectJob {
 pub struct Given<'a> {
     pub key: &'a KeySummary,
     pub transport: TransportMatch,
-    /// Whether the provider's API can be asked before a person.
-    pub lookup_available: bool,
-    pub breaker_tripped: bool,
+    pub route: Route,
     pub delivery_id: DeliveryId,
-    /// The sink the key's effect goes to (`RECORD_SINK`: applied with the claim).
-    pub sink: &'a str,
-    pub lease: Duration,
     pub at: DateTime<Utc>,
     /// The id a new effect gets.
     pub new_effect: Uuid,
+}
+
+/// What a keyed event is planned with that comes from the configuration and
+/// the breakers, not from the store: read once when the event arrives,
+/// before it waits for the writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// The sink the key's effect goes to (`RECORD_SINK`: applied with the claim).
+    pub sink: &'static str,
+    /// Whether the provider's API can be asked before a person.
+    pub lookup_available: bool,
+    pub breaker_tripped: bool,
+    /// How long a taken key is leased to its effect.
+    pub lease: Duration,
 }
 
 /// A decision planned: as journaled, and the key it takes.
@@ -136,11 +145,14 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
     let &Given {
         key,
         ref transport,
-        lookup_available,
-        breaker_tripped,
+        route:
+            Route {
+                sink,
+                lookup_available,
+                breaker_tripped,
+                lease,
+            },
         delivery_id,
-        sink,
-        lease,
         at,
         new_effect,
     } = given;

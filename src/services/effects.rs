@@ -25,7 +25,7 @@ use crate::domain::journal::{
     DecisionMade, DownstreamCall, EffectSettled, JournalEvent, KeySummary, KeyTaken,
     SettlementOutcome,
 };
-use crate::domain::plan::{self, Claim, EffectJob, Plan, base_key};
+use crate::domain::plan::{self, Claim, EffectJob, Given, Plan, base_key};
 use crate::metrics::DecisionLabels;
 use crate::providers::sinks::{self, Attempt, EffectRequest, SinkKind};
 use crate::store::Tx;
@@ -242,8 +242,14 @@ impl WriteJob for Redecision {
             if !tx.claim_redecision(&id).await? {
                 return Ok(Redecided::NotNow);
             }
-            let sink = sinks::select(&engine.sinks, &source, &key.effect_type).name();
-            let given = engine.given(&key, sink, delivery_id, TransportMatch::FirstSeen, at);
+            let given = Given {
+                key: &key,
+                transport: TransportMatch::FirstSeen,
+                route: engine.route(&source, &key),
+                delivery_id,
+                at,
+                new_effect: Uuid::now_v7(),
+            };
             let plan = tx.decide_key(&given).await?;
             if plan.made.decision.action == Action::Defer {
                 return Ok(Redecided::NotNow);

@@ -10,12 +10,11 @@ use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use sea_orm::{DatabaseConnection, DbErr};
 
-use crate::config::{EngineConfig, Source};
-use crate::domain::decision::TransportMatch;
+use crate::config::EngineConfig;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::{Catalog, KeySecret};
 use crate::domain::journal::{JournalEvent, KeySummary};
-use crate::domain::plan::Given;
+use crate::domain::plan::Route;
 use crate::metrics::Metrics;
 use crate::providers::lookup::{Breakers, Lookup};
 use crate::providers::sinks::SinkConfig;
@@ -120,29 +119,18 @@ impl Engine {
         self.tripped.read().is_ok_and(|set| set.contains(strategy))
     }
 
-    /// What `delivery_id`'s decision on `key` is planned with beside what
-    /// exists for the key (`Tx::decide_key` reads that): whether the
-    /// provider's API can settle it before a person, whether its strategy's
-    /// breaker is tripped, and the lease and id a new effect gets.
-    pub fn given<'a>(
-        &self,
-        key: &'a KeySummary,
-        sink: &'a str,
-        delivery_id: DeliveryId,
-        transport: TransportMatch,
-        at: DateTime<Utc>,
-    ) -> Given<'a> {
-        Given {
-            key,
-            transport,
+    /// What an event keyed by `key` at `source` is planned with beside
+    /// what exists for the key (`Tx::decide_key` reads that): the sink its
+    /// effect goes to, whether the provider's API can settle it before a
+    /// person, whether its strategy's breaker is tripped, and the lease a
+    /// new effect gets.
+    pub fn route(&self, source: &str, key: &KeySummary) -> Route {
+        Route {
+            sink: crate::providers::sinks::select(&self.sinks, source, &key.effect_type).name(),
             // A held delivery's case is put to the provider's API at once.
             lookup_available: self.lookup_for(key).is_some(),
             breaker_tripped: self.is_tripped(&key.strategy),
-            delivery_id,
-            sink,
             lease: self.lease(),
-            at,
-            new_effect: uuid::Uuid::now_v7(),
         }
     }
 
@@ -164,11 +152,6 @@ impl Engine {
             .clone();
         let found = crate::providers::lookup::find(&self.lookups, &provider, &key.effect_type)?;
         Some((provider, found))
-    }
-
-    /// The sink name an effect of this type from this source goes through.
-    pub fn sink_name(&self, source: &Source, effect_type: &str) -> &'static str {
-        crate::providers::sinks::select(&self.sinks, source.slug(), effect_type).name()
     }
 }
 

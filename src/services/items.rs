@@ -12,7 +12,7 @@ use crate::domain::decision::{Action, Identity};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::identity::{Derivation, ItemDerivation};
 use crate::domain::journal::{DecisionMade, DeliveryReceived, ItemOf, KeyDerived};
-use crate::domain::plan::EffectJob;
+use crate::domain::plan::{EffectJob, Route};
 use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
 use crate::store::{bodies, journal};
@@ -26,7 +26,8 @@ pub struct Prepared {
     pub event: Value,
     pub derived: KeyDerived,
     pub identity: Identity,
-    pub sink: Option<&'static str>,
+    /// What its plan is told beside its evidence; `None`: it has no business key.
+    pub route: Option<Route>,
     pub row: delivery::ActiveModel,
     pub journaled: journal::ReceptionText,
 }
@@ -87,10 +88,10 @@ fn prepare_one(
     };
     let mut derived = super::derived::item_key_derived(item, transport_key);
     derived.resource = source.resource.value(&[], Some(&event), &engine.key_secret);
-    let sink = derived
+    let route = derived
         .business
         .as_ref()
-        .map(|key| engine.sink_name(source, &key.effect_type));
+        .map(|key| engine.route(source.slug(), key));
     let identity = super::derived::identity_of(item.unresolved.as_ref());
     let row = deliveries::received_row(&id.to_string(), &received, &derived);
     let journaled = journal::ReceptionText::new(&received, &derived);
@@ -101,7 +102,7 @@ fn prepare_one(
         event,
         derived,
         identity,
-        sink,
+        route,
         row,
         journaled,
     }

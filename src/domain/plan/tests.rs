@@ -29,15 +29,17 @@ fn at() -> DateTime<Utc> {
 }
 
 /// `key`'s decision planned on `evidence`, its effect going to `sink`.
-fn planned(key: &KeySummary, evidence: Evidence, sink: &str) -> Plan {
+fn planned(key: &KeySummary, evidence: Evidence, sink: &'static str) -> Plan {
     let given = Given {
         key,
         transport: TransportMatch::FirstSeen,
-        lookup_available: false,
-        breaker_tripped: false,
+        route: Route {
+            sink,
+            lookup_available: false,
+            breaker_tripped: false,
+            lease: Duration::seconds(30),
+        },
         delivery_id: DeliveryId::from_uuid(Uuid::from_u128(7)),
-        sink,
-        lease: Duration::seconds(30),
         at: at(),
         new_effect: Uuid::from_u128(42),
     };

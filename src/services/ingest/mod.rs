@@ -32,7 +32,7 @@ use crate::config::Source;
 use crate::domain::decision::{Action, Identity, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{DecisionMade, DeliveryReceived, KeyDerived, KeySummary};
-use crate::domain::plan::{self, EffectJob, Plan};
+use crate::domain::plan::{self, EffectJob, Given, Plan, Route};
 use crate::metrics::DecisionLabels;
 use crate::providers::signature;
 use crate::store::entities::delivery;
@@ -118,10 +118,10 @@ pub async fn receive(
     }
 
     // Everything below the signature check commits together, or not at all.
-    let sink = derived
+    let route = derived
         .business
         .as_ref()
-        .map(|key| engine.sink_name(source, &key.effect_type));
+        .map(|key| engine.route(source.slug(), key));
     let identity = identity_of(derivation.unresolved.as_ref());
     // Serialised here, in parallel across requests, not in the writer that
     // every delivery waits on: the reception's journal rows and row columns.
@@ -142,12 +142,11 @@ pub async fn receive(
             .collect(),
     };
     let reception = Reception {
-        engine: engine.clone(),
         id,
         derived,
         by_provider_id,
         identity,
-        sink,
+        route,
         body,
         raw,
         journaled,
@@ -231,13 +230,13 @@ fn count(
 
 /// A delivery to decide, prepared outside the writer (`ingest::receive`).
 struct Reception {
-    pub engine: SharedEngine,
     pub id: DeliveryId,
     pub derived: KeyDerived,
     /// Its transport key is the provider's delivery id (else its raw body).
     pub by_provider_id: bool,
     pub identity: Identity,
-    pub sink: Option<&'static str>,
+    /// What its plan is told beside its evidence; `None`: it has no business key.
+    pub route: Option<Route>,
     pub body: BodyRef,
     pub raw: Vec<u8>,
     pub journaled: journal::ReceptionText,
@@ -269,12 +268,11 @@ impl WriteJob for Reception {
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Received, DbErr>> {
         Box::pin(async move {
             let Self {
-                engine,
                 id,
                 derived,
                 by_provider_id,
                 identity,
-                sink,
+                route,
                 body,
                 raw,
                 journaled,
@@ -296,13 +294,9 @@ impl WriteJob for Reception {
                     id: item.id,
                     derived: &item.derived,
                     identity: item.identity,
-                    sink: item.sink,
+                    route: item.route,
                 };
-                plans.push(
-                    event
-                        .plan(tx, &engine, TransportMatch::FirstSeen, at)
-                        .await?,
-                );
+                plans.push(event.plan(tx, TransportMatch::FirstSeen, at).await?);
             }
             let decided: Vec<items::Decided> = items
                 .iter()
@@ -321,9 +315,9 @@ impl WriteJob for Reception {
                         id,
                         derived: &derived,
                         identity,
-                        sink,
+                        route,
                     };
-                    let mut plan = event.plan(tx, &engine, transport, at).await?;
+                    let mut plan = event.plan(tx, transport, at).await?;
                     plan.made.first_delivery_id = first;
                     plan
                 }
@@ -373,8 +367,8 @@ struct Event<'a> {
     id: DeliveryId,
     derived: &'a KeyDerived,
     identity: Identity,
-    /// Where its effect goes; `None`: it has no business key.
-    sink: Option<&'static str>,
+    /// What its plan is told beside its evidence; `None`: it has no business key.
+    route: Option<Route>,
 }
 
 impl Event<'_> {
@@ -384,15 +378,21 @@ impl Event<'_> {
     async fn plan(
         &self,
         tx: &mut Tx<'_>,
-        engine: &Engine,
         transport: TransportMatch,
         at: DateTime<Utc>,
     ) -> Result<Plan, DbErr> {
         let business = self.derived.business.as_ref();
-        match (business, self.sink) {
-            (Some(key), Some(sink)) => {
-                tx.decide_key(&engine.given(key, sink, self.id, transport, at))
-                    .await
+        match (business, self.route) {
+            (Some(key), Some(route)) => {
+                let given = Given {
+                    key,
+                    transport,
+                    route,
+                    delivery_id: self.id,
+                    at,
+                    new_effect: uuid::Uuid::now_v7(),
+                };
+                tx.decide_key(&given).await
             }
             _ => Ok(plan::unkeyed(
                 self.identity,
