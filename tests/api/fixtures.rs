@@ -7,39 +7,23 @@
 use unicity::domain::fixture::Fixture;
 use unicity::services::fixtures;
 
-use crate::support::app::fresh_database;
+use crate::support::app::{TestDatabases, fresh_database};
 use crate::support::counts::Counts;
-
-fn fixture_files() -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("tests/fixtures")
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|path| path.extension().is_some_and(|e| e == "json"))
-        .collect();
-    files.sort();
-    files
-}
 
 #[tokio::test]
 async fn every_exported_case_is_still_decided_and_resolved_as_it_was() {
     let base = unicity::config::FileConfig::read(None).expect("the demo configuration");
-    let files = fixture_files();
-    assert!(files.len() >= 6, "the fixtures shipped: {files:?}");
-    let mut failures = Vec::new();
-    for file in &files {
-        let fixture: Fixture =
-            serde_json::from_slice(&std::fs::read(file).expect("readable")).expect("a fixture");
-        assert_eq!(fixture.fixture, unicity::domain::fixture::FORMAT);
-        let (url, _dir) = fresh_database().await;
-        let replayed = fixtures::replay(&fixture, &base, &url)
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e:#}", file.display()));
-        let differences = replayed.differences();
-        if !differences.is_empty() {
-            failures.push(format!("{}: {}", file.display(), differences.join("; ")));
-        }
-    }
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    // The library's own check, as `unicity fixtures check` runs it.
+    let checked = fixtures::check(&dir, &base, &mut TestDatabases::default(), |_| {})
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(checked.len() >= 12, "the fixtures shipped: {checked:?}");
+    let failures: Vec<String> = checked
+        .iter()
+        .filter(|one| !one.passed())
+        .map(|one| format!("{}: {}", one.file.display(), one.differences.join("; ")))
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

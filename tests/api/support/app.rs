@@ -119,6 +119,38 @@ pub async fn fresh_database_with(options: &str) -> (String, Option<tempfile::Tem
     }
 }
 
+/// Fresh databases as every test gets them (`fresh_database`), for the
+/// library's fixture check: each removed once its replay is over, the
+/// PostgreSQL ones dropped.
+#[derive(Default)]
+pub struct TestDatabases {
+    made: Vec<(String, Option<tempfile::TempDir>)>,
+}
+
+impl unicity::services::fixtures::Scratch for TestDatabases {
+    async fn create(&mut self) -> anyhow::Result<String> {
+        let (url, dir) = fresh_database().await;
+        self.made.push((url.clone(), dir));
+        Ok(url)
+    }
+
+    async fn remove(&mut self, url: &str) -> anyhow::Result<()> {
+        let Some(at) = self.made.iter().position(|(made, _)| made == url) else {
+            return Ok(());
+        };
+        // A SQLite file goes with its directory.
+        if self.made.swap_remove(at).1.is_none() {
+            let (_, name) = url.rsplit_once('/').expect("a database name");
+            let admin = Database::connect(std::env::var("TEST_DATABASE_URL")?).await?;
+            admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await?;
+            let _ = admin.close().await;
+        }
+        Ok(())
+    }
+}
+
 /// The key secret every test server seals sensitive values with.
 pub const TEST_KEY_SECRET: &str = "test-key-secret-0123456789abcdef";
 
