@@ -81,11 +81,11 @@ impl RootSpanBuilder for RequestSpan {
             .get::<RequestId>()
             .map(ToString::to_string)
             .unwrap_or_default();
-        let client = request
-            .connection_info()
-            .realip_remote_addr()
-            .unwrap_or("")
-            .to_owned();
+        // Forwarding headers are believed from a trusted proxy only, as for
+        // throttling (`routes::client`).
+        let client = crate::routes::client::address(request.request())
+            .map(|ip| ip.to_string())
+            .unwrap_or_default();
         tracing::info_span!(
             "HTTP request",
             http.method = %request.method(),

@@ -156,6 +156,37 @@ async fn a_query_string_is_never_logged() {
     assert!(!logged.contains(&token), "{line}");
 }
 
+#[tokio::test]
+async fn a_client_cannot_choose_the_address_it_is_logged_under() {
+    let logs = logs();
+    let app = spawn_app().await;
+    // Given a client that is not a trusted proxy claiming another address,
+    let reply = app
+        .client
+        .post(format!("{}/hooks/open", app.address))
+        .header("content-type", "application/json")
+        .header("x-forwarded-for", "203.0.113.66")
+        .header("forwarded", "for=198.51.100.77")
+        .body(refund("pay_forged_ip", 100, Some("rr_ip")))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(reply.status(), 202);
+    let id = reply.json::<Value>().await.expect("json")["delivery_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    // then its request is logged under the address it connected from.
+    let logged = logs.text();
+    let line = logged
+        .lines()
+        .find(|l| l.contains(&id))
+        .unwrap_or_else(|| panic!("no log line names {id}"));
+    assert!(line.contains("http.client_ip=127.0.0.1"), "{line}");
+    assert!(!line.contains("203.0.113.66"), "{line}");
+    assert!(!line.contains("198.51.100.77"), "{line}");
+}
+
 fn with_email(body: &[u8]) -> Vec<u8> {
     let mut value: Value = serde_json::from_slice(body).expect("json");
     value["customer_email"] = Value::String(EMAIL.to_owned());
