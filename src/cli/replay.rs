@@ -43,16 +43,14 @@ pub(super) async fn run(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<()> {
         source: args.source.clone(),
         most: None,
     };
-    let scratch =
-        std::env::temp_dir().join(format!("unicity-shadow-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&scratch)?;
+    let scratch = shadow::scratch_dir()?;
     let bar = Bar::on_stderr(args.json);
     let progress: &dyn Progress = bar.as_ref().map_or(&Unwatched, |bar| bar);
-    let report = shadow::watched(&db, &base, &candidate, &window, &scratch, progress).await;
+    let report = shadow::watched(&db, &base, &candidate, &window, scratch.path(), progress).await;
     if let Some(bar) = &bar {
         bar.finish(report.is_ok());
     }
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(scratch);
     let report = report?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -68,6 +66,10 @@ fn text(report: &ShadowReport) -> String {
         "replayed {} deliveries ({} left out: body gone or a batch's event) in {:.1} s, {:.0} decisions/s\n",
         report.replayed, report.skipped, report.elapsed_secs, report.per_s
     );
+    if report.replayed == 0 {
+        out += "nothing was compared: widen the window or check the source\n";
+        return out;
+    }
     let merges: usize = report
         .changes
         .iter()

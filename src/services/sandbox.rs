@@ -24,6 +24,17 @@ const SANDBOX_KEY_SECRET: &str = "unicity-sandbox-key-secret-0123456789";
 /// Tables of the configuration a sandbox leaves out.
 const LEFT_OUT: [&str; 4] = ["sources", "sinks", "lookups", "reconciliation"];
 
+/// The slugs of the sources `base` configures.
+pub fn configured_sources(base: &str) -> anyhow::Result<Vec<String>> {
+    let table: toml::Table = toml::from_str(base).context("the configuration")?;
+    let sources = table.get("sources").and_then(toml::Value::as_array);
+    Ok(sources
+        .into_iter()
+        .flatten()
+        .filter_map(|source| source.get("slug")?.as_str().map(str::to_owned))
+        .collect())
+}
+
 /// `base` without the tables a sandbox leaves out, with `candidate`'s
 /// `[[strategies]]` and `[[hierarchies]]` added (anything else in it is
 /// refused), and one unsigned source per origin.

@@ -131,6 +131,12 @@ impl Progress for Unwatched {
     fn decided(&self, _: usize) {}
 }
 
+/// A private scratch directory for a replay's two databases, which hold
+/// raw bodies: readable by this user only, removed when dropped.
+pub fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix("unicity-shadow-").tempdir()
+}
+
 /// Replays the journal of `db` in `window` with the live configuration
 /// `base` and with `candidate` (a TOML text of `[[strategies]]` and
 /// `[[hierarchies]]`) added to it, each on a scratch SQLite database in
@@ -154,11 +160,17 @@ pub async fn watched(
     scratch: &std::path::Path,
     progress: &dyn Progress,
 ) -> anyhow::Result<ShadowReport> {
-    let (journaled, skipped) = read(db, window).await?;
-    if let Some(most) = window.most.filter(|most| journaled.len() > *most) {
+    let Read {
+        journaled,
+        skipped,
+        source_seen,
+    } = read(db, window).await?;
+    if let Some(source) = &window.source
+        && !source_seen
+        && !sandbox::configured_sources(base)?.contains(source)
+    {
         anyhow::bail!(
-            "{} deliveries in this window, more than the {most} a page replays: narrow the window, or run `unicity replay`",
-            journaled.len()
+            "no delivery from source `{source}` in the journal, and no such source configured: is the name right?"
         );
     }
     let origins: Vec<Origin> = journaled.iter().map(|j| j.origin.clone()).collect();
@@ -227,12 +239,26 @@ pub async fn watched(
     })
 }
 
+/// What `read` found.
+struct Read {
+    /// The window's deliveries, in journal order, with their bodies.
+    journaled: Vec<Journaled>,
+    /// How many of the window's deliveries were left out (body gone, or a
+    /// batch's item).
+    skipped: usize,
+    /// Whether the window's source delivered anything at all, in or out of
+    /// the window.
+    source_seen: bool,
+}
+
 /// The journal's deliveries in `window`, in journal order, with their
-/// bodies; and how many were left out.
-async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<(Vec<Journaled>, usize)> {
+/// bodies; refused as soon as there are more than `window.most`, before the
+/// rest of their bodies are read.
+async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> {
     let mut order: Vec<DeliveryId> = Vec::new();
     let mut found: HashMap<DeliveryId, Journaled> = HashMap::new();
     let mut skipped = 0;
+    let mut source_seen = false;
     let mut pages = journal::Pages::default();
     while let Some(page) = pages.next(db).await.map_err(|e| anyhow::anyhow!("{e}"))? {
         for stored in page {
@@ -241,14 +267,21 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<(Vec<J
             };
             match stored.event {
                 JournalEvent::DeliveryReceived(received) => {
+                    let of_source = window
+                        .source
+                        .as_ref()
+                        .is_none_or(|s| *s == received.origin.source);
+                    source_seen |= of_source;
                     let inside = window.from.is_none_or(|f| received.received_at >= f)
                         && window.to.is_none_or(|t| received.received_at < t)
-                        && window
-                            .source
-                            .as_ref()
-                            .is_none_or(|s| *s == received.origin.source);
+                        && of_source;
                     if !inside {
                         continue;
+                    }
+                    if let Some(most) = window.most.filter(|most| order.len() + skipped >= *most) {
+                        anyhow::bail!(
+                            "more than the {most} deliveries a page replays in this window: narrow the window, or run `unicity replay`"
+                        );
                     }
                     let body = match received.item_of {
                         Some(_) => None,
@@ -298,7 +331,11 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<(Vec<J
         .into_iter()
         .filter_map(|id| found.remove(&id))
         .collect();
-    Ok((journaled, skipped))
+    Ok(Read {
+        journaled,
+        skipped,
+        source_seen,
+    })
 }
 
 fn none() -> Decided {

@@ -237,3 +237,110 @@ async fn an_engineer_replays_a_candidate_from_the_strategies_page_and_sees_the_m
     assert!(bad.body.contains("not `sinks`"), "{}", bad.body);
     assert!(bad.body.contains("[[sinks]]"), "the candidate is kept");
 }
+
+#[tokio::test]
+async fn a_replay_of_a_source_that_never_delivered_is_refused_not_reported_as_no_change() {
+    let app = spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_shs", 700, Some("rr_shs_a")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let scratch = tempfile::tempdir().unwrap();
+    // Given a mistyped source,
+    let window = Window {
+        source: Some("hmacc".to_owned()),
+        ..Window::default()
+    };
+    let refused = shadow::shadow(&app.db, TEST_SOURCES, PAYMENT_ONLY, &window, scratch.path())
+        .await
+        .expect_err("an unknown source");
+    // then the replay names it instead of finding nothing to change;
+    assert!(
+        format!("{refused:#}").contains("no delivery from source `hmacc`"),
+        "{refused:#}"
+    );
+    // the page says so too.
+    let mut engineer = signed_in(&app, "eli", unicity::auth::Role::Engineer).await;
+    let csrf = csrf_in(&engineer.get("/strategies").await.body);
+    let answer = engineer
+        .post(
+            "/strategies/replay",
+            &[
+                ("csrf", &csrf),
+                ("candidate", PAYMENT_ONLY),
+                ("source", "hmacc"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, reqwest::StatusCode::BAD_REQUEST);
+    assert!(
+        answer.body.contains("no delivery from source"),
+        "{}",
+        answer.body
+    );
+    assert!(
+        !answer.body.contains(r#"id="no-change""#),
+        "{}",
+        answer.body
+    );
+}
+
+#[tokio::test]
+async fn an_empty_window_says_nothing_was_compared() {
+    let app = spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_shw", 700, Some("rr_shw_a")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let mut engineer = signed_in(&app, "eli", unicity::auth::Role::Engineer).await;
+    let csrf = csrf_in(&engineer.get("/strategies").await.body);
+    // Given a window where nothing arrived (the refund came from another source),
+    let answer = engineer
+        .post(
+            "/strategies/replay",
+            &[
+                ("csrf", &csrf),
+                ("candidate", PAYMENT_ONLY),
+                ("source", "open"),
+            ],
+        )
+        .await;
+    assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.body);
+    // then the page says nothing was compared, not that nothing changes.
+    assert!(
+        answer.body.contains(r#"id="nothing-replayed""#),
+        "{}",
+        answer.body
+    );
+    assert!(
+        !answer.body.contains(r#"id="no-change""#),
+        "{}",
+        answer.body
+    );
+}
+
+#[tokio::test]
+async fn a_window_over_the_page_limit_is_refused_naming_the_limit() {
+    let app = spawn_app().await;
+    for n in 0..3 {
+        let reply = app
+            .post_signed(
+                "hmac",
+                &refund("pay_shl", 700 + n, Some(&format!("rr_shl_{n}"))),
+            )
+            .await;
+        assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let window = Window {
+        most: Some(2),
+        ..Window::default()
+    };
+    let refused = shadow::shadow(&app.db, TEST_SOURCES, PAYMENT_ONLY, &window, scratch.path())
+        .await
+        .expect_err("over the limit");
+    assert!(
+        format!("{refused:#}").contains("more than the 2 deliveries a page replays"),
+        "{refused:#}"
+    );
+}

@@ -96,11 +96,10 @@ pub async fn replay(
         most: Some(MOST),
     };
     let base = &state.config_text;
-    let scratch =
-        std::env::temp_dir().join(format!("unicity-shadow-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&scratch).map_err(UiError::internal)?;
-    let replayed = shadow::shadow(state.db(), base, &candidate, &window, &scratch).await;
-    let _ = std::fs::remove_dir_all(&scratch);
+    // Removed when dropped: also when the request is, mid-replay.
+    let scratch = shadow::scratch_dir().map_err(UiError::internal)?;
+    let replayed = shadow::shadow(state.db(), base, &candidate, &window, scratch.path()).await;
+    drop(scratch);
     let (status, error, report) = match replayed {
         Ok(report) => (StatusCode::OK, None, Some(report)),
         Err(error) => (StatusCode::BAD_REQUEST, Some(format!("{error:#}")), None),
