@@ -32,8 +32,17 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
     match command {
         ObserveCommand::Import { source, file } => {
             let text = std::fs::read_to_string(file)?;
-            let engine = open_engine(settings(cli)?).await?;
-            let count = observe::import(&engine, source, &text).await?;
+            let settings = settings(cli)?;
+            let Some(configured) = settings
+                .sources
+                .iter()
+                .find(|s| s.slug() == source)
+                .cloned()
+            else {
+                anyhow::bail!("no source `{source}` in the configuration");
+            };
+            let engine = open_engine(settings).await?;
+            let count = observe::import(&engine, &configured, &text).await?;
             println!("{count} legacy effects of {source} imported");
             Ok(())
         }

@@ -100,61 +100,104 @@ fn mode_changes(last: &Modes, source: &Source) -> Vec<SourceModeSet> {
 }
 
 /// Reads a legacy handler's log: JSON lines (one object per line) or CSV
-/// with a header row, each naming `resource` and optionally `reference`,
-/// `amount` and `applied_at`.
+/// with a header row (quoted cells as RFC 4180 writes them), each naming
+/// `resource` and optionally `reference`, `amount` and `applied_at`; a
+/// leading byte-order mark is skipped. An error names the line, never a
+/// value of it.
 pub fn parse_legacy(text: &str) -> anyhow::Result<Vec<LegacyEffect>> {
-    let first = text.trim_start();
-    if first.starts_with('{') {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim_start().starts_with('{') {
         return text
             .lines()
             .enumerate()
             .filter(|(_, line)| !line.trim().is_empty())
             .map(|(n, line)| {
-                serde_json::from_str::<LegacyEffect>(line)
-                    .with_context(|| format!("line {}: not a legacy effect", n + 1))
+                serde_json::from_str::<LegacyEffect>(line).map_err(|e| {
+                    anyhow::anyhow!(
+                        "line {}: not a legacy effect ({:?} error at column {})",
+                        n + 1,
+                        e.classify(),
+                        e.column()
+                    )
+                })
             })
             .collect();
     }
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let Some(header) = lines.next() else {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let columns: Vec<String> = reader
+        .headers()
+        .context("the CSV header cannot be read")?
+        .iter()
+        .map(str::to_lowercase)
+        .collect();
+    if columns.iter().all(String::is_empty) {
         return Ok(Vec::new());
-    };
-    let columns: Vec<String> = header.split(',').map(|c| c.trim().to_lowercase()).collect();
+    }
     let at = |name: &str| columns.iter().position(|c| c == name);
     let Some(resource) = at("resource") else {
-        bail!("the CSV header names no `resource` column: {header}");
+        bail!(
+            "the CSV header names no `resource` column (it names: {})",
+            columns.join(", ")
+        );
     };
     let (reference, amount, applied_at) = (at("reference"), at("amount"), at("applied_at"));
-    lines
-        .enumerate()
-        .map(|(n, line)| {
-            let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-            let cell = |i: Option<usize>| {
-                i.and_then(|i| cells.get(i))
-                    .filter(|c| !c.is_empty())
-                    .map(|c| (*c).to_owned())
-            };
-            let resource =
-                cell(Some(resource)).with_context(|| format!("row {}: no resource", n + 2))?;
-            Ok(LegacyEffect {
-                reference: cell(reference),
-                resource,
-                amount: cell(amount)
-                    .map(|a| serde_json::from_str::<Value>(&a).unwrap_or(Value::String(a))),
-                applied_at: cell(applied_at),
-            })
-        })
-        .collect()
+    let mut effects = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, csv::Position::line);
+            anyhow::anyhow!("line {line}: not a CSV row")
+        })?;
+        if record.iter().all(str::is_empty) {
+            continue;
+        }
+        let line = record.position().map_or(0, csv::Position::line);
+        let cell = |i: Option<usize>| {
+            i.and_then(|i| record.get(i))
+                .filter(|c| !c.is_empty())
+                .map(str::to_owned)
+        };
+        let resource = cell(Some(resource)).with_context(|| format!("line {line}: no resource"))?;
+        effects.push(LegacyEffect {
+            reference: cell(reference),
+            resource,
+            amount: cell(amount)
+                .map(|a| serde_json::from_str::<Value>(&a).unwrap_or(Value::String(a))),
+            applied_at: cell(applied_at),
+        });
+    }
+    Ok(effects)
 }
 
 /// Journals the legacy effects of `source` read from `text`; returns how
-/// many.
-pub async fn import(engine: &SharedEngine, source: &str, text: &str) -> anyhow::Result<usize> {
-    let effects = parse_legacy(text)?;
+/// many. Each resource is journaled as Unicity stores the source's: sealed
+/// when the source's resource is sensitive, so the log's clear values are
+/// never kept and still compare. A file already imported for the source is
+/// refused (the report would count it once all the same).
+pub async fn import(engine: &SharedEngine, source: &Source, text: &str) -> anyhow::Result<usize> {
+    let mut effects = parse_legacy(text)?;
+    for effect in &mut effects {
+        effect.resource = source.resource.stored(&effect.resource, &engine.key_secret);
+    }
+    let file_sha256 = hex::encode(Sha256::digest(text.as_bytes()));
+    let slug = source.slug();
+    for stored in imported(&engine.db).await? {
+        if let JournalEvent::LegacyEffectsImported(batch) = stored.event
+            && batch.source == slug
+            && batch.file_sha256 == file_sha256
+        {
+            bail!(
+                "this file was imported for `{slug}` already, at {}",
+                stored.recorded_at.to_rfc3339()
+            );
+        }
+    }
     let count = effects.len();
     let event = JournalEvent::LegacyEffectsImported(LegacyEffectsImported {
-        source: source.to_owned(),
-        file_sha256: hex::encode(Sha256::digest(text.as_bytes())),
+        source: slug.to_owned(),
+        file_sha256,
         effects,
     });
     engine
@@ -162,6 +205,47 @@ pub async fn import(engine: &SharedEngine, source: &str, text: &str) -> anyhow::
         .submit(WriteEvent::record(None, event))
         .await?;
     Ok(count)
+}
+
+/// Every legacy log imported, oldest first.
+async fn imported(db: &DatabaseConnection) -> anyhow::Result<Vec<journal::StoredEvent>> {
+    journal::without_delivery(db, &["LegacyEffectsImported"])
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The legacy effects of `source` across every imported log. Logs may
+/// overlap (an export re-run, yesterday's rows again): a row that names its
+/// effect (a reference or a time) counts as many times as the log that holds
+/// it most; a row that does not counts in every log.
+fn legacy_effects(imported: Vec<journal::StoredEvent>, source: &str) -> Vec<LegacyEffect> {
+    let mut most: BTreeMap<String, (LegacyEffect, usize)> = BTreeMap::new();
+    let mut anonymous = Vec::new();
+    for stored in imported {
+        let JournalEvent::LegacyEffectsImported(batch) = stored.event else {
+            continue;
+        };
+        if batch.source != source {
+            continue;
+        }
+        let mut in_batch: BTreeMap<String, (LegacyEffect, usize)> = BTreeMap::new();
+        for effect in batch.effects {
+            if effect.reference.is_none() && effect.applied_at.is_none() {
+                anonymous.push(effect);
+                continue;
+            }
+            let row = serde_json::to_string(&effect).unwrap_or_default();
+            in_batch.entry(row).or_insert((effect, 0)).1 += 1;
+        }
+        for (row, (effect, n)) in in_batch {
+            let entry = most.entry(row).or_insert((effect, 0));
+            entry.1 = entry.1.max(n);
+        }
+    }
+    most.into_values()
+        .flat_map(|(effect, n)| std::iter::repeat_n(effect, n))
+        .chain(anonymous)
+        .collect()
 }
 
 /// Effects on one resource for one amount, by each side.
@@ -206,29 +290,18 @@ pub async fn report(
     source: &str,
     observed: &[String],
 ) -> anyhow::Result<ObserveReport> {
-    let imported = journal::without_delivery(db, &["LegacyEffectsImported"])
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let legacy = legacy_effects(imported(db).await?, source);
+    let legacy_effects = legacy.len();
     let mut counts: BTreeMap<(String, String), Counted> = BTreeMap::new();
-    let mut legacy_effects = 0;
-    for stored in imported {
-        let JournalEvent::LegacyEffectsImported(batch) = stored.event else {
-            continue;
-        };
-        if batch.source != source {
-            continue;
-        }
-        for effect in batch.effects {
-            legacy_effects += 1;
-            let amount = effect.amount.as_ref().map(normalized);
-            let entry = counts
-                .entry((
-                    effect.resource,
-                    amount.as_ref().map(Value::to_string).unwrap_or_default(),
-                ))
-                .or_insert_with(|| Counted::new(amount));
-            entry.legacy += 1;
-        }
+    for effect in legacy {
+        let amount = effect.amount.as_ref().map(normalized);
+        let entry = counts
+            .entry((
+                effect.resource,
+                amount.as_ref().map(Value::to_string).unwrap_or_default(),
+            ))
+            .or_insert_with(|| Counted::new(amount));
+        entry.legacy += 1;
     }
     let mut unicity_effects = 0;
     for recorded in observe::recorded(db, source).await? {
@@ -374,5 +447,23 @@ mod tests {
         assert_eq!(a[1].reference, None);
         assert_eq!(normalized(a[1].amount.as_ref().unwrap()), Value::from(15));
         assert!(parse_legacy("reference,amount\nre_1,5\n").is_err());
+    }
+
+    #[test]
+    fn quoted_cells_a_byte_order_mark_and_a_bad_line_read_as_a_spreadsheet_writes_them() {
+        let csv = "\u{feff}Reference,Resource,Amount\n\"re,1\",\"pay_1\",\"1,000\"\n";
+        let read = parse_legacy(csv).unwrap();
+        assert_eq!(read.len(), 1);
+        assert_eq!(read[0].reference.as_deref(), Some("re,1"));
+        assert_eq!(read[0].resource, "pay_1");
+        assert_eq!(read[0].amount, Some(Value::String("1,000".to_owned())));
+        let jsonl = "\u{feff}{\"resource\":\"pay_1\"}\n";
+        assert_eq!(parse_legacy(jsonl).unwrap()[0].resource, "pay_1");
+        // An error names the line, never what it holds.
+        let bad = parse_legacy("{\"resource\":\"pay_1\"}\n{\"resource\": 4111111111111111}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.starts_with("line 2: not a legacy effect"), "{bad}");
+        assert!(!bad.contains("4111111111111111"), "{bad}");
     }
 }

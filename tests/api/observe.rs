@@ -5,7 +5,7 @@
 
 use unicity::services::observe;
 
-use crate::support::app::{refund, spawn_app_with, spawn_on};
+use crate::support::app::{TestApp, refund, spawn_app_with, spawn_on};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 
@@ -57,19 +57,12 @@ async fn an_observed_source_applies_nothing_and_its_legacy_log_shows_a_double_an
     let log = "reference,resource,amount,applied_at\n\
                lg_1,pay_ob1,500,2026-12-02T10:00:00Z\n\
                lg_2,pay_ob1,500,2026-12-02T10:00:05Z\n";
-    let settings =
-        crate::support::app::test_settings(&app.database_url, &legacy_source("observe", &sink));
-    let engine = unicity::services::engine::Engine::open(
-        &app.database_url,
-        settings.catalog,
-        settings.key_secret,
-        settings.sinks,
-        settings.lookups,
-        settings.engine,
-    )
-    .await
-    .unwrap();
-    assert_eq!(observe::import(&engine, "legacy", log).await.unwrap(), 2);
+    assert_eq!(
+        import(&app, &legacy_source("observe", &sink), log)
+            .await
+            .unwrap(),
+        2
+    );
     let report = observe::report(&app.db, "legacy", &["*".to_owned()])
         .await
         .unwrap();
@@ -109,6 +102,108 @@ async fn switching_an_observed_source_to_enforce_is_journaled_and_its_effects_ar
     // The same mode again journals nothing.
     let again = spawn_on(&url, &legacy_source("enforce", &sink), None).await;
     assert_eq!(again.journal_count("SourceModeSet").await, 2);
+}
+
+/// Imports `log` for the `legacy` source of `configuration`, as
+/// `unicity observe import` does.
+async fn import(app: &TestApp, configuration: &str, log: &str) -> anyhow::Result<usize> {
+    let settings = crate::support::app::test_settings(&app.database_url, configuration);
+    let source = settings
+        .sources
+        .iter()
+        .find(|s| s.slug() == "legacy")
+        .cloned()
+        .expect("the legacy source");
+    let engine = unicity::services::engine::Engine::open(
+        &app.database_url,
+        settings.catalog,
+        settings.key_secret,
+        settings.sinks,
+        settings.lookups,
+        settings.engine,
+    )
+    .await
+    .unwrap();
+    observe::import(&engine, &source, log).await
+}
+
+#[tokio::test]
+async fn a_log_imported_twice_or_overlapping_another_counts_each_legacy_effect_once() {
+    let sink = "";
+    let configuration = legacy_source("observe", sink);
+    let app = spawn_app_with(&configuration).await;
+    let reply = app
+        .post_raw("legacy", refund("pay_ov1", 500, Some("rr_ov1")), &[])
+        .await;
+    assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    app.wait_applied(1).await;
+    // Given Monday's log, with one refund applied twice (two times),
+    let monday = "reference,resource,amount,applied_at\n\
+                  lg_1,pay_ov1,500,2026-12-01T10:00:00Z\n\
+                  lg_2,pay_ov1,500,2026-12-01T10:00:05Z\n";
+    assert_eq!(import(&app, &configuration, monday).await.unwrap(), 2);
+    // when the same file comes again it is refused,
+    let again = import(&app, &configuration, monday)
+        .await
+        .expect_err("imported already");
+    assert!(
+        format!("{again:#}").contains("imported for `legacy` already"),
+        "{again:#}"
+    );
+    // and a later export that repeats Monday's rows adds only what is new;
+    let week = "reference,resource,amount,applied_at\n\
+                lg_1,pay_ov1,500,2026-12-01T10:00:00Z\n\
+                lg_2,pay_ov1,500,2026-12-01T10:00:05Z\n\
+                lg_3,pay_ov2,900,2026-12-02T09:00:00Z\n";
+    assert_eq!(import(&app, &configuration, week).await.unwrap(), 3);
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()])
+        .await
+        .unwrap();
+    // then each legacy effect is counted once.
+    assert_eq!(report.legacy_effects, 3);
+    let twice: Vec<_> = report
+        .applied_twice_by_legacy
+        .iter()
+        .filter(|d| d.resource == "pay_ov1")
+        .map(|d| (d.legacy, d.unicity))
+        .collect();
+    assert_eq!(twice, [(2, 1)]);
+}
+
+#[tokio::test]
+async fn a_sensitive_resource_in_a_legacy_log_is_journaled_sealed_and_still_compared() {
+    const EMAIL: &str = "dana.private@example.org";
+    let configuration = format!(
+        "{}resource = [\"$.customer_email\"]\n",
+        legacy_source("observe", "")
+    );
+    let app = spawn_app_with(&configuration).await;
+    let mut body: serde_json::Value =
+        serde_json::from_slice(&refund("pay_sens", 500, Some("rr_sens"))).unwrap();
+    body["customer_email"] = EMAIL.into();
+    let reply = app
+        .post_raw("legacy", serde_json::to_vec(&body).unwrap(), &[])
+        .await;
+    assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    app.wait_applied(1).await;
+    // Given a legacy log that names the customer in clear, with a BOM and
+    // quoted cells,
+    let log = format!(
+        "{}reference,resource,amount,applied_at\n\
+         \"lg_s1\",\"{EMAIL}\",\"500\",2026-12-01T10:00:00Z\n",
+        '\u{feff}'
+    );
+    assert_eq!(import(&app, &configuration, &log).await.unwrap(), 1);
+    // then the clear value is not journaled,
+    assert_eq!(app.journal_count("LegacyEffectsImported").await, 1);
+    assert_eq!(app.journal_rows_containing(EMAIL).await, 0);
+    // and both sides agree: one refund each.
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!((report.legacy_effects, report.unicity_effects), (1, 1));
+    assert!(report.applied_twice_by_legacy.is_empty(), "{report:?}");
+    assert!(report.missed_by_legacy.is_empty(), "{report:?}");
 }
 
 /// A chargeback event type with a strategy of its own, so the source has a

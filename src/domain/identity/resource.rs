@@ -79,6 +79,17 @@ impl ResourcePaths {
         })
     }
 
+    /// `text` as it is stored when it names the resource another way (a
+    /// legacy handler's log): sealed when any path is sensitive, since which
+    /// path it came from is not known, else as it is.
+    pub fn stored(&self, text: &str, secret: &KeySecret) -> String {
+        if self.paths.iter().any(|(_, sensitive)| *sensitive) {
+            sealed(text, secret)
+        } else {
+            text.to_owned()
+        }
+    }
+
     /// What a stored resource equal to `q` can look like: `q` itself, and
     /// its keyed hash (a sensitive value).
     pub fn query(q: &str, secret: &KeySecret) -> [String; 2] {
