@@ -81,6 +81,9 @@ struct Read {
     /// What makes two deliveries one event, when anything does.
     event: Option<String>,
     resource: Option<String>,
+    /// Its body's digest when the body is JSON (a batch's own row: none).
+    json_body: Option<String>,
+    /// That body, read once the delivery is chosen.
     body: Option<Value>,
     processed: bool,
     /// Decided a collision: the same id or key with another content, so
@@ -97,13 +100,21 @@ pub async fn report(
     source: Option<&str>,
     event_type: Option<&str>,
 ) -> anyhow::Result<CorpusReport> {
-    let reads = read(db).await?;
-    let chosen: Vec<&Read> = reads
-        .iter()
-        .filter(|r| source.is_none_or(|s| s == r.source))
-        .filter(|r| event_type.is_none_or(|t| r.event_type.as_deref() == Some(t)))
-        .filter(|r| r.body.is_some())
-        .collect();
+    let mut reads = read(db).await?;
+    // Only the chosen deliveries' bodies are read.
+    reads.retain(|r| {
+        source.is_none_or(|s| s == r.source)
+            && event_type.is_none_or(|t| r.event_type.as_deref() == Some(t))
+            && r.json_body.is_some()
+    });
+    for r in &mut reads {
+        if let Some(sha256) = &r.json_body {
+            r.body = bodies::get(db, sha256)
+                .await?
+                .and_then(|raw| serde_json::from_slice(&raw).ok());
+        }
+    }
+    let chosen: Vec<&Read> = reads.iter().filter(|r| r.body.is_some()).collect();
     let flat: Vec<BTreeMap<String, BTreeSet<String>>> = chosen
         .iter()
         .map(|r| flatten(r.body.as_ref().unwrap_or(&Value::Null)))
@@ -263,7 +274,8 @@ fn declared_volatile(catalog: &Catalog, providers: &BTreeSet<&str>) -> BTreeSet<
 }
 
 /// Every delivery of the journal (a batch's own row left out: its events
-/// are read), with its JSON body when kept.
+/// are read), with its JSON body's digest; the bodies are read later, of
+/// the chosen deliveries only.
 async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
     let mut order: Vec<DeliveryId> = Vec::new();
     let mut found: HashMap<DeliveryId, Read> = HashMap::new();
@@ -275,12 +287,8 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
             };
             match stored.event {
                 JournalEvent::DeliveryReceived(received) => {
-                    let body = match received.parse {
-                        BodyParse::Json => bodies::get(db, &received.body.sha256)
-                            .await?
-                            .and_then(|raw| serde_json::from_slice(&raw).ok()),
-                        _ => None,
-                    };
+                    let json_body =
+                        (received.parse == BodyParse::Json).then_some(received.body.sha256);
                     order.push(id);
                     found.insert(
                         id,
@@ -291,7 +299,8 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
                             event_type: None,
                             event: None,
                             resource: None,
-                            body,
+                            json_body,
+                            body: None,
                             processed: false,
                             collision: false,
                         },
@@ -312,7 +321,7 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
                             .or(strong);
                         // A batch's own row: its events are counted instead.
                         if !key.items.is_empty() {
-                            read.body = None;
+                            read.json_body = None;
                         }
                     }
                 }
