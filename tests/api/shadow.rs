@@ -344,3 +344,39 @@ async fn a_window_over_the_page_limit_is_refused_naming_the_limit() {
         "{refused:#}"
     );
 }
+
+#[tokio::test]
+async fn an_event_type_carrying_a_bidi_override_is_written_out_on_the_replay_page() {
+    let app = spawn_app().await;
+    let typed = |reference: &str| {
+        let mut body: serde_json::Value =
+            serde_json::from_slice(&refund("pay_bidi", 700, Some(reference))).unwrap();
+        body["type"] = "refund.\u{202E}detaerc".into();
+        serde_json::to_vec(&body).unwrap()
+    };
+    for reference in ["rr_bidi_a", "rr_bidi_b"] {
+        let reply = app.post_signed("hmac", &typed(reference)).await;
+        assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    }
+    app.wait_applied(2).await;
+    let mut engineer = signed_in(&app, "eli", unicity::auth::Role::Engineer).await;
+    let csrf = csrf_in(&engineer.get("/strategies").await.body);
+    let answer = engineer
+        .post(
+            "/strategies/replay",
+            &[("csrf", &csrf), ("candidate", PAYMENT_ONLY)],
+        )
+        .await;
+    assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.body);
+    assert!(
+        answer.body.contains(r#"<tr class="change merge">"#),
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body.contains("refund.&#60;U+202E&#62;detaerc"),
+        "{}",
+        answer.body
+    );
+    assert!(!answer.body.contains('\u{202E}'), "{}", answer.body);
+}
