@@ -134,6 +134,8 @@ pub enum Refusal {
     NotAPersonsResolution,
     #[error("no enabled operator has this name")]
     NoSuchOperator,
+    #[error("more cases than a bulk resolution takes at once")]
+    TooManyCases,
 }
 
 impl Refusal {
@@ -149,6 +151,7 @@ impl Refusal {
             Self::CloseOnly => "close_only",
             Self::NotAPersonsResolution => "not_a_persons_resolution",
             Self::NoSuchOperator => "no_such_operator",
+            Self::TooManyCases => "too_many_cases",
         }
     }
 }

@@ -644,6 +644,55 @@ async fn an_engineer_resolves_ticked_non_money_cases_at_once_and_money_cases_sta
 }
 
 #[tokio::test]
+async fn a_bulk_resolution_over_the_limit_resolves_nothing_and_says_so_and_a_case_ticked_twice_counts_once()
+ {
+    let p = Pages::new().await;
+    let case = p.notice_case_about("n-bulk-many").await;
+    let resolved_before = p.app.journal_count("CaseResolved").await;
+    let mut eve = signed_in(&p.app, "eve", Role::Engineer).await;
+    let csrf = eve.csrf("/cases").await;
+    let base = [
+        ("csrf", csrf.as_str()),
+        ("resolution", "reject"),
+        ("note", "test notices from a misconfigured sender"),
+    ];
+    // Given more cases ticked than a bulk resolution takes, the real one last,
+    let others: Vec<String> = (0..unicity::services::cases::BULK_MOST)
+        .map(|_| uuid::Uuid::now_v7().to_string())
+        .collect();
+    let mut form = base.to_vec();
+    form.extend(others.iter().map(|id| ("case", id.as_str())));
+    form.push(("case", case.as_str()));
+    let refused = eve.post("/cases/resolve-many", &form).await;
+    // then nothing is resolved, and the queue says why,
+    assert_eq!(refused.status, StatusCode::SEE_OTHER, "{}", refused.body);
+    let page = eve.get(&refused.location).await.body;
+    assert!(
+        page.contains("More than 200 cases were ticked"),
+        "{}: {page}",
+        refused.location
+    );
+    assert_eq!(p.app.journal_count("CaseResolved").await, resolved_before);
+    // and one case ticked twice resolves once, counted once, said even
+    // though the queue it leaves is empty.
+    let mut form = base.to_vec();
+    form.extend([("case", case.as_str()), ("case", case.as_str())]);
+    let done = eve.post("/cases/resolve-many", &form).await;
+    let page = eve.get(&done.location).await.body;
+    assert!(
+        page.contains("1 case resolved."),
+        "{} {}: {page}",
+        done.status,
+        done.location
+    );
+    assert!(!page.contains("resolved already"), "{page}");
+    assert_eq!(
+        p.app.journal_count("CaseResolved").await,
+        resolved_before + 1
+    );
+}
+
+#[tokio::test]
 async fn a_case_is_given_to_an_operator_who_finds_it_under_my_cases_and_a_rebuild_keeps_it() {
     let p = Pages::new().await;
     let case = p.money_case("pay_assign").await;

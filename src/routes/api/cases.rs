@@ -328,7 +328,7 @@ fn case_error(error: CaseError) -> ApiError {
         }
         CaseError::Refused(refusal) => {
             let status = match refusal {
-                Refusal::NoteRequired => StatusCode::BAD_REQUEST,
+                Refusal::NoteRequired | Refusal::TooManyCases => StatusCode::BAD_REQUEST,
                 _ => StatusCode::CONFLICT,
             };
             ApiError::new(status, refusal.code(), refusal.to_string())

@@ -99,6 +99,11 @@ impl QueueForm {
                 said
             }
             "none" => "No case was ticked: nothing was resolved.".to_owned(),
+            "too_many_cases" => format!(
+                "More than {} cases were ticked: nothing was resolved. Resolve at most {} at a time.",
+                crate::services::cases::BULK_MOST,
+                crate::services::cases::BULK_MOST
+            ),
             "note_required" => {
                 "A bulk resolution needs a note saying why: nothing was resolved.".to_owned()
             }

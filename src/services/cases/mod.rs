@@ -115,7 +115,7 @@ pub struct Bulk {
 /// through `resolve` (its own claim: a case resolves once whoever else
 /// resolves it meanwhile). A money case is left open: money is decided one
 /// case at a time, its own delivery compared. The caller's role must allow
-/// resolving non-money cases; at most `BULK_MOST` cases.
+/// resolving non-money cases; more than `BULK_MOST` cases are refused whole.
 pub async fn resolve_many(
     engine: &SharedEngine,
     case_ids: &[Uuid],
@@ -135,8 +135,18 @@ pub async fn resolve_many(
     ) {
         return Err(Refusal::NotAPersonsResolution.into());
     }
+    // A case ticked twice is one case.
+    let mut unique = Vec::with_capacity(case_ids.len());
+    for &case_id in case_ids {
+        if !unique.contains(&case_id) {
+            unique.push(case_id);
+        }
+    }
+    if unique.len() > BULK_MOST {
+        return Err(Refusal::TooManyCases.into());
+    }
     let mut bulk = Bulk::default();
-    for &case_id in case_ids.iter().take(BULK_MOST) {
+    for case_id in unique {
         if is_critical(engine, case_id).await? {
             bulk.money += 1;
             continue;
