@@ -693,6 +693,34 @@ async fn a_bulk_resolution_over_the_limit_resolves_nothing_and_says_so_and_a_cas
 }
 
 #[tokio::test]
+async fn a_resolved_case_cannot_be_given_to_anyone_and_nothing_is_journaled() {
+    let p = Pages::new().await;
+    let case = p.notice_case_about("n-assign-late").await;
+    let path = format!("/cases/{case}");
+    let mut eve = signed_in(&p.app, "eve", Role::Engineer).await;
+    let csrf = eve.csrf(&path).await;
+    // Given a case resolved after its page was shown,
+    let resolved = p
+        .app
+        .resolve(
+            &case,
+            serde_json::json!({"resolution": "reject", "note": "a test notice"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // when someone gives it to an operator from that page,
+    let refused = eve
+        .post(
+            &format!("{path}/assign"),
+            &[("csrf", &csrf), ("assignee", "eve")],
+        )
+        .await;
+    // then it is refused and the case's record holds no assignment.
+    assert_eq!(refused.location, format!("{path}?done=assign_resolved"));
+    assert_eq!(p.app.journal_count("CaseAssigned").await, 0);
+}
+
+#[tokio::test]
 async fn a_case_is_given_to_an_operator_who_finds_it_under_my_cases_and_a_rebuild_keeps_it() {
     let p = Pages::new().await;
     let case = p.money_case("pay_assign").await;

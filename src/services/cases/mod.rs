@@ -179,9 +179,6 @@ pub async fn assign(
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
-    if case.status != crate::domain::cases::CaseStatus::Open.as_str() {
-        return Err(Refusal::AlreadyResolved.into());
-    }
     if let Some(name) = assignee {
         let operator = crate::store::access::operator_by_name(&engine.db, name).await?;
         if !operator.is_some_and(|o| o.enabled) {
@@ -193,10 +190,15 @@ pub async fn assign(
         assignee: assignee.map(str::to_owned),
         by: by.actor(),
     });
-    engine
+    // Journaled only if the case is still open when it is written: a case
+    // resolved meanwhile gets no assignment on its record.
+    let assigned = engine
         .writer
-        .submit(WriteEvent::record(case.delivery_id.parse().ok(), event))
+        .submit(WriteEvent::claim(case.delivery_id.parse().ok(), event))
         .await?;
+    if !assigned {
+        return Err(Refusal::AlreadyResolved.into());
+    }
     Ok(())
 }
 
