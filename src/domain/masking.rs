@@ -135,7 +135,7 @@ pub struct SensitiveMask {
 
 /// Clear text shorter than this is masked only where it is a whole value,
 /// never inside longer text (a two-letter value would shred every word).
-const MIN_EMBEDDED_LEN: usize = 6;
+pub const MIN_EMBEDDED_LEN: usize = 6;
 
 impl SensitiveMask {
     /// Replaces, in `body`, every node a path selects with its tag, and
