@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use unicity::domain::fixture::{Delivery, Fixture};
 use unicity::services::fixtures;
 
-use crate::support::app::{TestApp, fresh_database, spawn_app};
+use crate::support::app::{TestApp, fresh_database, spawn_app, spawn_app_with};
 use crate::support::counts::Counts;
 
 /// The case `case_id`, resolved, as the case page exports it: the file's
@@ -51,6 +51,109 @@ async fn weak_match(app: &TestApp, slug: &str, first: &[u8], second: &[u8]) -> S
     let two = app.post_signed(slug, second).await;
     assert_eq!(two.json["reason"], "weak_match_critical", "{}", two.json);
     two.json["case_id"].as_str().expect("a case").to_owned()
+}
+
+/// A weak refund strategy of the `norefid` provider that declares the whole
+/// `customer` object sensitive.
+const CUSTOMER_SENSITIVE: &str = r#"
+[[strategies]]
+name = "refund-customer"
+version = 1
+provider = "norefid"
+event_types = ["refund.*"]
+kind = "canonical_fingerprint"
+strength = "weak"
+horizon = "30d"
+effect_type = "refund.create"
+criticality = "critical"
+scope = [{ name = "resource_type", value = "payment" }]
+discriminants = [
+  { name = "payment", path = "$.payment_id" },
+  { name = "amount", path = "$.amount" },
+  { name = "currency", path = "$.currency" },
+]
+sensitive = ["$.customer"]
+
+[strategies.normalize]
+volatile = [{ path = "$.sent_at", reason = "the time of this send attempt" }]
+
+[[hierarchies]]
+provider = "norefid"
+event_type = "refund.*"
+strategies = ["refund-customer"]
+"#;
+
+#[tokio::test]
+async fn every_leaf_of_a_sensitive_object_is_masked_and_the_fixture_still_replays() {
+    let app = spawn_app_with(CUSTOMER_SENSITIVE).await;
+    let body = |sent: &str| {
+        serde_json::to_vec(&json!({
+            "type": "refund.created", "payment_id": "pay_obj", "amount": 700,
+            "currency": "EUR", "sent_at": sent,
+            "customer": {
+                "id": 48213977, "name": "Quentin Privatus",
+                "contact": { "email": "quentin.privatus@example.org" },
+                "balance": -1234.25, "vip": true, "tags": ["tier-gold-hidden"],
+            },
+        }))
+        .unwrap()
+    };
+    // Given two refunds alike but for their send time, the second held,
+    let case_id = weak_match(
+        &app,
+        "hmac",
+        &body("2026-12-02T10:00:00Z"),
+        &body("2026-12-02T10:00:05Z"),
+    )
+    .await;
+    let resolved = app
+        .resolve(
+            &case_id,
+            json!({"resolution": "process_as_distinct", "note": "two refunds", "authoritative_ref": "re_obj_2"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
+    // when the case is exported,
+    let (text, fixture) = exported(&app, &case_id).await;
+    // then no leaf of the customer is in it, numbers included,
+    for clear in [
+        "48213977",
+        "Quentin",
+        "Privatus",
+        "quentin.privatus",
+        "1234.25",
+        "tier-gold-hidden",
+    ] {
+        assert!(!text.contains(clear), "{clear} is in the fixture: {text}");
+    }
+    let customers: Vec<Value> = fixture
+        .deliveries
+        .iter()
+        .map(|d| document(d)["customer"].clone())
+        .collect();
+    assert_eq!(customers.len(), 2);
+    // each replaced as the same value in both deliveries, a number by a
+    // number of its sign and kind, what reveals nothing (a flag) kept,
+    let customer = &customers[0];
+    assert_eq!(customers[0], customers[1]);
+    assert!(customer["id"].is_u64(), "{customer}");
+    assert!(customer["balance"].is_f64(), "{customer}");
+    assert!(customer["balance"].as_f64().unwrap() < 0.0, "{customer}");
+    assert!(customer["name"].as_str().unwrap().starts_with("masked-"));
+    assert!(
+        customer["contact"]["email"]
+            .as_str()
+            .unwrap()
+            .starts_with("masked-")
+    );
+    assert_eq!(customer["vip"], true);
+    // what is not under the sensitive path is left as it was,
+    assert_eq!(document(&fixture.deliveries[0])["amount"], 700);
+    // and the fixture replays as it was decided and resolved.
+    assert_eq!(
+        differences(&fixture, CUSTOMER_SENSITIVE).await,
+        Vec::<String>::new()
+    );
 }
 
 #[tokio::test]
