@@ -152,6 +152,17 @@ impl SensitiveMask {
         Self { found }
     }
 
+    /// A mask of values found elsewhere (a fixture's bodies), each with what
+    /// replaces it, that scrubs as the views do.
+    pub fn of(found: Vec<(Value, Value)>) -> Self {
+        Self { found }
+    }
+
+    /// Each clear value known, with what replaces it.
+    pub fn found(&self) -> &[(Value, Value)] {
+        &self.found
+    }
+
     pub fn is_empty(&self) -> bool {
         self.found.is_empty()
     }

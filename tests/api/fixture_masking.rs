@@ -11,6 +11,7 @@ use unicity::services::fixtures;
 
 use crate::support::app::{TestApp, fresh_database, spawn_app, spawn_app_with};
 use crate::support::counts::Counts;
+use crate::support::provider::ProviderApi;
 
 /// The case `case_id`, resolved, as the case page exports it: the file's
 /// text and the fixture.
@@ -199,6 +200,80 @@ async fn a_sensitive_value_sent_with_json_escapes_is_masked_and_the_fixture_stil
         "{emails:?}"
     );
     assert_eq!(emails[0], emails[1]);
+    // and the fixture replays as it was decided and resolved.
+    let base = unicity::config::FileConfig::read(None).unwrap();
+    assert_eq!(differences(&fixture, &base).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn the_resolution_note_and_the_look_ups_are_scrubbed_of_sensitive_values() {
+    const EMAIL: &str = "ines.privada@example.org";
+    const ENCODED: &str = "ines.privada%40example.org";
+    // The provider's API lists no refund, asked with the customer's email:
+    // the case stays for a person, the look-up journaled with its URL.
+    let provider = ProviderApi::start(200, json!({ "refunds": [] })).await;
+    let app = spawn_app_with(&provider.config_with(
+        "/payments/{payment_id}/refunds?email={customer_email}",
+        "payment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n",
+    ))
+    .await;
+    let body = |sent: &str| {
+        serde_json::to_vec(&json!({
+            "type": "refund.created", "payment_id": "pay_note", "amount": 700,
+            "currency": "EUR", "sent_at": sent, "customer_email": EMAIL,
+        }))
+        .unwrap()
+    };
+    let case_id = weak_match(
+        &app,
+        "hmac",
+        &body("2026-12-02T10:00:00Z"),
+        &body("2026-12-02T10:00:05Z"),
+    )
+    .await;
+    app.wait_journal("LookupPerformed", 1).await;
+    assert_eq!(
+        app.journal_count_containing("LookupPerformed", ENCODED)
+            .await,
+        1
+    );
+    // A person resolves it, naming the customer in the note;
+    let resolved = app
+        .resolve(
+            &case_id,
+            json!({
+                "resolution": "process_as_distinct",
+                "note": format!("{EMAIL} confirmed both refunds by phone"),
+                "authoritative_ref": "re_note_2",
+            }),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
+    let (text, fixture) = exported(&app, &case_id).await;
+    // the file names the customer nowhere, as text or in a URL,
+    assert!(!text.contains(EMAIL), "{text}");
+    assert!(!text.contains(ENCODED), "{text}");
+    assert!(!text.contains("ines.privada"), "{text}");
+    // the note and the look-up say the rest of what they said,
+    assert!(
+        fixture
+            .case
+            .note
+            .ends_with(" confirmed both refunds by phone"),
+        "{}",
+        fixture.case.note
+    );
+    assert!(
+        fixture.case.note.starts_with("masked-"),
+        "{}",
+        fixture.case.note
+    );
+    assert_eq!(fixture.case.lookups.len(), 1, "{:?}", fixture.case.lookups);
+    let url = fixture.case.lookups[0]["url"].as_str().unwrap();
+    assert!(
+        url.contains("/payments/pay_note/refunds?email=masked-"),
+        "{url}"
+    );
     // and the fixture replays as it was decided and resolved.
     let base = unicity::config::FileConfig::read(None).unwrap();
     assert_eq!(differences(&fixture, &base).await, Vec::<String>::new());
