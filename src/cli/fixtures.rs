@@ -3,13 +3,15 @@
 //! a folder replayed against this build (on a fresh SQLite database each,
 //! configured as the server is), each difference printed; exits 1 if any.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::Subcommand;
 use uuid::Uuid;
 
 use super::{Cli, open_engine, settings};
-use crate::config::FileConfig;
+use crate::config::{FileConfig, Source};
 use crate::services::fixtures;
 
 #[derive(Subcommand)]
@@ -32,8 +34,15 @@ pub(super) enum FixturesCommand {
 pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<()> {
     match command {
         FixturesCommand::Export { case, out } => {
-            let engine = open_engine(settings(cli)?).await?;
-            let fixture = fixtures::export(&engine, *case, "cli").await?;
+            let settings = settings(cli)?;
+            // Each source's header mask as configured, as the server applies it.
+            let sources: HashMap<String, Arc<Source>> = settings
+                .sources
+                .iter()
+                .map(|source| (source.slug().to_owned(), Arc::new(source.clone())))
+                .collect();
+            let engine = open_engine(settings).await?;
+            let fixture = fixtures::export(&engine, &sources, *case, "cli").await?;
             let path = out.join(format!("case-{case}.json"));
             let mut text = serde_json::to_vec_pretty(&fixture)?;
             text.push(b'\n');

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use unicity::domain::fixture::{Delivery, Fixture};
 use unicity::services::fixtures;
 
-use crate::support::app::{TestApp, fresh_database, spawn_app, spawn_app_with};
+use crate::support::app::{TestApp, fresh_database, spawn_app, spawn_app_with, spawn_on};
 use crate::support::counts::Counts;
 use crate::support::provider::ProviderApi;
 
@@ -277,4 +277,78 @@ async fn the_resolution_note_and_the_look_ups_are_scrubbed_of_sensitive_values()
     // and the fixture replays as it was decided and resolved.
     let base = unicity::config::FileConfig::read(None).unwrap();
     assert_eq!(differences(&fixture, &base).await, Vec::<String>::new());
+}
+
+/// An unsigned source of the `norefid` provider, with `extra` lines.
+fn partner_source(extra: &str) -> String {
+    format!(
+        "[[sources]]\nslug = \"partner\"\ntenant = \"acme\"\nprovider = \"norefid\"\nenvironment = \"live\"\nallow_unsigned = true\nsignature = {{ scheme = \"none\" }}\n{extra}\n"
+    )
+}
+
+#[tokio::test]
+async fn a_header_the_source_masks_is_left_out_even_when_it_was_received_before_it_was_masked() {
+    // Given a source that masks no partner header when two refunds arrive,
+    let app = spawn_app_with(&partner_source("")).await;
+    let headers = [
+        ("x-partner-pin".to_owned(), "pin-77331".to_owned()),
+        ("x-partner-trace".to_owned(), "trace-1".to_owned()),
+    ];
+    let body = |sent: &str| {
+        serde_json::to_vec(&json!({
+            "type": "refund.created", "payment_id": "pay_hdr", "amount": 700,
+            "currency": "EUR", "sent_at": sent,
+        }))
+        .unwrap()
+    };
+    let first = app
+        .post_raw("partner", body("2026-12-02T10:00:00Z"), &headers)
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let second = app
+        .post_raw("partner", body("2026-12-02T10:00:05Z"), &headers)
+        .await;
+    assert_eq!(
+        second.json["reason"], "weak_match_critical",
+        "{}",
+        second.json
+    );
+    let case_id = second.json["case_id"].as_str().unwrap().to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            json!({"resolution": "confirm_duplicate", "note": "a retry"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
+    // when the source is configured to mask the pin, as the delivery page
+    // then shows it,
+    let masking = spawn_on(
+        &app.database_url,
+        &partner_source("masked_headers = [\"x-partner-pin\"]"),
+        None,
+    )
+    .await;
+    let (text, fixture) = exported(&masking, &case_id).await;
+    // the export leaves it out as well, and keeps the other headers.
+    assert!(!text.contains("pin-77331"), "{text}");
+    for delivery in &fixture.deliveries {
+        assert!(
+            delivery
+                .headers
+                .iter()
+                .all(|(name, _)| name != "x-partner-pin"),
+            "{:?}",
+            delivery.headers
+        );
+        assert!(
+            delivery
+                .headers
+                .iter()
+                .any(|(name, value)| name == "x-partner-trace" && value == "trace-1"),
+            "{:?}",
+            delivery.headers
+        );
+    }
 }
