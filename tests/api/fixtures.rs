@@ -116,3 +116,48 @@ async fn a_resolved_case_exports_as_a_fixture_that_replays_and_keeps_no_sensitiv
         ]
     );
 }
+
+#[tokio::test]
+async fn a_case_opened_after_the_first_200_deliveries_of_its_key_is_refused_not_exported_unreplayable()
+ {
+    let app = crate::support::app::spawn_app().await;
+    let refund = |amount| crate::support::app::refund("pay_many", amount, Some("rr_many"));
+    // Given a refund applied, then sent 200 times again (each a duplicate),
+    let first = app.post_signed("hmac", &refund(100)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    for _ in 0..200 {
+        let again = app.post_signed("hmac", &refund(100)).await;
+        assert_eq!(again.json["decision"], "ignore", "{}", again.json);
+    }
+    // and then its reference with another amount, held and rejected,
+    let clash = app.post_signed("hmac", &refund(999)).await;
+    assert_eq!(
+        clash.json["reason"], "discriminants_differ",
+        "{}",
+        clash.json
+    );
+    let case_id = clash.json["case_id"].as_str().unwrap().to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "reject", "note": "the amount was corrected"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
+    // when it is exported, it is refused, saying why, and nothing is written
+    // that could never replay.
+    let response = app
+        .client
+        .get(format!("{}/cases/{case_id}/fixture", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains("after the first 200 deliveries of its key"),
+        "{text}"
+    );
+    assert_eq!(app.journal_count("FixtureExported").await, 0);
+}
