@@ -6,7 +6,10 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::support::app::fresh_database;
+use unicity::domain::fixture::Fixture;
+
+use crate::support::app::{fresh_database, spawn_app};
+use crate::support::counts::Counts;
 use crate::support::processes::cli;
 
 /// Runs `unicity` with `args` on `database_url`, configured in `config`.
@@ -43,4 +46,75 @@ async fn fixtures_check_says_a_file_whose_offset_no_clock_can_reach_is_not_a_val
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.contains("far.json: not a valid fixture"), "{stderr}");
     assert!(stderr.contains("offset_ms"), "{stderr}");
+}
+
+#[tokio::test]
+async fn fixtures_export_never_replaces_a_file_nor_writes_through_a_planted_link() {
+    let app = spawn_app().await;
+    let refund = || crate::support::app::refund("pay_cli", 700, None);
+    let first = app.post_signed("hmac", &refund()).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let second = app.post_signed("hmac", &refund()).await;
+    let case_id = second.json["case_id"].as_str().expect("a case").to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "confirm_duplicate", "note": "a retry"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
+    let config = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let export = || async {
+        unicity(
+            &app.database_url,
+            config.path(),
+            &[
+                "fixtures",
+                "export",
+                "--case",
+                &case_id,
+                "--out",
+                out.path().to_str().unwrap(),
+            ],
+        )
+        .await
+    };
+    let path = out.path().join(format!("case-{case_id}.json"));
+
+    // A link planted where the file goes is not written through,
+    let victim = elsewhere.path().join("victim");
+    std::fs::write(&victim, "kept").unwrap();
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    let refused = export().await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "kept");
+    // nor is a link to nowhere;
+    std::fs::remove_file(&victim).unwrap();
+    let refused = export().await;
+    assert!(!refused.status.success());
+    assert!(!victim.exists(), "written through a dangling link");
+    std::fs::remove_file(&path).unwrap();
+
+    // where nothing is, the fixture is written,
+    let written = export().await;
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
+    let text = std::fs::read(&path).unwrap();
+    let fixture: Fixture = serde_json::from_slice(&text).expect("a fixture");
+    assert_eq!(fixture.deliveries.len(), 2);
+    // and a second export does not replace it.
+    let again = export().await;
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success());
+    assert!(stderr.contains("already exists"), "{stderr}");
+    assert_eq!(std::fs::read(&path).unwrap(), text);
+    assert_eq!(app.journal_count("FixtureExported").await, 1);
 }
