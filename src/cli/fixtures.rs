@@ -3,13 +3,17 @@
 //! a folder replayed against this build (on a fresh SQLite database each,
 //! configured as the server is), each difference printed; exits 1 if any.
 
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use anyhow::Context;
 use clap::Subcommand;
 use uuid::Uuid;
 
 use super::{Cli, open_engine, settings};
-use crate::config::FileConfig;
+use crate::config::{FileConfig, Source};
 use crate::services::fixtures;
 
 #[derive(Subcommand)]
@@ -20,7 +24,8 @@ pub(super) enum FixturesCommand {
     Export {
         #[arg(long)]
         case: Uuid,
-        /// The folder to write `case-<ID>.json` in.
+        /// The folder to write `case-<ID>.json` in; a file already there is
+        /// never replaced.
         #[arg(long, default_value = ".")]
         out: PathBuf,
     },
@@ -32,12 +37,36 @@ pub(super) enum FixturesCommand {
 pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<()> {
     match command {
         FixturesCommand::Export { case, out } => {
-            let engine = open_engine(settings(cli)?).await?;
-            let fixture = fixtures::export(&engine, *case, "cli").await?;
+            let settings = settings(cli)?;
+            // Each source's header mask as configured, as the server applies it.
+            let sources: HashMap<String, Arc<Source>> = settings
+                .sources
+                .iter()
+                .map(|source| (source.slug().to_owned(), Arc::new(source.clone())))
+                .collect();
+            let engine = open_engine(settings).await?;
             let path = out.join(format!("case-{case}.json"));
-            let mut text = serde_json::to_vec_pretty(&fixture)?;
-            text.push(b'\n');
-            std::fs::write(&path, text)?;
+            // Claimed before the export is journaled: a file already there,
+            // or a link planted in its place, is never written through.
+            let mut file = create_new(&path)?;
+            let written = async {
+                let fixture = fixtures::export(&engine, &sources, *case, "cli").await?;
+                let mut text = serde_json::to_vec_pretty(&fixture)?;
+                text.push(b'\n');
+                file.write_all(&text)
+                    .and_then(|()| file.sync_all())
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                anyhow::Ok(fixture)
+            }
+            .await;
+            let fixture = match written {
+                Ok(fixture) => fixture,
+                Err(error) => {
+                    // The file this export created, and nothing else.
+                    let _ = std::fs::remove_file(&path);
+                    return Err(error);
+                }
+            };
             println!(
                 "{}: {} deliveries, {} effect(s) expected",
                 path.display(),
@@ -55,6 +84,22 @@ pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<
             }
             Ok(())
         }
+    }
+}
+
+/// A new file at `path`, never one already there (nor through a link there).
+fn create_new(path: &Path) -> anyhow::Result<std::fs::File> {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(file) => Ok(file),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => anyhow::bail!(
+            "{} already exists: an export never replaces a file; remove it or choose another --out",
+            path.display()
+        ),
+        Err(error) => Err(error).with_context(|| format!("cannot create {}", path.display())),
     }
 }
 

@@ -135,7 +135,7 @@ pub struct SensitiveMask {
 
 /// Clear text shorter than this is masked only where it is a whole value,
 /// never inside longer text (a two-letter value would shred every word).
-const MIN_EMBEDDED_LEN: usize = 6;
+pub const MIN_EMBEDDED_LEN: usize = 6;
 
 impl SensitiveMask {
     /// Replaces, in `body`, every node a path selects with its tag, and
@@ -150,6 +150,17 @@ impl SensitiveMask {
             map_all(body, path, &|v| masked_tag(&secret.seal(v)));
         }
         Self { found }
+    }
+
+    /// A mask of values found elsewhere (a fixture's bodies), each with what
+    /// replaces it, that scrubs as the views do.
+    pub fn of(found: Vec<(Value, Value)>) -> Self {
+        Self { found }
+    }
+
+    /// Each clear value known, with what replaces it.
+    pub fn found(&self) -> &[(Value, Value)] {
+        &self.found
     }
 
     pub fn is_empty(&self) -> bool {

@@ -69,8 +69,10 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
 
 /// Every effect reserved under `key` and keys derived from it, whatever
 /// became of it: the effects its deliveries and cases asked for.
-pub async fn effects_under<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u64, DbErr> {
-    use sea_orm::PaginatorTrait;
+pub async fn effects_under<C: ConnectionTrait>(
+    conn: &C,
+    key: &str,
+) -> Result<Vec<effect::Model>, DbErr> {
     use sea_orm::sea_query::ExprTrait;
 
     effect::Entity::find()
@@ -79,7 +81,7 @@ pub async fn effects_under<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u6
                 .eq(key)
                 .or(effect::Column::Key.starts_with(format!("{key}~"))),
         )
-        .count(conn)
+        .all(conn)
         .await
 }
 

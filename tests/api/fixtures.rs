@@ -116,3 +116,108 @@ async fn a_resolved_case_exports_as_a_fixture_that_replays_and_keeps_no_sensitiv
         ]
     );
 }
+
+#[tokio::test]
+async fn a_fixture_expects_the_effects_its_deliveries_and_resolution_leave_not_those_of_later_deliveries()
+ {
+    let app = crate::support::app::spawn_app().await;
+    let refund = || crate::support::app::refund("pay_later", 700, None);
+    let resolve = async |case_id: &str, reference: &str| {
+        let resolved = app
+            .resolve(
+                case_id,
+                serde_json::json!({
+                    "resolution": "process_as_distinct",
+                    "note": "another refund listed by the provider",
+                    "authoritative_ref": reference,
+                }),
+            )
+            .await;
+        assert_eq!(resolved.status, 200);
+    };
+    // Given a refund, and its look-alike held and processed as distinct,
+    let first = app.post_signed("hmac", &refund()).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let second = app.post_signed("hmac", &refund()).await;
+    assert_eq!(
+        second.json["reason"], "weak_match_critical",
+        "{}",
+        second.json
+    );
+    let case_id = second.json["case_id"].as_str().unwrap().to_owned();
+    resolve(&case_id, "re_later_2").await;
+    app.wait_applied(2).await;
+    // then a third look-alike, later, also processed as distinct,
+    let third = app.post_signed("hmac", &refund()).await;
+    assert_eq!(
+        third.json["reason"], "weak_match_critical",
+        "{}",
+        third.json
+    );
+    resolve(third.json["case_id"].as_str().unwrap(), "re_later_3").await;
+    app.wait_applied(3).await;
+    // when the first case is exported,
+    let response = app
+        .client
+        .get(format!("{}/cases/{case_id}/fixture", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let fixture: Fixture = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    // it holds the two deliveries up to the case's and expects the two
+    // effects they and its resolution leave, not the third delivery's,
+    assert_eq!(fixture.deliveries.len(), 2);
+    assert_eq!(fixture.expected_effects, 2);
+    // and so it replays as it was decided and resolved.
+    let base = unicity::config::FileConfig::read(None).unwrap();
+    let (url, _dir) = fresh_database().await;
+    let replayed = fixtures::replay(&fixture, &base, &url).await.unwrap();
+    assert_eq!(replayed.differences(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_case_opened_after_the_first_200_deliveries_of_its_key_is_refused_not_exported_unreplayable()
+ {
+    let app = crate::support::app::spawn_app().await;
+    let refund = |amount| crate::support::app::refund("pay_many", amount, Some("rr_many"));
+    // Given a refund applied, then sent 200 times again (each a duplicate),
+    let first = app.post_signed("hmac", &refund(100)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    for _ in 0..200 {
+        let again = app.post_signed("hmac", &refund(100)).await;
+        assert_eq!(again.json["decision"], "ignore", "{}", again.json);
+    }
+    // and then its reference with another amount, held and rejected,
+    let clash = app.post_signed("hmac", &refund(999)).await;
+    assert_eq!(
+        clash.json["reason"], "discriminants_differ",
+        "{}",
+        clash.json
+    );
+    let case_id = clash.json["case_id"].as_str().unwrap().to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "reject", "note": "the amount was corrected"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200);
+    // when it is exported, it is refused, saying why, and nothing is written
+    // that could never replay.
+    let response = app
+        .client
+        .get(format!("{}/cases/{case_id}/fixture", app.address))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 409);
+    let text = response.text().await.unwrap();
+    assert!(
+        text.contains("after the first 200 deliveries of its key"),
+        "{text}"
+    );
+    assert_eq!(app.journal_count("FixtureExported").await, 0);
+}

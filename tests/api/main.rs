@@ -16,6 +16,8 @@ mod day_browser;
 mod decisions;
 mod faults;
 mod fixture_breakers;
+mod fixture_cli;
+mod fixture_masking;
 mod fixtures;
 mod floods;
 mod hostile;

@@ -40,12 +40,14 @@ pub struct VolatileField {
 
 /// One step of a normalised path, owned so the body can be mutated.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Step {
+pub enum Step {
     Index(usize),
     Name(String),
 }
 
-fn locate(path: &FieldRef, body: &Value) -> Vec<Vec<Step>> {
+/// Where in `body` each node the path selects is, as the steps to it; none
+/// for a path that reads no body.
+pub fn locate(path: &FieldRef, body: &Value) -> Vec<Vec<Step>> {
     let Some(p) = path.body_path() else {
         return Vec::new();
     };
@@ -60,6 +62,14 @@ fn locate(path: &FieldRef, body: &Value) -> Vec<Vec<Step>> {
                 .collect()
         })
         .collect()
+}
+
+/// The node `steps` lead to in `body`.
+pub fn node<'v>(body: &'v Value, steps: &[Step]) -> Option<&'v Value> {
+    steps.iter().try_fold(body, |v, step| match step {
+        Step::Index(i) => v.get(*i),
+        Step::Name(n) => v.get(n.as_str()),
+    })
 }
 
 fn node_mut<'v>(body: &'v mut Value, steps: &[Step]) -> Option<&'v mut Value> {

@@ -19,7 +19,7 @@ pub async fn fixture(
     operator: Principal,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
-    let exported = fixtures::export(&state.engine, id, &operator.signature())
+    let exported = fixtures::export(&state.engine, &state.sources, id, &operator.signature())
         .await
         .map_err(|error| match error {
             ExportError::NotFound => UiError::new(StatusCode::NOT_FOUND, "There is no such case."),
