@@ -44,10 +44,7 @@ impl Source {
     /// The effect types this source observes: every one (`*`) in observe
     /// mode, else those of `observe_effect_types`.
     pub fn observed_effect_types(&self) -> Vec<String> {
-        match self.mode {
-            SourceMode::Observe => vec!["*".to_owned()],
-            SourceMode::Enforce => self.observe_effect_types.clone(),
-        }
+        observed(self.mode, &self.observe_effect_types)
     }
 
     /// The headers as they may be journaled and shown.
@@ -73,6 +70,14 @@ impl Source {
             body,
             raw_body,
         }
+    }
+}
+
+/// Every effect type (`*`) in observe mode, else `listed`.
+fn observed(mode: SourceMode, listed: &[String]) -> Vec<String> {
+    match mode {
+        SourceMode::Observe => vec!["*".to_owned()],
+        SourceMode::Enforce => listed.to_vec(),
     }
 }
 
@@ -153,6 +158,12 @@ fn default_max_body() -> usize {
 }
 
 impl SourceFile {
+    /// The effect types this source observes, as written (see
+    /// `Source::observed_effect_types`): no secret is needed to know them.
+    pub fn observed_effect_types(&self) -> Vec<String> {
+        observed(self.mode, &self.observe_effect_types)
+    }
+
     pub(super) fn resolve(self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<Source> {
         let slug = self.slug;
         if slug.is_empty()
