@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use clap::Subcommand;
 use uuid::Uuid;
 
-use super::{Cli, open_engine, settings};
+use super::{Cli, definitions, open_for_reading};
 use crate::config::FileConfig;
 use crate::services::fixtures;
 
@@ -32,8 +32,9 @@ pub(super) enum FixturesCommand {
 pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<()> {
     match command {
         FixturesCommand::Export { case, out } => {
-            let engine = open_engine(settings(cli)?).await?;
-            let fixture = fixtures::export(&engine, *case, "cli").await?;
+            let catalog = definitions(cli)?.catalog;
+            let db = open_for_reading(cli).await?;
+            let fixture = fixtures::export_from(&db, &catalog, *case, "cli").await?;
             let path = out.join(format!("case-{case}.json"));
             let mut text = serde_json::to_vec_pretty(&fixture)?;
             text.push(b'\n');

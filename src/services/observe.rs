@@ -147,9 +147,10 @@ pub fn parse_legacy(text: &str) -> anyhow::Result<Vec<LegacyEffect>> {
         .collect()
 }
 
-/// Journals the legacy effects of `source` read from `text`; returns how
-/// many.
-pub async fn import(engine: &SharedEngine, source: &str, text: &str) -> anyhow::Result<usize> {
+/// Journals the legacy effects of `source` read from `text`, in a
+/// transaction of its own (`unicity observe import` opens no engine);
+/// returns how many.
+pub async fn import(db: &DatabaseConnection, source: &str, text: &str) -> anyhow::Result<usize> {
     let effects = parse_legacy(text)?;
     let count = effects.len();
     let event = JournalEvent::LegacyEffectsImported(LegacyEffectsImported {
@@ -157,10 +158,10 @@ pub async fn import(engine: &SharedEngine, source: &str, text: &str) -> anyhow::
         file_sha256: hex::encode(Sha256::digest(text.as_bytes())),
         effects,
     });
-    engine
-        .writer
-        .submit(WriteEvent::record(None, event))
-        .await?;
+    crate::store::transaction(db, async |tx| {
+        tx.record(None, event, chrono::Utc::now()).await
+    })
+    .await?;
     Ok(count)
 }
 

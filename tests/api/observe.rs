@@ -57,19 +57,7 @@ async fn an_observed_source_applies_nothing_and_its_legacy_log_shows_a_double_an
     let log = "reference,resource,amount,applied_at\n\
                lg_1,pay_ob1,500,2026-12-02T10:00:00Z\n\
                lg_2,pay_ob1,500,2026-12-02T10:00:05Z\n";
-    let settings =
-        crate::support::app::test_settings(&app.database_url, &legacy_source("observe", &sink));
-    let engine = unicity::services::engine::Engine::open(
-        &app.database_url,
-        settings.catalog,
-        settings.key_secret,
-        settings.sinks,
-        settings.lookups,
-        settings.engine,
-    )
-    .await
-    .unwrap();
-    assert_eq!(observe::import(&engine, "legacy", log).await.unwrap(), 2);
+    assert_eq!(observe::import(&app.db, "legacy", log).await.unwrap(), 2);
     let report = observe::report(&app.db, "legacy", &["*".to_owned()])
         .await
         .unwrap();
