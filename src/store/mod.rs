@@ -27,7 +27,7 @@ pub mod strategy_versions;
 mod tx;
 pub mod writer;
 
-pub use tx::{Decided, Tx, transaction};
+pub use tx::{Decided, Tx, transaction, transaction_owning_reservations};
 
 use std::time::Duration;
 
