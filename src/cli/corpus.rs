@@ -5,7 +5,7 @@
 
 use clap::Subcommand;
 
-use super::{Cli, open_database};
+use super::{Cli, open_for_reading};
 use crate::services::corpus::{self, Stability};
 
 #[derive(Subcommand)]
@@ -29,8 +29,8 @@ pub(super) async fn run(cli: &Cli, command: &CorpusCommand) -> anyhow::Result<()
         event_type,
         json,
     } = command;
-    let db = open_database(cli).await?;
-    let catalog = super::settings(cli)?.catalog;
+    let catalog = super::definitions(cli)?.catalog;
+    let db = open_for_reading(cli).await?;
     let report = corpus::report(&db, &catalog, source.as_deref(), event_type.as_deref()).await?;
     if *json {
         println!("{}", serde_json::to_string_pretty(&report)?);

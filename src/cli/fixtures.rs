@@ -6,14 +6,13 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Subcommand;
 use uuid::Uuid;
 
-use super::{Cli, open_engine, settings};
-use crate::config::{FileConfig, Source};
+use super::{Cli, definitions, open_for_reading};
+use crate::config::FileConfig;
 use crate::services::fixtures;
 
 #[derive(Subcommand)]
@@ -37,20 +36,21 @@ pub(super) enum FixturesCommand {
 pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<()> {
     match command {
         FixturesCommand::Export { case, out } => {
-            let settings = settings(cli)?;
+            let definitions = definitions(cli)?;
             // Each source's header mask as configured, as the server applies it.
-            let sources: HashMap<String, Arc<Source>> = settings
+            let masks = definitions
                 .sources
                 .iter()
-                .map(|source| (source.slug().to_owned(), Arc::new(source.clone())))
-                .collect();
-            let engine = open_engine(settings).await?;
+                .map(|source| Ok((source.slug.clone(), source.header_mask()?)))
+                .collect::<anyhow::Result<HashMap<_, _>>>()?;
+            let db = open_for_reading(cli).await?;
             let path = out.join(format!("case-{case}.json"));
             // Claimed before the export is journaled: a file already there,
             // or a link planted in its place, is never written through.
             let mut file = create_new(&path)?;
             let written = async {
-                let fixture = fixtures::export(&engine, &sources, *case, "cli").await?;
+                let fixture =
+                    fixtures::export_from(&db, &definitions.catalog, &masks, *case, "cli").await?;
                 let mut text = serde_json::to_vec_pretty(&fixture)?;
                 text.push(b'\n');
                 file.write_all(&text)

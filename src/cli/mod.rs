@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, FileConfig, Settings};
+use crate::config::{DEFAULT_DATABASE_URL, DEFAULT_LISTEN, Definitions, FileConfig, Settings};
 
 mod corpus;
 mod fixtures;
@@ -190,14 +190,32 @@ fn settings_listening(cli: &Cli, listen: String) -> anyhow::Result<Settings> {
     )
 }
 
-/// The database, migrated: every command that reads or writes it starts here.
+/// The configuration as commands that verify no signature and derive no
+/// key read it: no secret is asked for (see `Definitions`).
+fn definitions(cli: &Cli) -> anyhow::Result<Definitions> {
+    Definitions::from_toml(&FileConfig::read(cli.config.as_deref())?)
+}
+
+/// The database, migrated: every command that writes it on purpose starts
+/// here.
 async fn open_database(cli: &Cli) -> anyhow::Result<sea_orm::DatabaseConnection> {
     let db = crate::store::connect(&cli.database_url).await?;
     crate::store::migrate(&db).await?;
     Ok(db)
 }
 
-/// The decision engine on the configured database, without the server.
+/// The database as it is, for commands that read it: never migrated, and
+/// refused if its schema is not this binary's (run against production from
+/// an engineer's machine, a read must change nothing there).
+async fn open_for_reading(cli: &Cli) -> anyhow::Result<sea_orm::DatabaseConnection> {
+    let db = crate::store::connect(&cli.database_url).await?;
+    crate::store::require_current_schema(&db).await?;
+    Ok(db)
+}
+
+/// The decision engine on the configured database, without the server, as
+/// the server opens it (migrated, its strategy versions recorded): for
+/// `reconcile` and `simulate`, which run what the server runs.
 async fn open_engine(settings: Settings) -> anyhow::Result<crate::services::engine::SharedEngine> {
     crate::services::engine::Engine::open(
         &settings.database_url,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use super::{Cli, open_database, open_engine, settings};
+use super::{Cli, definitions, open_database, open_for_reading, settings};
 use crate::services::observe;
 
 #[derive(Subcommand)]
@@ -32,28 +32,22 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
     match command {
         ObserveCommand::Import { source, file } => {
             let text = std::fs::read_to_string(file)?;
+            // The key secret seals a sensitive resource as the server does.
             let settings = settings(cli)?;
-            let Some(configured) = settings
-                .sources
-                .iter()
-                .find(|s| s.slug() == source)
-                .cloned()
-            else {
+            let Some(configured) = settings.sources.iter().find(|s| s.slug() == source) else {
                 anyhow::bail!("no source `{source}` in the configuration");
             };
-            let engine = open_engine(settings).await?;
-            let count = observe::import(&engine, &configured, &text).await?;
+            let db = open_database(cli).await?;
+            let count = observe::import(&db, configured, &settings.key_secret, &text).await?;
             println!("{count} legacy effects of {source} imported");
             Ok(())
         }
         ObserveCommand::Report { source, json } => {
-            let db = open_database(cli).await?;
-            let observed = settings(cli)?
-                .sources
-                .iter()
-                .find(|s| s.slug() == source)
+            let observed = definitions(cli)?
+                .source(source)
                 .map(|s| s.observed_effect_types())
                 .unwrap_or_default();
+            let db = open_for_reading(cli).await?;
             let report = observe::report(&db, source, &observed).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&report)?);

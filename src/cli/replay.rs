@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use chrono::{DateTime, Utc};
 
 use super::progress::Bar;
-use super::{Cli, open_database};
+use super::{Cli, open_for_reading};
 use crate::config::FileConfig;
 use crate::services::shadow::{self, Change, Progress, ShadowReport, Unwatched, Window};
 
@@ -34,7 +34,7 @@ pub(super) struct ReplayArgs {
 }
 
 pub(super) async fn run(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<()> {
-    let db = open_database(cli).await?;
+    let db = open_for_reading(cli).await?;
     let base = FileConfig::read(cli.config.as_deref())?;
     let candidate = std::fs::read_to_string(&args.strategies)?;
     let window = Window {

@@ -6,7 +6,7 @@
 
 use clap::Subcommand;
 
-use super::{Cli, open_database, settings};
+use super::{Cli, definitions, open_database, open_for_reading, settings};
 use crate::services::{breakers, strategies, strategy_list};
 
 #[derive(Subcommand)]
@@ -55,8 +55,15 @@ pub(super) async fn run(cli: &Cli, command: &StrategiesCommand) -> anyhow::Resul
 }
 
 async fn list(cli: &Cli, json: bool) -> anyhow::Result<()> {
-    let engine = super::open_engine(settings(cli)?).await?;
-    let lines = strategy_list::list(&engine, chrono::Utc::now()).await?;
+    let definitions = definitions(cli)?;
+    let db = open_for_reading(cli).await?;
+    let lines = strategy_list::list(
+        &db,
+        &definitions.catalog,
+        &definitions.engine,
+        chrono::Utc::now(),
+    )
+    .await?;
     if json {
         println!("{}", serde_json::to_string_pretty(&lines)?);
         return Ok(());

@@ -72,12 +72,7 @@ impl Settings {
         demo: bool,
     ) -> anyhow::Result<Self> {
         let file = FileConfig::parse(text)?;
-        let catalog = Catalog::build(CatalogConfig {
-            providers: file.providers.clone(),
-            strategies: file.strategies.clone(),
-            hierarchies: file.hierarchies.clone(),
-        })
-        .context("invalid strategy catalog")?;
+        let catalog = file.catalog()?;
         let key_secret = match (env(KEY_SECRET_ENV), demo) {
             (Some(secret), _) => secret,
             (None, true) => {
@@ -148,6 +143,35 @@ impl Settings {
     }
 }
 
+/// What commands that verify no signature and derive no key read of the
+/// configuration (`unicity strategies list`, `corpus report`, `observe
+/// report`, `fixtures export`): the strategy catalog, the engine's settings
+/// and the sources as written. No secret is read, so none is required: an
+/// engineer runs them without production's signing or key secrets. The
+/// server, and every command that verifies or derives, builds `Settings`.
+#[derive(Debug)]
+pub struct Definitions {
+    pub catalog: Catalog,
+    pub engine: EngineConfig,
+    pub sources: Vec<SourceFile>,
+}
+
+impl Definitions {
+    pub fn from_toml(text: &str) -> anyhow::Result<Self> {
+        let file = FileConfig::parse(text)?;
+        Ok(Self {
+            catalog: file.catalog()?,
+            engine: file.engine,
+            sources: file.sources,
+        })
+    }
+
+    /// The source `slug` as written, if the configuration has it.
+    pub fn source(&self, slug: &str) -> Option<&SourceFile> {
+        self.sources.iter().find(|s| s.slug == slug)
+    }
+}
+
 /// The TOML file as written by an operator.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +210,16 @@ impl FileConfig {
         toml::from_str(text).context("invalid configuration")
     }
 
+    /// The strategy catalog its providers, strategies and hierarchies make.
+    pub fn catalog(&self) -> anyhow::Result<Catalog> {
+        Catalog::build(CatalogConfig {
+            providers: self.providers.clone(),
+            strategies: self.strategies.clone(),
+            hierarchies: self.hierarchies.clone(),
+        })
+        .context("invalid strategy catalog")
+    }
+
     /// Resolves secrets through `env` and checks every source.
     pub fn resolve(self, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Vec<Source>> {
         let mut seen = HashSet::new();
@@ -221,6 +255,20 @@ mod tests {
         let err =
             Settings::from_toml(DEMO_CONFIG, "l".into(), "d".into(), no_env, false).unwrap_err();
         assert!(err.to_string().contains(KEY_SECRET_ENV), "{err}");
+    }
+
+    #[test]
+    fn definitions_need_no_secret_where_settings_need_them_all() {
+        let text = "[[sources]]\nslug = \"x\"\nprovider = \"github\"\nsecrets_env = \"X_SECRET\"\nsignature = { scheme = \"github\" }\n";
+        let strict = Settings::from_toml(text, "l".into(), "d".into(), no_env, false).unwrap_err();
+        assert!(strict.to_string().contains(KEY_SECRET_ENV), "{strict}");
+        let key_only = |name: &str| (name == KEY_SECRET_ENV).then(|| "k".repeat(32));
+        let strict =
+            Settings::from_toml(text, "l".into(), "d".into(), key_only, false).unwrap_err();
+        assert!(strict.to_string().contains("X_SECRET"), "{strict}");
+        let read = Definitions::from_toml(text).unwrap();
+        assert!(read.source("x").is_some());
+        assert!(read.catalog.strategies().count() > 0);
     }
 
     #[test]

@@ -44,10 +44,7 @@ impl Source {
     /// The effect types this source observes: every one (`*`) in observe
     /// mode, else those of `observe_effect_types`.
     pub fn observed_effect_types(&self) -> Vec<String> {
-        match self.mode {
-            SourceMode::Observe => vec!["*".to_owned()],
-            SourceMode::Enforce => self.observe_effect_types.clone(),
-        }
+        observed(self.mode, &self.observe_effect_types)
     }
 
     /// The headers as they may be journaled and shown.
@@ -73,6 +70,14 @@ impl Source {
             body,
             raw_body,
         }
+    }
+}
+
+/// Every effect type (`*`) in observe mode, else `listed`.
+fn observed(mode: SourceMode, listed: &[String]) -> Vec<String> {
+    match mode {
+        SourceMode::Observe => vec!["*".to_owned()],
+        SourceMode::Enforce => listed.to_vec(),
     }
 }
 
@@ -153,7 +158,22 @@ fn default_max_body() -> usize {
 }
 
 impl SourceFile {
+    /// The effect types this source observes, as written (see
+    /// `Source::observed_effect_types`): no secret is needed to know them.
+    pub fn observed_effect_types(&self) -> Vec<String> {
+        observed(self.mode, &self.observe_effect_types)
+    }
+
+    /// The headers this source never stores or shows: its scheme's
+    /// signature headers and its own `masked_headers` (no secret needed).
+    pub fn header_mask(&self) -> anyhow::Result<HeaderMask> {
+        let mut masked = signature::sensitive_headers(&self.signature);
+        masked.extend(self.masked_headers.iter().cloned());
+        HeaderMask::with(&masked).map_err(|e| anyhow::anyhow!("source {:?}: {e}", self.slug))
+    }
+
     pub(super) fn resolve(self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<Source> {
+        let header_mask = self.header_mask()?;
         let slug = self.slug;
         if slug.is_empty()
             || !slug
@@ -207,10 +227,6 @@ impl SourceFile {
         {
             bail!("source {slug:?}: observe_effect_types holds {bad:?}, not an effect type");
         }
-        let mut masked = signature::sensitive_headers(&self.signature);
-        masked.extend(self.masked_headers);
-        let header_mask =
-            HeaderMask::with(&masked).map_err(|e| anyhow::anyhow!("source {slug:?}: {e}"))?;
         Ok(Source {
             origin: Origin {
                 source: slug,

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use super::engine::{SharedEngine, WriteEvent};
 use crate::config::{Source, SourceMode};
-use crate::domain::identity::pattern;
+use crate::domain::identity::{KeySecret, pattern};
 use crate::domain::journal::{JournalEvent, LegacyEffect, LegacyEffectsImported, SourceModeSet};
 use crate::domain::reservation::ReservationState;
 use crate::store::{journal, observe};
@@ -171,19 +171,26 @@ pub fn parse_legacy(text: &str) -> anyhow::Result<Vec<LegacyEffect>> {
     Ok(effects)
 }
 
-/// Journals the legacy effects of `source` read from `text`; returns how
-/// many. Each resource is journaled as Unicity stores the source's: sealed
-/// when the source's resource is sensitive, so the log's clear values are
-/// never kept and still compare. A file already imported for the source is
-/// refused (the report would count it once all the same).
-pub async fn import(engine: &SharedEngine, source: &Source, text: &str) -> anyhow::Result<usize> {
+/// Journals the legacy effects of `source` read from `text`, in a
+/// transaction of its own (`unicity observe import` opens no engine);
+/// returns how many. Each resource is journaled as Unicity stores the
+/// source's: sealed with `secret` when the source's resource is sensitive,
+/// so the log's clear values are never kept and still compare. A file
+/// already imported for the source is refused (the report would count it
+/// once all the same).
+pub async fn import(
+    db: &DatabaseConnection,
+    source: &Source,
+    secret: &KeySecret,
+    text: &str,
+) -> anyhow::Result<usize> {
     let mut effects = parse_legacy(text)?;
     for effect in &mut effects {
-        effect.resource = source.resource.stored(&effect.resource, &engine.key_secret);
+        effect.resource = source.resource.stored(&effect.resource, secret);
     }
     let file_sha256 = hex::encode(Sha256::digest(text.as_bytes()));
     let slug = source.slug();
-    for stored in imported(&engine.db).await? {
+    for stored in imported(db).await? {
         if let JournalEvent::LegacyEffectsImported(batch) = stored.event
             && batch.source == slug
             && batch.file_sha256 == file_sha256
@@ -200,10 +207,10 @@ pub async fn import(engine: &SharedEngine, source: &Source, text: &str) -> anyho
         file_sha256,
         effects,
     });
-    engine
-        .writer
-        .submit(WriteEvent::record(None, event))
-        .await?;
+    crate::store::transaction(db, async |tx| {
+        tx.record(None, event, chrono::Utc::now()).await
+    })
+    .await?;
     Ok(count)
 }
 

@@ -2,6 +2,8 @@
 //! changed without a version bump stops the server with what changed; a
 //! version is retired only after the identities it keyed were migrated.
 
+use std::collections::BTreeSet;
+
 use anyhow::{Context, bail};
 use chrono::Utc;
 use sea_orm::DatabaseConnection;
@@ -16,7 +18,9 @@ use crate::domain::journal::{
 };
 use crate::store::entities::effect;
 use crate::store::projections::migrations;
-use crate::store::{bodies, journal, strategy_versions, transaction};
+use crate::store::{
+    bodies, journal, strategy_versions, transaction, transaction_owning_reservations,
+};
 
 /// Refuses to start on a changed-but-not-bumped strategy; records new versions.
 pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> anyhow::Result<usize> {
@@ -133,7 +137,7 @@ pub async fn plan(
         .await?
         .contains(strategy)
     {
-        bail!("{strategy} was already migrated");
+        bail!("{strategy} was already retired (its keys were migrated): nothing to do");
     }
     let keyed = crate::store::ledger::keyed_by(db, strategy).await?;
     let mut events = Vec::with_capacity(keyed.len());
@@ -176,8 +180,13 @@ pub async fn migrate(
 /// Writes `plan`: the newer key is recorded to stand for each effect. An
 /// effect whose body is gone (or that no current strategy keys) keeps only
 /// its old key: a late retry found through it goes to reconciliation.
-/// Refused while a reservation of the version is not settled. One
-/// transaction, journaled (`KeyMigrated` per effect, then `StrategyMigrated`).
+/// One transaction, journaled (`KeyMigrated` per effect, then
+/// `StrategyMigrated`), that owns every reservation while it runs
+/// (`store::transaction_owning_reservations`) and judges there, not from the
+/// plan, what refuses the retirement: a version already retired (two
+/// engineers retiring it at once: the second is told, and journals
+/// nothing), a reservation of the version not settled, or an effect the
+/// version keyed since the plan was read.
 pub async fn apply(
     db: &DatabaseConnection,
     plan: MigrationPlan,
@@ -186,13 +195,8 @@ pub async fn apply(
         strategy,
         to,
         keys: events,
-        unsettled,
+        unsettled: _,
     } = plan;
-    if unsettled > 0 {
-        bail!(
-            "{strategy} holds {unsettled} reservation(s) not settled yet (reserved, being applied, or outcome unknown): settle them before retiring it"
-        );
-    }
     let migrated = events.iter().filter(|e| e.to_key.is_some()).count() as u64;
     let unmigrated = events.len() as u64 - migrated;
     let now = Utc::now();
@@ -201,14 +205,47 @@ pub async fn apply(
         migrated,
         unmigrated,
     };
-    let recorded = done.clone();
-    transaction(db, async |tx| {
+    let recorded = JournalEvent::StrategyMigrated(done.clone());
+    let already = || {
+        anyhow::anyhow!("{strategy} was already retired (its keys were migrated): nothing written")
+    };
+    transaction_owning_reservations(db, async |tx| {
+        let conn = tx.connection();
+        if migrations::migrated_strategies(conn)
+            .await?
+            .contains(&strategy)
+        {
+            return Err(already());
+        }
+        let unsettled = crate::store::strategy_usage::unsettled(conn, &strategy).await?;
+        if unsettled > 0 {
+            bail!(
+                "{strategy} holds {unsettled} reservation(s) not settled yet (reserved, being applied, or outcome unknown): settle them before retiring it"
+            );
+        }
+        let keyed: BTreeSet<String> = crate::store::ledger::keyed_by(conn, &strategy)
+            .await?
+            .into_iter()
+            .map(|effect| effect.key)
+            .collect();
+        let planned: BTreeSet<String> = events.iter().map(|e| e.from_key.clone()).collect();
+        if keyed != planned {
+            bail!(
+                "{strategy} keyed {} effect(s) when it was planned and {} now: plan its retirement again",
+                planned.len(),
+                keyed.len()
+            );
+        }
         for event in events {
             tx.record(None, JournalEvent::KeyMigrated(event), now)
                 .await?;
         }
-        tx.record(None, JournalEvent::StrategyMigrated(recorded), now)
-            .await
+        // The row of the retirement is the last word: a retirement that
+        // committed meanwhile has it, and this one is rolled back whole.
+        if !tx.claim(None, &recorded, now).await? {
+            return Err(already());
+        }
+        Ok(())
     })
     .await?;
     tracing::info!(strategy = %strategy, to = %to, migrated, unmigrated, "strategy keys migrated");

@@ -4,6 +4,10 @@
 //! collision breaker is or is not tripped.
 
 use chrono::Utc;
+use sea_orm::DatabaseConnection;
+
+use crate::config::EngineConfig;
+use crate::domain::identity::Catalog;
 
 /// One strategy version as the engineers' list shows it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -30,32 +34,38 @@ pub struct StrategyLine {
     pub breaker: String,
 }
 
-/// Every strategy version of the catalog, with what it keyed and its
-/// breaker's state: a few grouped reads (`store::strategy_usage`).
+/// Every strategy version of `catalog`, with what it keyed in `db` and its
+/// breaker's state as the database holds it: a few grouped reads
+/// (`store::strategy_usage`). Reads only: a version the catalog has and the
+/// database never saw is listed, never recorded.
 pub async fn list(
-    engine: &super::engine::Engine,
+    db: &DatabaseConnection,
+    catalog: &Catalog,
+    config: &EngineConfig,
     now: chrono::DateTime<Utc>,
 ) -> Result<Vec<StrategyLine>, sea_orm::DbErr> {
     use crate::store::strategy_usage;
-    let db = &engine.db;
     let used = strategy_usage::used(db).await?;
     let alive = strategy_usage::keys_alive(db, now).await?;
     let effects = strategy_usage::effects(db).await?;
     let cases = strategy_usage::open_cases(db).await?;
-    let config = &engine.config;
+    let tripped: Vec<String> = crate::store::breakers::tripped(db)
+        .await?
+        .into_iter()
+        .map(|row| row.strategy)
+        .collect();
     let window = i64::try_from(config.breaker_window_secs).unwrap_or(i64::MAX / 1000);
     let collisions =
         crate::store::dashboard::collisions(db, now - chrono::Duration::seconds(window)).await?;
     let count = |rows: &[strategy_usage::PerStrategy], name: &str| {
         rows.iter().find(|r| r.strategy == name).map_or(0, |r| r.n)
     };
-    Ok(engine
-        .catalog
+    Ok(catalog
         .strategies()
         .map(|def| {
             let name = format!("{}@{}", def.name, def.version);
             let use_ = used.iter().find(|u| u.strategy == name);
-            let tripped = engine.is_tripped(&name);
+            let tripped = tripped.contains(&name);
             let window_counts = collisions.iter().find(|c| c.strategy == name);
             let (deliveries, collided) =
                 window_counts.map_or((0, 0), |c| (c.deliveries, c.collisions));
@@ -74,8 +84,7 @@ pub async fn list(
                 strength: def.strength.as_str(),
                 critical: def.criticality == crate::domain::confidence::Criticality::Critical,
                 retired: def.retired,
-                current: engine
-                    .catalog
+                current: catalog
                     .current(&def.name)
                     .is_some_and(|c| c.version == def.version),
                 deliveries: use_.map_or(0, |u| u.deliveries),

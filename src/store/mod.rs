@@ -27,7 +27,7 @@ pub mod strategy_versions;
 mod tx;
 pub mod writer;
 
-pub use tx::{Decided, Tx, transaction};
+pub use tx::{Decided, Tx, transaction, transaction_owning_reservations};
 
 use std::time::Duration;
 
@@ -181,6 +181,55 @@ pub async fn migrate(db: &DatabaseConnection) -> anyhow::Result<()> {
             Err(error) => return Err(error).context("database migration failed"),
         }
     }
+}
+
+/// Refuses, changing nothing, a database whose schema is not the one this
+/// binary was built for. Commands that only read call it instead of
+/// `migrate`: run from an engineer's machine against production, a newer
+/// binary would otherwise change the schema under the running servers.
+pub async fn require_current_schema(db: &DatabaseConnection) -> anyhow::Result<()> {
+    let expected: Vec<String> = Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .collect();
+    let applied = applied_migrations(db).await?;
+    let last = expected.last().map_or("none", String::as_str);
+    let at = applied
+        .iter()
+        .max()
+        .map_or("none (an empty database)", String::as_str);
+    if let Some(unknown) = applied.iter().filter(|a| !expected.contains(a)).max() {
+        anyhow::bail!(
+            "the database is at migration {unknown}, newer than this binary knows (it expects {last}): run a newer unicity"
+        );
+    }
+    let pending = expected.iter().filter(|e| !applied.contains(e)).count();
+    if pending > 0 {
+        anyhow::bail!(
+            "the database is at migration {at}, this binary expects {last} ({pending} not applied); \
+             run the server or `unicity migrate` first"
+        );
+    }
+    Ok(())
+}
+
+/// The names of the migrations applied to `db`, read without creating the
+/// table that records them.
+async fn applied_migrations(db: &DatabaseConnection) -> anyhow::Result<Vec<String>> {
+    const TABLE: &str = "seaql_migrations";
+    if !migration::SchemaManager::new(db).has_table(TABLE).await? {
+        return Ok(Vec::new());
+    }
+    let rows = db
+        .query_all_raw(sea_orm::Statement::from_string(
+            backend(db),
+            format!("SELECT version FROM {TABLE}"),
+        ))
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| row.try_get::<String>("", "version"))
+        .collect::<Result<_, _>>()?)
 }
 
 /// True when the database answers and the journal is there (an O(1) read).
@@ -357,6 +406,21 @@ mod tests {
             .expect("SQLite opens");
         assert_eq!(pragma::<i64>(&scratch, "synchronous").await, 0, "OFF");
         assert_eq!(pragma::<String>(&scratch, "journal_mode").await, "memory");
+    }
+
+    #[tokio::test]
+    async fn a_database_behind_the_binary_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = connect(&test_url(&dir)).await.expect("SQLite opens");
+        let refused = require_current_schema(&db).await.unwrap_err().to_string();
+        assert!(refused.contains("none (an empty database)"), "{refused}");
+        assert!(refused.contains("unicity migrate"), "{refused}");
+        let manager = migration::SchemaManager::new(&db);
+        assert!(!manager.has_table("seaql_migrations").await.unwrap());
+        migrate(&db).await.expect("migrations apply");
+        require_current_schema(&db)
+            .await
+            .expect("the schema is current");
     }
 
     #[test]

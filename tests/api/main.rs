@@ -9,6 +9,7 @@ mod audit;
 mod batches;
 mod case_browser;
 mod cases;
+mod commands;
 mod connections;
 mod corpus;
 mod dashboard;

@@ -112,19 +112,8 @@ async fn import(app: &TestApp, configuration: &str, log: &str) -> anyhow::Result
         .sources
         .iter()
         .find(|s| s.slug() == "legacy")
-        .cloned()
         .expect("the legacy source");
-    let engine = unicity::services::engine::Engine::open(
-        &app.database_url,
-        settings.catalog,
-        settings.key_secret,
-        settings.sinks,
-        settings.lookups,
-        settings.engine,
-    )
-    .await
-    .unwrap();
-    observe::import(&engine, &source, log).await
+    observe::import(&app.db, source, &settings.key_secret, log).await
 }
 
 #[tokio::test]

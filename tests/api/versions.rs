@@ -514,3 +514,105 @@ async fn a_version_with_an_unsettled_effect_is_not_retired_and_its_plan_writes_n
     assert_eq!(app.journal_count("KeyMigrated").await, 0);
     assert_eq!(app.journal_count("StrategyMigrated").await, 0);
 }
+
+#[tokio::test]
+async fn two_retirements_of_one_version_at_once_retire_it_once() {
+    // Given v1 keyed a refund, applied and settled,
+    let v1 = || version(1, "1h", &["amount"]);
+    let v2 = || version(2, "1h", &["amount", "currency"]);
+    let s = Scenario::start(&[v1()]).await;
+    s.first_refund().await;
+    let settings = s.settings(&[v1(), v2()]);
+    let plan = || {
+        unicity::services::strategies::plan(
+            &s.app().db,
+            &settings.catalog,
+            &settings.sources,
+            &settings.key_secret,
+            "vref@1",
+        )
+    };
+    // when two engineers retire it at once, both plans read before either
+    // is applied,
+    let (first, second) = (plan().await.expect("a plan"), plan().await.expect("a plan"));
+    let (one, other) = tokio::join!(
+        unicity::services::strategies::apply(&s.app().db, first),
+        unicity::services::strategies::apply(&s.app().db, second),
+    );
+
+    // then one retires it and the other is told it already is,
+    let refused = match (one, other) {
+        (Ok(_), Err(refused)) | (Err(refused), Ok(_)) => refused.to_string(),
+        (one, other) => panic!("exactly one retirement takes: {one:?}, {other:?}"),
+    };
+    assert!(refused.contains("already"), "{refused}");
+    // and the journal says so once.
+    assert_eq!(s.app().journal_count("StrategyMigrated").await, 1);
+    assert_eq!(s.app().journal_count("KeyMigrated").await, 1);
+}
+
+#[tokio::test]
+async fn a_reservation_taken_after_the_plan_makes_the_retirement_refuse() {
+    let v1 = || version(1, "1h", &["amount"]);
+    let v2 = || version(2, "1h", &["amount", "currency"]);
+    let (url, _dir) = fresh_database().await;
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = spawn_on(&url, &config(&downstream, &[v1()]), None).await;
+    // Given retiring v1 was planned while nothing of it was unsettled,
+    let settings = test_settings(&url, &config(&downstream, &[v1(), v2()]));
+    let planned = unicity::services::strategies::plan(
+        &app.db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        "vref@1",
+    )
+    .await
+    .expect("a plan");
+    assert_eq!(planned.unsettled, 0);
+    // when v1 then keys a refund whose outcome stays unknown,
+    let sent = app.post_signed("hmac", &refund(1500)).await;
+    assert_eq!(sent.json["strategy"], "vref@1", "{}", sent.json);
+    app.wait_journal("EffectOutcomeUnknown", 1).await;
+
+    // then applying the plan is refused, and nothing is journaled.
+    let refused = unicity::services::strategies::apply(&app.db, planned)
+        .await
+        .expect_err("refused");
+    assert!(refused.to_string().contains("not settled"), "{refused}");
+    assert_eq!(app.journal_count("KeyMigrated").await, 0);
+    assert_eq!(app.journal_count("StrategyMigrated").await, 0);
+}
+
+#[tokio::test]
+async fn an_effect_keyed_and_settled_after_the_plan_makes_the_retirement_refuse() {
+    let v1 = || version(1, "1h", &["amount"]);
+    let v2 = || version(2, "1h", &["amount", "currency"]);
+    let s = Scenario::start(&[v1()]).await;
+    // Given retiring v1 was planned before it keyed anything,
+    let settings = s.settings(&[v1(), v2()]);
+    let planned = unicity::services::strategies::plan(
+        &s.app().db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        "vref@1",
+    )
+    .await
+    .expect("a plan");
+    assert!(planned.keys.is_empty());
+    // when v1 then keys a refund, applied and settled before the plan is,
+    s.first_refund().await;
+
+    // then the plan, which would leave that refund's key unmigrated, is
+    // refused, and nothing is journaled.
+    let refused = unicity::services::strategies::apply(&s.app().db, planned)
+        .await
+        .expect_err("refused");
+    assert!(
+        refused.to_string().contains("plan its retirement again"),
+        "{refused}"
+    );
+    assert_eq!(s.app().journal_count("KeyMigrated").await, 0);
+    assert_eq!(s.app().journal_count("StrategyMigrated").await, 0);
+}

@@ -19,7 +19,13 @@ pub async fn fixture(
     operator: Principal,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
-    let exported = fixtures::export(&state.engine, &state.sources, id, &operator.signature())
+    // Each source's header mask as configured now, as the delivery page applies it.
+    let masks = state
+        .sources
+        .iter()
+        .map(|(slug, source)| (slug.clone(), source.header_mask.clone()))
+        .collect();
+    let exported = fixtures::export(&state.engine, &masks, id, &operator.signature())
         .await
         .map_err(|error| match error {
             ExportError::NotFound => UiError::new(StatusCode::NOT_FOUND, "There is no such case."),

@@ -45,7 +45,8 @@ pub async fn show(
     operator: Principal,
 ) -> Result<HttpResponse, UiError> {
     let now = Utc::now();
-    let lines = strategy_list::list(&state.engine, now)
+    let engine = &state.engine;
+    let lines = strategy_list::list(&engine.db, &engine.catalog, &engine.config, now)
         .await
         .map_err(UiError::internal)?;
     let (used, unused): (Vec<Row>, Vec<Row>) = lines

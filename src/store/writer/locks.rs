@@ -104,6 +104,14 @@ pub(super) async fn own_writes(txn: &DatabaseTransaction, locks: &LockSet) -> Re
     Ok(())
 }
 
+/// Makes the transaction the only writer of every key until it commits, as
+/// a batch of keyless jobs is: every group-commit batch of every process in
+/// flight is waited for, and the next ones wait. For work outside the writer
+/// that judges every reservation at once (`store::transaction_owning_reservations`).
+pub(crate) async fn own_every_key(txn: &DatabaseTransaction) -> Result<(), DbErr> {
+    own_writes(txn, &LockSet::Any).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -48,6 +48,7 @@ pub use self::connection::{Health, is_storage_error};
 pub use self::direct::Direct;
 pub use self::job::{Batch, Queued, WriteJob};
 use self::job::{Job, Pending};
+pub(crate) use self::locks::own_every_key;
 use self::locks::shard;
 use super::{Durability, Pool};
 

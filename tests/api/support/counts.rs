@@ -232,6 +232,11 @@ pub trait Counts {
         self.count("SELECT COUNT(*) FROM sessions").await
     }
 
+    /// Strategy versions recorded as first used (`strategy_versions`).
+    async fn strategy_versions(&self) -> i64 {
+        self.count("SELECT COUNT(*) FROM strategy_versions").await
+    }
+
     /// Journal rows of every kind.
     async fn journal_rows(&self) -> i64 {
         self.count("SELECT COUNT(*) FROM journal").await

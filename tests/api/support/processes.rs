@@ -49,6 +49,23 @@ pub async fn finished(mut command: Command) -> String {
     stdout
 }
 
+/// Runs `command` to its end, which must be a failure; returns what it said
+/// on standard error.
+pub async fn refused(mut command: Command) -> String {
+    let shown = format!("{:?}", command.get_args().collect::<Vec<_>>());
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("the command runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success(),
+        "{shown} succeeded: {}{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    stderr
+}
+
 /// One fresh database and one configuration file, shared by a test's servers.
 pub struct Deployment {
     pub database_url: String,
