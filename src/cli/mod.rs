@@ -87,7 +87,7 @@ enum Command {
         #[command(subcommand)]
         command: keys::KeyCommand,
     },
-    /// Derived tables (deliveries, transport links, reservations, effects, cases).
+    /// Derived tables (deliveries, transport links, taken keys and their effects, cases).
     Projections {
         #[command(subcommand)]
         command: projections::ProjectionsCommand,

@@ -2,29 +2,20 @@
 //! the one mapping to and from their stored names.
 //!
 //! `reserved` (lease running) → `applied` | `failed` (no effect: may be
-//! retaken) | `unknown` (maybe applied: reconcile). An effect's ledger row is
-//! `pending` until its reservation settles, then carries the same state.
+//! retaken) | `unknown` (maybe applied: reconcile). The key's one row in
+//! `effects` carries the state; an unsettled effect is shown as `pending`.
 
-/// A reservation's state, as stored in `reservations.state` and
-/// `effects.status`.
+/// A taken key's state, as stored in `effects.state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReservationState {
     Reserved,
     Applied,
     Failed,
     Unknown,
-    /// An effect's ledger row whose reservation has not settled yet.
-    Pending,
 }
 
 impl ReservationState {
-    pub const ALL: [Self; 5] = [
-        Self::Reserved,
-        Self::Applied,
-        Self::Failed,
-        Self::Unknown,
-        Self::Pending,
-    ];
+    pub const ALL: [Self; 4] = [Self::Reserved, Self::Applied, Self::Failed, Self::Unknown];
 
     /// The stored name (frozen).
     pub fn as_str(self) -> &'static str {
@@ -33,12 +24,21 @@ impl ReservationState {
             Self::Applied => "applied",
             Self::Failed => "failed",
             Self::Unknown => "unknown",
-            Self::Pending => "pending",
         }
     }
 
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// An effect's state as pages and the API show it: an effect whose key
+    /// is still reserved (not settled) is `pending`.
+    pub fn shown(stored: &str) -> String {
+        if stored == Self::Reserved.as_str() {
+            "pending".to_owned()
+        } else {
+            stored.to_owned()
+        }
     }
 }
 
@@ -52,5 +52,7 @@ mod tests {
             assert_eq!(ReservationState::parse(state.as_str()), Some(state));
         }
         assert_eq!(ReservationState::parse("Applied"), None);
+        assert_eq!(ReservationState::shown("reserved"), "pending");
+        assert_eq!(ReservationState::shown("applied"), "applied");
     }
 }

@@ -348,7 +348,7 @@ async fn effect(engine: &SharedEngine, id: Option<Uuid>) -> Result<Option<Effect
         .map(|e| EffectState {
             effect_id: e.effect_id,
             key: e.key,
-            status: e.status,
+            status: crate::domain::reservation::ReservationState::shown(&e.state),
             downstream_ref: e.downstream_ref,
             provider_ref: e.provider_ref,
         }))

@@ -162,7 +162,7 @@ async fn ledger_effect(
         .unwrap_or_default();
     Ok(Effect {
         effect_id: row.effect_id.parse().unwrap_or_default(),
-        applied: row.status == ReservationState::Applied.as_str(),
+        applied: row.state == ReservationState::Applied.as_str(),
         provider_ref: row.provider_ref.clone(),
         resource,
         amount,

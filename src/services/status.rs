@@ -112,7 +112,9 @@ pub async fn settle(
             meaning
         }
     };
-    let token = held.fencing_token;
+    let Some(token) = held.fencing_token else {
+        return Ok(None);
+    };
     let settled = |outcome, error: Option<&str>| EffectSettled {
         key: key.clone(),
         effect_id,
@@ -229,7 +231,7 @@ impl WriteJob for SettleFromStatus {
             let still = tx.reservation(&settlement.key).await?;
             if still.is_none_or(|r| {
                 ReservationState::parse(&r.state) != Some(ReservationState::Unknown)
-                    || r.fencing_token != token
+                    || r.fencing_token != Some(token)
             }) {
                 return Ok(None);
             }

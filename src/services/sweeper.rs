@@ -1,6 +1,6 @@
 //! The periodic sweep: expired leases become `unknown` (reconciled, never
-//! re-run), settled keys past their horizon leave the fast index (the effects
-//! ledger keeps them), and deferred deliveries whose key moved on are re-decided.
+//! re-run), settled keys past their horizon leave the fast index (their row is
+//! flagged purged and stays as the effects ledger's), and deferred deliveries whose key moved on are re-decided.
 
 use std::time::Duration;
 
@@ -89,14 +89,17 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
     let expired = reservations::lease_expired(&engine.db, now, BATCH).await?;
     let mut count = 0;
     for row in expired {
-        let (Ok(effect_id), Ok(first)) = (row.effect_id.parse(), row.first_delivery_id.parse())
-        else {
+        let (Ok(effect_id), Ok(first), Some(fencing_token)) = (
+            row.effect_id.parse(),
+            row.first_delivery_id.parse(),
+            row.fencing_token,
+        ) else {
             continue;
         };
         let event = JournalEvent::ReservationExpired(ReservationExpired {
             key: row.key.clone(),
             effect_id,
-            fencing_token: row.fencing_token,
+            fencing_token,
             case_id: Uuid::now_v7(),
             first_delivery_id: first,
         });
@@ -114,7 +117,7 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
 }
 
 /// Purges from the fast index the applied keys whose horizon ended before
-/// `now`; the effects ledger keeps them.
+/// `now`: their row is flagged purged and stays as the effects ledger's.
 pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<usize, DbErr> {
     let keys = reservations::past_horizon(&engine.db, now, BATCH).await?;
     if keys.is_empty() {

@@ -187,7 +187,7 @@ pub async fn effects<C: ConnectionTrait>(
             key: e.key,
             effect_type: e.effect_type,
             criticality: e.criticality,
-            status: e.status,
+            status: crate::domain::reservation::ReservationState::shown(&e.state),
             sink: e.sink,
             first_delivery_id: e.first_delivery_id,
             downstream_ref: e.downstream_ref,

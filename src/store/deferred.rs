@@ -1,8 +1,7 @@
 //! Rows a transaction writes only at its end, many to a statement.
 //!
 //! Appending a delivery writes rows nobody reads back before the transaction
-//! commits: the journal events, the raw body, the `deliveries` row, the
-//! effects-ledger row and the links from deliveries to effects. Collecting them
+//! commits: the journal events, the raw body, the `deliveries` row and the links from deliveries to effects. Collecting them
 //! and inserting each table's rows with one multi-row statement just before the
 //! commit turns a dozen statements per delivery into a handful per batch, which
 //! is what lets one SQLite writer keep up with the disk.
@@ -14,11 +13,9 @@
 //! settlements): this buffer only collects.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
+use sea_orm::ActiveValue::Set;
 
-use super::entities::{
-    case, delivery, effect, effect_delivery, raw_body, reservation, transport_link,
-};
+use super::entities::{case, delivery, effect, effect_delivery, raw_body, transport_link};
 use super::journal as journal_store;
 use super::key_index::KeyIndex;
 use crate::domain::delivery::{BodyRef, DeliveryId};
@@ -26,18 +23,17 @@ use crate::domain::journal::{EffectSettled, JournalEvent, KeyReserved};
 
 /// Rows waiting for the end of their transaction, in the order they were added.
 ///
-/// With an index (`with_index`), transport links and reservations are claimed
+/// With an index (`with_index`), transport links and keys are claimed
 /// in memory against it and written here too; without one, claims go straight
 /// to the database and only append-only rows wait.
 #[derive(Debug, Default)]
 pub struct Deferred {
     pub(super) links: Vec<transport_link::Model>,
-    pub(super) reservations: Vec<reservation::Model>,
+    pub(super) keys: Vec<effect::Model>,
     pub(super) retakes: Vec<(KeyReserved, DateTime<Utc>)>,
     pub(super) settlements: Vec<(EffectSettled, DateTime<Utc>)>,
     pub(super) bodies: Vec<raw_body::ActiveModel>,
     pub(super) deliveries: Vec<delivery::ActiveModel>,
-    pub(super) effects: Vec<effect::ActiveModel>,
     pub(super) effect_links: Vec<effect_delivery::ActiveModel>,
     pub(super) cases: Vec<case::ActiveModel>,
     pub(super) journal: Vec<journal_store::Row>,
@@ -71,12 +67,12 @@ impl Deferred {
         self.links.push(row);
     }
 
-    /// A new reservation claimed in the index.
-    pub fn reservation(&mut self, row: reservation::Model) {
+    /// A key's new row (its effect) claimed in the index.
+    pub fn effect(&mut self, row: effect::Model) {
         if let Some(index) = &mut self.index {
-            index.set_reservation(row.clone());
+            index.set_row(row.clone());
         }
-        self.reservations.push(row);
+        self.keys.push(row);
     }
 
     /// A reservation taken back (fencing token moved on) in the index.
@@ -110,14 +106,6 @@ impl Deferred {
         self.deliveries.push(row);
     }
 
-    /// A new effects-ledger row (a no-op if the effect is already there).
-    pub fn effect(&mut self, row: effect::Model) {
-        if let Some(index) = &mut self.index {
-            index.set_ledger(row.clone());
-        }
-        self.effects.push(row.into_active_model().reset_all());
-    }
-
     /// Links a delivery to the effect it asked for.
     pub fn effect_link(&mut self, effect_id: &str, delivery_id: &str, at: DateTime<Utc>) {
         self.effect_links.push(effect_delivery::ActiveModel {
@@ -144,12 +132,11 @@ impl Deferred {
     /// Takes over `other`'s rows after this one's (not its index).
     pub fn absorb(&mut self, other: Self) {
         self.links.extend(other.links);
-        self.reservations.extend(other.reservations);
+        self.keys.extend(other.keys);
         self.retakes.extend(other.retakes);
         self.settlements.extend(other.settlements);
         self.bodies.extend(other.bodies);
         self.deliveries.extend(other.deliveries);
-        self.effects.extend(other.effects);
         self.effect_links.extend(other.effect_links);
         self.cases.extend(other.cases);
         self.journal.extend(other.journal);
@@ -157,12 +144,11 @@ impl Deferred {
 
     pub fn is_empty(&self) -> bool {
         self.links.is_empty()
-            && self.reservations.is_empty()
+            && self.keys.is_empty()
             && self.retakes.is_empty()
             && self.settlements.is_empty()
             && self.bodies.is_empty()
             && self.deliveries.is_empty()
-            && self.effects.is_empty()
             && self.effect_links.is_empty()
             && self.cases.is_empty()
             && self.journal.is_empty()
@@ -172,7 +158,7 @@ impl Deferred {
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
-    use sea_orm::{EntityTrait, IntoActiveModel};
+    use sea_orm::{ActiveModelTrait, EntityTrait, IntoActiveModel};
 
     use super::*;
 

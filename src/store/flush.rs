@@ -1,6 +1,6 @@
 //! Writing what a transaction deferred, just before its commit: every row of
 //! `Deferred`, one statement per table and chunk, journal rows last. A claim
-//! made in memory (a link, a reservation, a retake, a settlement) that the
+//! made in memory (a link, a key, a retake, a settlement) that the
 //! database refuses fails the flush, and with it the transaction: nothing of
 //! it commits. This is the one place journal rows are written.
 
@@ -21,20 +21,17 @@ impl Deferred {
             links.into_iter().map(|r| r.into_active_model().reset_all()),
         )
         .await?;
-        let reservations = std::mem::take(&mut self.reservations);
+        let keys = std::mem::take(&mut self.keys);
         claim_all(
             conn,
-            reservations
-                .into_iter()
-                .map(|r| r.into_active_model().reset_all()),
+            keys.into_iter().map(|r| r.into_active_model().reset_all()),
         )
         .await?;
         for (claim, at) in std::mem::take(&mut self.retakes) {
             if projections::retake(conn, &claim, at).await? != 1 {
-                return Err(stale_claim("reservation", &claim.key));
+                return Err(stale_claim("key", &claim.key));
             }
         }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effects)).await?;
         for (settled, at) in std::mem::take(&mut self.settlements) {
             if projections::settle(conn, &settled, at).await? != 1 {
                 return Err(stale_claim("settlement", &settled.key));

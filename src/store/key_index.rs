@@ -1,7 +1,8 @@
 //! What a group-commit batch knows of the keys its deliveries touch.
 //!
-//! A delivery's decision reads three rows (its transport link, its business
-//! key's reservation and the key's ledger row) and may claim the first two.
+//! A delivery's decision reads two rows (its transport link and its business
+//! key's row in `effects`, in the fast index or only the ledger's) and may
+//! claim both.
 //! Under group commit one writer owns the database for the whole batch (the
 //! transaction starts `IMMEDIATE`), so the batch can read those rows for many
 //! deliveries in a few statements, decide and claim in memory, one delivery
@@ -13,7 +14,7 @@ use std::collections::HashMap;
 
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
-use super::entities::{effect, reservation, transport_link};
+use super::entities::{effect, transport_link};
 
 /// Keys per `IN (…)` list, well under either backend's bound-parameter limit.
 const KEYS_PER_STATEMENT: usize = 500;
@@ -30,10 +31,10 @@ pub struct IndexKeys {
 #[derive(Debug, Clone, Default)]
 pub struct KeyIndex {
     links: HashMap<String, Option<transport_link::Model>>,
-    reservations: HashMap<String, Option<reservation::Model>>,
-    /// Ledger rows by business key (every version's: a late retry after a
-    /// version bump is found under the older key).
-    ledger: HashMap<String, Option<effect::Model>>,
+    /// A key's row by business key, in the fast index or purged from it
+    /// (every version's: a late retry after a version bump is found under
+    /// the older key).
+    keys: HashMap<String, Option<effect::Model>>,
 }
 
 impl KeyIndex {
@@ -42,11 +43,7 @@ impl KeyIndex {
         keys.transport
             .as_ref()
             .is_none_or(|t| self.links.contains_key(t))
-            && keys
-                .business
-                .iter()
-                .all(|k| self.reservations.contains_key(k))
-            && keys.business.iter().all(|k| self.ledger.contains_key(k))
+            && keys.business.iter().all(|k| self.keys.contains_key(k))
     }
 
     /// Reads from the database the rows of `keys` not known yet.
@@ -55,7 +52,7 @@ impl KeyIndex {
         conn: &C,
         keys: impl IntoIterator<Item = &'k IndexKeys>,
     ) -> Result<(), DbErr> {
-        let (mut links, mut reservations, mut ledger) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut links, mut business) = (Vec::new(), Vec::new());
         for k in keys {
             links.extend(
                 k.transport
@@ -63,16 +60,10 @@ impl KeyIndex {
                     .filter(|t| !self.links.contains_key(*t))
                     .cloned(),
             );
-            reservations.extend(
+            business.extend(
                 k.business
                     .iter()
-                    .filter(|b| !self.reservations.contains_key(*b))
-                    .cloned(),
-            );
-            ledger.extend(
-                k.business
-                    .iter()
-                    .filter(|b| !self.ledger.contains_key(*b))
+                    .filter(|b| !self.keys.contains_key(*b))
                     .cloned(),
             );
         }
@@ -84,15 +75,7 @@ impl KeyIndex {
             |r| &r.transport_key,
         )
         .await?;
-        read_rows::<_, reservation::Entity>(
-            conn,
-            reservations,
-            reservation::Column::Key,
-            &mut self.reservations,
-            |r| &r.key,
-        )
-        .await?;
-        read_rows::<_, effect::Entity>(conn, ledger, effect::Column::Key, &mut self.ledger, |r| {
+        read_rows::<_, effect::Entity>(conn, business, effect::Column::Key, &mut self.keys, |r| {
             &r.key
         })
         .await?;
@@ -110,11 +93,8 @@ impl KeyIndex {
             view.links.insert(t.clone(), link.clone());
         }
         for k in &keys.business {
-            if let Some(row) = self.reservations.get(k) {
-                view.reservations.insert(k.clone(), row.clone());
-            }
-            if let Some(row) = self.ledger.get(k) {
-                view.ledger.insert(k.clone(), row.clone());
+            if let Some(row) = self.keys.get(k) {
+                view.keys.insert(k.clone(), row.clone());
             }
         }
         view
@@ -123,8 +103,7 @@ impl KeyIndex {
     /// Takes over what a delivery's view learnt or claimed.
     pub fn merge(&mut self, view: Self) {
         self.links.extend(view.links);
-        self.reservations.extend(view.reservations);
-        self.ledger.extend(view.ledger);
+        self.keys.extend(view.keys);
     }
 
     /// `None` when the key was not loaded; else the row, if any.
@@ -132,31 +111,22 @@ impl KeyIndex {
         self.links.get(transport_key).map(Option::as_ref)
     }
 
-    /// `None` when the key was not loaded; else the row, if any.
-    pub fn reservation(&self, key: &str) -> Option<Option<&reservation::Model>> {
-        self.reservations.get(key).map(Option::as_ref)
-    }
-
-    /// `None` when the key was not loaded; else the row, if any.
-    pub fn ledger(&self, key: &str) -> Option<Option<&effect::Model>> {
-        self.ledger.get(key).map(Option::as_ref)
+    /// `None` when the key was not loaded; else its row, if any.
+    pub fn row(&self, key: &str) -> Option<Option<&effect::Model>> {
+        self.keys.get(key).map(Option::as_ref)
     }
 
     pub fn set_link(&mut self, row: transport_link::Model) {
         self.links.insert(row.transport_key.clone(), Some(row));
     }
 
-    pub fn set_reservation(&mut self, row: reservation::Model) {
-        self.reservations.insert(row.key.clone(), Some(row));
+    pub fn set_row(&mut self, row: effect::Model) {
+        self.keys.insert(row.key.clone(), Some(row));
     }
 
-    pub fn set_ledger(&mut self, row: effect::Model) {
-        self.ledger.insert(row.key.clone(), Some(row));
-    }
-
-    /// Records that `key` has no reservation (a key read just now).
-    pub fn set_no_reservation(&mut self, key: &str) {
-        self.reservations.insert(key.to_owned(), None);
+    /// Records that `key` has no row (a key read just now).
+    pub fn set_absent(&mut self, key: &str) {
+        self.keys.insert(key.to_owned(), None);
     }
 }
 

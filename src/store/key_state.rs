@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::entities::{effect, migrated_key, reservation};
+use super::entities::{effect, migrated_key};
 use crate::domain::decision::{Existing, FailureKind, FieldDifference, Horizon, LedgerEvidence};
 use crate::domain::journal::KeySummary;
 use crate::domain::plan::{Claim, Evidence, differences};
@@ -23,9 +23,9 @@ use crate::domain::reservation::ReservationState;
 pub(super) enum KeyState {
     /// Nothing under any key in force, nor under a retired one.
     Nothing,
-    /// A reservation in the fast index.
+    /// A key's row in the fast index (within its horizon).
     Reserved {
-        row: reservation::Model,
+        row: effect::Model,
         through: Option<String>,
     },
     /// Past the fast index: an applied effect of the ledger.
@@ -80,7 +80,7 @@ impl KeyState {
                 Self::Reserved { row, .. } => Some(Claim {
                     key: row.key.clone(),
                     effect_id: row.effect_id.parse().unwrap_or_else(|_| Uuid::now_v7()),
-                    fencing_token: row.fencing_token,
+                    fencing_token: row.fencing_token.unwrap_or_default(),
                     provider_ref: None,
                 }),
                 _ => None,
@@ -132,10 +132,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
             differences: differences(&alias.discriminants, &key.discriminants),
             missing: key.missing_discriminants.clone(),
             horizon: Horizon::Passed {
-                ledger: ledger_evidence(
-                    effect,
-                    effect.status == ReservationState::Applied.as_str(),
-                ),
+                ledger: ledger_evidence(effect, effect.state == ReservationState::Applied.as_str()),
             },
         },
         // Found only through a retired version's own key: its body was gone
@@ -222,7 +219,7 @@ fn uuid_of(text: &str) -> Uuid {
     text.parse().unwrap_or_default()
 }
 
-fn existing_of(row: &reservation::Model, at: DateTime<Utc>) -> Existing {
+fn existing_of(row: &effect::Model, at: DateTime<Utc>) -> Existing {
     let reference_delivery = uuid_of(&row.first_delivery_id);
     match ReservationState::parse(&row.state) {
         Some(ReservationState::Reserved) if row.lease_until.is_some_and(|until| until > at) => {

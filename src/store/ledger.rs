@@ -62,7 +62,7 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
                 .eq(key)
                 .or(effect::Column::Key.starts_with(format!("{key}~"))),
         )
-        .filter(effect::Column::Status.eq(ReservationState::Applied.as_str()))
+        .filter(effect::Column::State.eq(ReservationState::Applied.as_str()))
         .count(conn)
         .await
 }
@@ -104,7 +104,7 @@ pub async fn live_effects<C: ConnectionTrait>(
     }
     effect::Entity::find()
         .filter(under)
-        .filter(effect::Column::Status.ne(ReservationState::Failed.as_str()))
+        .filter(effect::Column::State.ne(ReservationState::Failed.as_str()))
         .all(conn)
         .await
 }
@@ -139,7 +139,7 @@ pub async fn pending_effects<C: ConnectionTrait>(conn: &C) -> Result<u64, DbErr>
     use crate::domain::reservation::ReservationState;
     use sea_orm::PaginatorTrait;
     effect::Entity::find()
-        .filter(effect::Column::Status.eq(ReservationState::Pending.as_str()))
+        .filter(effect::Column::State.eq(ReservationState::Reserved.as_str()))
         .count(conn)
         .await
 }

@@ -48,7 +48,7 @@ const WRITER_POSTGRES_CONNECTIONS: u32 = 2;
 /// SQLite page cache of a pooled (mostly reading) connection.
 const SQLITE_CACHE_KIB: u32 = 8 * 1024;
 /// SQLite page cache of the group-commit writer's own connection: the index
-/// pages every batch reads and writes (transport links, reservations, ledger
+/// pages every batch reads and writes (transport links, key rows, ledger
 /// keys, bodies) stay in memory. At 16 MiB the writer read pages back from the
 /// OS on every batch once the database outgrew it; 48 MiB on every pooled
 /// connection instead took peak RSS to 266 MB with a million deliveries.

@@ -52,7 +52,7 @@ pub async fn recorded<C: ConnectionTrait>(conn: &C, source: &str) -> Result<Vec<
         _ => "e.discriminants",
     };
     let sql = format!(
-        "SELECT e.effect_type AS effect_type, d.resource AS resource, {discriminants} AS discriminants, e.status AS status, \
+        "SELECT e.effect_type AS effect_type, d.resource AS resource, {discriminants} AS discriminants, e.state AS status, \
          d.delivery_id AS delivery_id FROM effects e \
          JOIN deliveries d ON d.delivery_id = e.first_delivery_id WHERE d.source = {}",
         parameter(backend)

@@ -47,9 +47,9 @@ pub async fn effects_in_window<C: ConnectionTrait>(
         .filter(effect::Column::EffectId.lt(v7_floor(to + ID_CLOCK_MARGIN)))
         .filter(effect::Column::CreatedAt.gte(from))
         .filter(effect::Column::CreatedAt.lt(to))
-        .filter(effect::Column::Status.is_in([
+        .filter(effect::Column::State.is_in([
             ReservationState::Applied.as_str(),
-            ReservationState::Pending.as_str(),
+            ReservationState::Reserved.as_str(),
             ReservationState::Unknown.as_str(),
         ]))
         .filter(Expr::exists(deliveries))

@@ -1,5 +1,5 @@
-//! Reading the fast key index (the `reservations` projection): what a
-//! decision finds for its keys, and what the sweeper has to act on. Claims
+//! Reading the fast key index (the rows of `effects` within their horizon):
+//! what a decision finds for its keys, and what the sweeper has to act on. Claims
 //! on it (reserve, retake, settle, expire) are projections of their events
 //! (`projections::effects`).
 
@@ -9,29 +9,28 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
 };
 
-use super::entities::reservation;
+use super::entities::effect;
 use crate::domain::reservation::ReservationState;
 
-/// The reservation of `key`, if it is in the fast index.
-pub async fn find<C: ConnectionTrait>(
-    conn: &C,
-    key: &str,
-) -> Result<Option<reservation::Model>, DbErr> {
-    reservation::Entity::find_by_id(key.to_owned())
+/// The row of `key`, in the fast index or purged from it (callers check
+/// its state: a purged key is applied).
+pub async fn find<C: ConnectionTrait>(conn: &C, key: &str) -> Result<Option<effect::Model>, DbErr> {
+    effect::Entity::find()
+        .filter(effect::Column::Key.eq(key))
         .one(conn)
         .await
 }
 
-/// The reservations of `keys` a decision reads. On PostgreSQL the rows stay
+/// The rows of `keys` a decision reads, purged ones included. On PostgreSQL the rows stay
 /// locked until the transaction ends: deciders and settlers of one key are
 /// serialised, so that a delivery deferred on it is always seen by the
 /// settler's re-decision.
 pub async fn for_decision<C: ConnectionTrait>(
     conn: &C,
     keys: &[String],
-) -> Result<Vec<reservation::Model>, DbErr> {
-    let mut query = reservation::Entity::find()
-        .filter(reservation::Column::Key.is_in(keys.iter().map(String::as_str)));
+) -> Result<Vec<effect::Model>, DbErr> {
+    let mut query =
+        effect::Entity::find().filter(effect::Column::Key.is_in(keys.iter().map(String::as_str)));
     if conn.get_database_backend() == DbBackend::Postgres {
         query = query.lock_exclusive();
     }
@@ -44,12 +43,12 @@ pub async fn held<C: ConnectionTrait>(
     keys: &[&str],
     now: DateTime<Utc>,
 ) -> Result<Vec<String>, DbErr> {
-    reservation::Entity::find()
+    effect::Entity::find()
         .select_only()
-        .column(reservation::Column::Key)
-        .filter(reservation::Column::Key.is_in(keys.iter().copied()))
-        .filter(reservation::Column::State.eq(ReservationState::Reserved.as_str()))
-        .filter(reservation::Column::LeaseUntil.gt(now))
+        .column(effect::Column::Key)
+        .filter(effect::Column::Key.is_in(keys.iter().copied()))
+        .filter(effect::Column::State.eq(ReservationState::Reserved.as_str()))
+        .filter(effect::Column::LeaseUntil.gt(now))
         .into_tuple()
         .all(conn)
         .await
@@ -60,37 +59,39 @@ pub async fn lease_expired<C: ConnectionTrait>(
     conn: &C,
     now: DateTime<Utc>,
     limit: u64,
-) -> Result<Vec<reservation::Model>, DbErr> {
+) -> Result<Vec<effect::Model>, DbErr> {
     lease_expired_query(now, limit).all(conn).await
 }
 
-/// Walks `reservations_leased`, the index of running leases only: settled
+/// Walks `effects_leased`, the index of running leases only: settled
 /// reservations (most of them, and every one settled in its own batch) have
 /// no entry in it. Its condition is written as the index's, a literal, so
 /// that both SQLite and PostgreSQL's generic plans can use it.
-fn lease_expired_query(now: DateTime<Utc>, limit: u64) -> sea_orm::Select<reservation::Entity> {
+fn lease_expired_query(now: DateTime<Utc>, limit: u64) -> sea_orm::Select<effect::Entity> {
     debug_assert_eq!(ReservationState::Reserved.as_str(), "reserved");
-    reservation::Entity::find()
+    effect::Entity::find()
         .filter(Expr::cust("state = 'reserved'"))
-        .filter(reservation::Column::LeaseUntil.lt(now))
+        .filter(effect::Column::LeaseUntil.lt(now))
         .limit(limit)
 }
 
-/// Up to `limit` applied keys whose horizon ended before `now`.
+/// Up to `limit` applied keys whose horizon ended before `now` (walks
+/// `effects_horizon`: a purged key has no horizon left).
 pub async fn past_horizon<C: ConnectionTrait>(
     conn: &C,
     now: DateTime<Utc>,
     limit: u64,
 ) -> Result<Vec<String>, DbErr> {
-    reservation::Entity::find()
+    past_horizon_query(now, limit).into_tuple().all(conn).await
+}
+
+fn past_horizon_query(now: DateTime<Utc>, limit: u64) -> sea_orm::Select<effect::Entity> {
+    effect::Entity::find()
         .select_only()
-        .column(reservation::Column::Key)
-        .filter(reservation::Column::State.eq(ReservationState::Applied.as_str()))
-        .filter(reservation::Column::ExpiresAt.lt(now))
+        .column(effect::Column::Key)
+        .filter(effect::Column::State.eq(ReservationState::Applied.as_str()))
+        .filter(effect::Column::ExpiresAt.lt(now))
         .limit(limit)
-        .into_tuple()
-        .all(conn)
-        .await
 }
 
 #[cfg(test)]
@@ -103,7 +104,18 @@ mod tests {
         let plan = crate::store::sqlite_plan(&db, &lease_expired_query(Utc::now(), 10)).await;
         assert!(
             plan.iter()
-                .any(|step| step.contains("USING INDEX reservations_leased")),
+                .any(|step| step.contains("USING INDEX effects_leased")),
+            "{plan:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn keys_past_their_horizon_are_found_through_the_index_of_horizons() {
+        let (_dir, db) = crate::store::test_database().await;
+        let plan = crate::store::sqlite_plan(&db, &past_horizon_query(Utc::now(), 10)).await;
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX effects_horizon")),
             "{plan:?}"
         );
     }

@@ -64,7 +64,7 @@ pub async fn keys_alive<C: ConnectionTrait>(
         _ => "?",
     };
     let sql = format!(
-        "SELECT {} AS strategy, COUNT(*) AS n FROM reservations WHERE expires_at > {at} GROUP BY 1",
+        "SELECT {} AS strategy, COUNT(*) AS n FROM effects WHERE expires_at > {at} GROUP BY 1",
         prefix(backend, "key")
     );
     let rows = conn
@@ -102,7 +102,7 @@ pub async fn open_cases<C: ConnectionTrait>(conn: &C) -> Result<Vec<PerStrategy>
     .await
 }
 
-/// Reservations of `strategy` (`name@version`) not settled: reserved (an
+/// Keys of `strategy` (`name@version`) not settled: reserved (an
 /// effect in flight, or being applied) or whose outcome is unknown.
 pub async fn unsettled<C: ConnectionTrait>(conn: &C, strategy: &str) -> Result<i64, DbErr> {
     let backend = conn.get_database_backend();
@@ -111,8 +111,8 @@ pub async fn unsettled<C: ConnectionTrait>(conn: &C, strategy: &str) -> Result<i
         _ => ("?", "?"),
     };
     let sql = format!(
-        "SELECT COUNT(*) AS n FROM reservations WHERE key >= {low} AND key < {high} \
-         AND state IN ('reserved', 'pending', 'unknown')"
+        "SELECT COUNT(*) AS n FROM effects WHERE key >= {low} AND key < {high} \
+         AND state IN ('reserved', 'unknown')"
     );
     let row = conn
         .query_one_raw(Statement::from_sql_and_values(

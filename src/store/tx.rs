@@ -1,5 +1,5 @@
 //! One write transaction as a job sees it: named operations on what a
-//! decision reads (a transport link, a key's reservations and ledger rows)
+//! decision reads (a transport link, a key's rows in the fast index or the ledger)
 //! and claims (a link, a reservation, a re-decision), the rows it defers, and
 //! the events it journals.
 //!
@@ -17,7 +17,7 @@ use sea_orm::{
 };
 
 use super::deferred::Deferred;
-use super::entities::{delivery, effect, migrated_key, reservation, transport_link};
+use super::entities::{delivery, effect, migrated_key, transport_link};
 use super::key_index::IndexKeys;
 use super::key_state::{self, KeyState};
 use super::projections::{self, deliveries, migrations};
@@ -186,26 +186,16 @@ impl<'t> Tx<'t> {
         Ok(known)
     }
 
-    /// The reservations of `keys` (a key and older versions' keys). Without
-    /// an index, on PostgreSQL, they stay locked until the commit.
-    async fn reservations(&mut self, keys: &[String]) -> Result<Vec<reservation::Model>, DbErr> {
+    /// The rows of `keys` (a key and older versions' keys), in the fast
+    /// index or purged from it. Without an index, on PostgreSQL, they stay
+    /// locked until the commit.
+    async fn rows(&mut self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
         let Some(index) = self.indexed(keys).await? else {
             return reservations::for_decision(self.txn, keys).await;
         };
         Ok(keys
             .iter()
-            .filter_map(|k| index.reservation(k).flatten().cloned())
-            .collect())
-    }
-
-    /// The effects ledger's rows of `keys`.
-    async fn ledger(&mut self, keys: &[String]) -> Result<Vec<effect::Model>, DbErr> {
-        let Some(index) = self.indexed(keys).await? else {
-            return ledger::of_keys(self.txn, keys).await;
-        };
-        Ok(keys
-            .iter()
-            .filter_map(|k| index.ledger(k).flatten().cloned())
+            .filter_map(|k| index.row(k).flatten().cloned())
             .collect())
     }
 
@@ -257,9 +247,9 @@ impl<'t> Tx<'t> {
         migrations::migrated_effects(self.txn, keys).await
     }
 
-    /// The reservation of `key` as the database holds it now (a job without
-    /// an index).
-    pub async fn reservation(&self, key: &str) -> Result<Option<reservation::Model>, DbErr> {
+    /// The row of `key` as the database holds it now (a job without an
+    /// index).
+    pub async fn reservation(&self, key: &str) -> Result<Option<effect::Model>, DbErr> {
         reservations::find(self.txn, key).await
     }
 
@@ -308,20 +298,22 @@ impl<'t> Tx<'t> {
         ))
     }
 
-    /// What exists for `key` (see `KeyState`): the reservation in the fast
-    /// index, else the applied effect the ledger still proves, else what a
-    /// retired version left. `None` when a reservation committed between the
-    /// two reads (only applied effects leave the fast index, so a ledger row
-    /// in any other state is one).
+    /// What exists for `key` (see `KeyState`): a row in the fast index
+    /// under any key in force, else the applied effect a purged row still
+    /// proves, else what a retired version left. `None` for a purged row not
+    /// applied (only applied keys are purged: never expected).
     async fn key_state(&mut self, key: &KeySummary) -> Result<Option<KeyState>, DbErr> {
         let keys = key.in_force();
-        let found = self.reservations(&keys).await?;
-        if let Some((row, through)) = key_state::pick(&keys, found, |row| &row.key) {
+        let (purged, live): (Vec<_>, Vec<_>) = self
+            .rows(&keys)
+            .await?
+            .into_iter()
+            .partition(|r| r.key_purged);
+        if let Some((row, through)) = key_state::pick(&keys, live, |row| &row.key) {
             return Ok(Some(KeyState::Reserved { row, through }));
         }
-        let rows = self.ledger(&keys).await?;
-        if let Some((effect, through)) = key_state::pick(&keys, rows, |row| &row.key) {
-            if effect.status != ReservationState::Applied.as_str() {
+        if let Some((effect, through)) = key_state::pick(&keys, purged, |row| &row.key) {
+            if effect.state != ReservationState::Applied.as_str() {
                 return Ok(None);
             }
             return Ok(Some(KeyState::Ledger { effect, through }));

@@ -162,7 +162,7 @@ async fn projections(app: &TestApp) -> Vec<Vec<Option<String>>> {
     let mut all = Vec::new();
     for sql in [
         "SELECT delivery_id, decision, business_key, strategy, status, transport_key FROM deliveries ORDER BY delivery_id",
-        "SELECT effect_id, key, status, effect_type, first_delivery_id, NULL, NULL FROM effects ORDER BY effect_id",
+        "SELECT effect_id, key, state, effect_type, first_delivery_id, NULL, NULL FROM effects ORDER BY effect_id",
         "SELECT transport_key, first_delivery_id, business_key, NULL, NULL, NULL FROM transport_links ORDER BY transport_key",
         "SELECT case_id, delivery_id, reason, status, business_key, NULL FROM cases ORDER BY case_id",
     ] {

@@ -226,7 +226,7 @@ async fn a_definitive_refusal_without_effect_lets_the_next_delivery_try_again() 
         retry.json["reason"],
         "previous_attempt_failed_without_effect"
     );
-    app.wait_for_count("SELECT MAX(fencing_token) FROM reservations", 2)
+    app.wait_for_count("SELECT MAX(fencing_token) FROM effects", 2)
         .await;
     downstream.wait_calls(2).await;
     let calls = downstream.calls();

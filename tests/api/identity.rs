@@ -44,6 +44,18 @@ async fn a_late_replay_after_the_horizon_finds_its_effect_in_the_ledger_or_asks_
     // Past the horizon the fast index forgets the key (journaled)...
     app.wait_reservations(0).await;
     assert_eq!(app.journal_count("KeysPurged").await, 1);
+    // The key's one row stays, flagged purged, its claim and horizon
+    // cleared, exactly as replaying the journal leaves it.
+    assert_eq!(app.effects().await, 1);
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM effects WHERE key_purged = TRUE AND state = 'applied' \
+             AND fencing_token IS NULL AND lease_until IS NULL AND expires_at IS NULL"
+        )
+        .await,
+        1
+    );
+    assert_rebuilt_the_same(&app).await;
 
     // ...but the effects ledger still proves the refund happened.
     let late = app.post_signed("hmac", &body).await;
@@ -64,6 +76,18 @@ async fn a_late_replay_after_the_horizon_finds_its_effect_in_the_ledger_or_asks_
     assert_eq!(later.json["decision"], "reconcile", "{}", later.json);
     assert_eq!(later.json["reason"], "evidence_purged");
     assert_eq!(app.effects().await, 1, "never a second refund");
+    assert_rebuilt_the_same(&app).await;
+}
+
+/// Every projection reads the same rebuilt from the journal.
+async fn assert_rebuilt_the_same(app: &crate::support::app::TestApp) {
+    let probe = crate::support::probe::Probe::of(&app.db);
+    let live = probe.snapshot().await;
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    let rebuilt = probe.snapshot().await;
+    crate::support::probe::assert_same_projections(&live, &rebuilt, &["effects"]);
 }
 
 #[tokio::test]

@@ -281,7 +281,7 @@ async fn a_retry_while_the_distinct_refund_is_in_flight_is_a_duplicate() {
     app.wait_resolved_cases(1).await;
     // and its webhook is retried while that refund is still being applied
     assert_eq!(
-        app.effects_in("pending").await,
+        app.effects_in("reserved").await,
         1,
         "the distinct refund is in flight"
     );

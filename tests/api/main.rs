@@ -34,6 +34,7 @@ mod masking;
 mod metrics;
 mod observe;
 mod observe_types;
+mod one_row;
 mod openapi;
 mod pages;
 mod paths;

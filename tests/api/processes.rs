@@ -24,10 +24,9 @@ use crate::support::provider::Provider;
 const ENGINE: &str = "[engine]\nlease_secs = 2\nsweep_interval_ms = 100\n";
 
 /// Projections the rebuild test's workload must fill (others are compared too).
-const FILLED: [&str; 7] = [
+const FILLED: [&str; 6] = [
     "deliveries",
     "transport_links",
-    "reservations",
     "effects",
     "effect_deliveries",
     "cases",
@@ -382,7 +381,9 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
     // Reservations in flight at the kill are `unknown` (or `applied` had the
     // settlement made it), each unknown one with an open reconciliation case.
     let reservations = probe
-        .rows("SELECT key, state, first_delivery_id FROM reservations ORDER BY key")
+        .rows(
+            "SELECT key, state, first_delivery_id FROM effects WHERE key_purged = FALSE ORDER BY key",
+        )
         .await;
     // One reservation per key that reached the journal, acknowledged or not.
     let journaled_keys = probe
@@ -443,7 +444,7 @@ async fn a_server_killed_mid_burst_loses_no_acknowledged_delivery_and_runs_no_ef
     }
     assert_eq!(
         probe
-            .count("SELECT COUNT(*) FROM effects WHERE status NOT IN ('unknown', 'applied')")
+            .count("SELECT COUNT(*) FROM effects WHERE state NOT IN ('unknown', 'applied')")
             .await,
         0
     );
@@ -632,7 +633,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     probe
         .wait_for_count(
             &format!(
-                "SELECT COUNT(*) FROM reservations WHERE key = '{hung_key}' \
+                "SELECT COUNT(*) FROM effects WHERE key = '{hung_key}' \
                  AND state = 'unknown'"
             ),
             1,
@@ -682,7 +683,7 @@ async fn projections_rebuilt_from_the_journal_equal_the_live_state() {
     }
     assert_eq!(probe.deliveries().await, 22);
     let effects = probe
-        .rows("SELECT status, CAST(COUNT(*) AS TEXT) FROM effects GROUP BY status ORDER BY 1")
+        .rows("SELECT state, CAST(COUNT(*) AS TEXT) FROM effects GROUP BY state ORDER BY 1")
         .await;
     assert_eq!(
         effects

@@ -72,7 +72,7 @@ async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
     }
     downstream.wait_calls(3).await;
     app.wait_for_count(
-        "SELECT COUNT(*) FROM effects WHERE provider_ref = 're_rb_2' AND status = 'applied'",
+        "SELECT COUNT(*) FROM effects WHERE provider_ref = 're_rb_2' AND state = 'applied'",
         1,
     )
     .await;

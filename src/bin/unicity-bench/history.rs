@@ -8,8 +8,9 @@
 //! WHAT IS PRELOADED. Per delivery: its `DeliveryReceived` in `journal`, its
 //! body in `raw_bodies` (once per distinct body), its `deliveries` row with a
 //! decision (and the provider event id and payment id search finds it by), a
-//! `transport_links` row, and a settled reservation, an applied
-//! effect and its `effect_deliveries` link under a history-only business key
+//! `transport_links` row, and an applied effect (its key settled and
+//! still in the fast index) with its `effect_deliveries` link under a
+//! history-only business key
 //! (`history@1:…`, never one the measured load uses). So every table the hot
 //! path reads or writes grows with `--history`, the key index and the effects
 //! ledger included. The journal holds only the reception of history deliveries
@@ -138,8 +139,9 @@ impl Generator {
             row.received_at.into(),
         ]);
         // The key index and the effects ledger grow with history too: every
-        // preloaded delivery holds a transport link, a settled reservation and
-        // an applied effect under a history-only key (never one the load uses).
+        // preloaded delivery holds a transport link and an applied effect,
+        // its key settled within its horizon, under a history-only key (never
+        // one the load uses).
         let transport_key = unicity::store::bodies::body_ref(format!("t:{id}").as_bytes()).sha256;
         let business_key = format!(
             "history@1:{}",
@@ -172,16 +174,10 @@ impl Generator {
             business_key.clone().into(),
             row.received_at.into(),
         ]);
-        batch.reservations.push([
-            business_key.clone().into(),
-            id.clone().into(),
-            effect_id.clone().into(),
-            far.into(),
-            row.received_at.into(),
-        ]);
         batch.effects.push([
             effect_id.clone().into(),
             business_key.into(),
+            far.into(),
             id.clone().into(),
             row.received_at.into(),
             row.received_at.into(),

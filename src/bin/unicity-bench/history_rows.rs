@@ -65,7 +65,6 @@ pub struct Batch {
     pub raw_bodies: Table,
     pub deliveries: Table,
     pub transport_links: Table,
-    pub reservations: Table,
     pub effects: Table,
     pub effect_deliveries: Table,
     pub delivered: u64,
@@ -101,28 +100,16 @@ impl Batch {
                 "({}, {}, {}, {}, {})",
                 " ON CONFLICT DO NOTHING",
             ),
-            reservations: Table::new(
-                "INSERT INTO reservations (key, strategy, strength, effect_type, criticality, state, fencing_token, \
-                 lease_until, first_delivery_id, effect_id, discriminants, expires_at, updated_at) VALUES ",
-                match backend {
-                    DbBackend::Postgres => {
-                        "({}, 'history@1', 'strong', 'refund.create', 'critical', 'applied', 1, NULL, {}, {}, CAST('{ }' AS JSONB), {}, {})"
-                    }
-                    _ => {
-                        "({}, 'history@1', 'strong', 'refund.create', 'critical', 'applied', 1, NULL, {}, {}, '{ }', {}, {})"
-                    }
-                },
-                "",
-            ),
             effects: Table::new(
-                "INSERT INTO effects (effect_id, key, effect_type, criticality, status, sink, result, downstream_ref, \
+                "INSERT INTO effects (effect_id, key, effect_type, criticality, state, fencing_token, lease_until, \
+                 expires_at, key_purged, sink, result, downstream_ref, \
                  first_delivery_id, discriminants, created_at, settled_at, evidence_purged_at) VALUES ",
                 match backend {
                     DbBackend::Postgres => {
-                        "({}, {}, 'refund.create', 'critical', 'applied', 'record', NULL, NULL, {}, CAST('{ }' AS JSONB), {}, {}, NULL)"
+                        "({}, {}, 'refund.create', 'critical', 'applied', 1, NULL, {}, FALSE, 'record', NULL, NULL, {}, CAST('{ }' AS JSONB), {}, {}, NULL)"
                     }
                     _ => {
-                        "({}, {}, 'refund.create', 'critical', 'applied', 'record', NULL, NULL, {}, '{ }', {}, {}, NULL)"
+                        "({}, {}, 'refund.create', 'critical', 'applied', 1, NULL, {}, FALSE, 'record', NULL, NULL, {}, '{ }', {}, {}, NULL)"
                     }
                 },
                 "",
@@ -138,13 +125,12 @@ impl Batch {
     }
 
     /// Tables in insertion order.
-    pub fn tables(self) -> [Table; 7] {
+    pub fn tables(self) -> [Table; 6] {
         [
             self.raw_bodies,
             self.journal,
             self.deliveries,
             self.transport_links,
-            self.reservations,
             self.effects,
             self.effect_deliveries,
         ]

@@ -1,4 +1,9 @@
-//! Projection `effects`: the effects ledger, durable beyond the key horizon.
+//! Projection `effects`: one row per taken business key. `key` (UNIQUE) is
+//! the atomic barrier; `state`, `fencing_token` and `lease_until` are the
+//! claim, settled by compare-and-set on the token; `expires_at` is the key's
+//! horizon while it is in the fast index. Past the horizon the key is purged
+//! (`key_purged`, the claim and horizon cleared) and the row stays as the
+//! effects ledger, durable beyond it.
 
 use sea_orm::entity::prelude::*;
 
@@ -11,7 +16,15 @@ pub struct Model {
     pub key: String,
     pub effect_type: String,
     pub criticality: String,
-    pub status: String,
+    /// `reserved` | `applied` | `failed` | `unknown` (`ReservationState`).
+    pub state: String,
+    /// The compare-and-set token; `None` once the key is purged.
+    pub fencing_token: Option<i64>,
+    pub lease_until: Option<DateTimeUtc>,
+    /// The key's horizon; `None` once the key is purged.
+    pub expires_at: Option<DateTimeUtc>,
+    /// The key left the fast index at its horizon; the row is the ledger's.
+    pub key_purged: bool,
     pub sink: String,
     #[sea_orm(column_type = "JsonBinary", nullable)]
     pub result: Option<Json>,

@@ -12,7 +12,6 @@ pub mod operator;
 pub mod password_link;
 pub mod raw_body;
 pub mod reconciliation_run;
-pub mod reservation;
 pub mod session;
 pub mod setup_token;
 pub mod strategy_breaker;

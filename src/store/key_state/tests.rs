@@ -28,22 +28,27 @@ fn key() -> KeySummary {
     }
 }
 
-fn reservation(key: &str, state: ReservationState, token: i64) -> reservation::Model {
+fn reservation(key: &str, state: ReservationState, token: i64) -> effect::Model {
     let at = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
-    reservation::Model {
+    effect::Model {
+        effect_id: Uuid::now_v7().to_string(),
         key: key.to_owned(),
-        strategy: "refund@1".to_owned(),
-        strength: "weak".to_owned(),
         effect_type: "refund".to_owned(),
         criticality: "critical".to_owned(),
         state: state.as_str().to_owned(),
-        fencing_token: token,
+        fencing_token: Some(token),
         lease_until: Some(at),
+        expires_at: Some(at),
+        key_purged: false,
+        sink: "record".to_owned(),
+        result: None,
+        downstream_ref: None,
+        provider_ref: None,
         first_delivery_id: Uuid::now_v7().to_string(),
-        effect_id: Uuid::now_v7().to_string(),
         discriminants: json!({ "value": 700 }),
-        expires_at: at,
-        updated_at: at,
+        created_at: at,
+        settled_at: None,
+        evidence_purged_at: None,
     }
 }
 

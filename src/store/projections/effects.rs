@@ -1,5 +1,6 @@
-//! Projections `reservations` (the fast key index and its atomic claims),
-//! `effects` (the ledger) and `effect_deliveries` (who else asked for each
+//! Projections `effects` (one row per taken key: the fast key index and its
+//! atomic claims while the key is within its horizon, the ledger beyond it)
+//! and `effect_deliveries` (who else asked for each
 //! effect: the delivery that created it is the ledger row's
 //! `first_delivery_id`, not a link row of its own).
 
@@ -17,7 +18,7 @@ use crate::domain::journal::{
 };
 use crate::domain::reservation::ReservationState;
 use crate::store::deferred::Deferred;
-use crate::store::entities::{effect, effect_delivery, reservation};
+use crate::store::entities::{effect, effect_delivery};
 
 pub(super) async fn reserved<C: ConnectionTrait>(
     conn: &C,
@@ -30,16 +31,14 @@ pub(super) async fn reserved<C: ConnectionTrait>(
     Ok(claimed)
 }
 
-/// Claims the key of `e`: an insert that does nothing if the key is taken, or
-/// for a new attempt a compare-and-set on the fencing token. Returns the rows
-/// claimed (1 or 0). The reservation is written at once, since the next
-/// delivery's decision reads it; the ledger row and the delivery's link to it
-/// are deferred (read only once the reservation is gone, after the commit).
+/// Claims the key of `e`: an insert of its one row that does nothing if the
+/// key is taken, or for a new attempt a compare-and-set on the fencing token.
+/// Returns the rows claimed (1 or 0). The row is written at once, since the
+/// next delivery's decision reads it; the delivery's link to it is deferred.
 ///
 /// `applied` is the settlement of an effect applied in this same transaction
-/// (a `record` sink): the rows are written settled, as replaying `e` then
-/// `applied` would leave them, in one insert instead of an insert and two
-/// updates.
+/// (a `record` sink): the row is written settled, as replaying `e` then
+/// `applied` would leave it, in one insert instead of an insert and an update.
 pub async fn reserve<C: ConnectionTrait>(
     conn: &C,
     rows: &mut Deferred,
@@ -47,16 +46,12 @@ pub async fn reserve<C: ConnectionTrait>(
     applied: Option<&EffectSettled>,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let effect_id = e.effect_id.to_string();
-    let delivery_id = e.delivery_id.to_string();
-    let discriminants = serde_json::to_value(&e.discriminants).unwrap_or_default();
     let folded =
         applied.filter(|s| e.fencing_token == 1 && s.outcome == SettlementOutcome::Applied);
     let claimed = if e.fencing_token == 1 {
-        let row = reservation::Model {
+        let row = effect::Model {
+            effect_id: e.effect_id.to_string(),
             key: e.key.clone(),
-            strategy: e.strategy.clone(),
-            strength: e.strength.as_str().to_owned(),
             effect_type: e.effect_type.clone(),
             criticality: e.criticality.as_str().to_owned(),
             state: folded
@@ -65,22 +60,28 @@ pub async fn reserve<C: ConnectionTrait>(
                 })
                 .as_str()
                 .to_owned(),
-            fencing_token: 1,
+            fencing_token: Some(1),
             lease_until: folded.is_none().then_some(e.lease_until),
-            first_delivery_id: delivery_id.clone(),
-            effect_id: effect_id.clone(),
-            discriminants: discriminants.clone(),
-            expires_at: e.expires_at,
-            updated_at: at,
+            expires_at: Some(e.expires_at),
+            key_purged: false,
+            sink: e.sink.clone(),
+            result: folded.and_then(|s| s.result.clone()),
+            downstream_ref: folded.and_then(|s| s.authoritative_ref.clone()),
+            provider_ref: e.provider_ref.clone(),
+            first_delivery_id: e.delivery_id.to_string(),
+            discriminants: serde_json::to_value(&e.discriminants).unwrap_or_default(),
+            created_at: at,
+            settled_at: folded.map(|_| at),
+            evidence_purged_at: None,
         };
         match current(conn, rows, &e.key).await? {
             Some(Some(_)) => 0,
             Some(None) => {
-                rows.reservation(row);
+                rows.effect(row);
                 1
             }
-            None => reservation::Entity::insert(row.into_active_model().reset_all())
-                .on_conflict_do_nothing_on([reservation::Column::Key])
+            None => effect::Entity::insert(row.into_active_model().reset_all())
+                .on_conflict_do_nothing_on([effect::Column::Key])
                 .exec_without_returning(conn)
                 .await
                 .map(super::rows)?,
@@ -90,16 +91,15 @@ pub async fn reserve<C: ConnectionTrait>(
             Some(found) => {
                 let retakable = found.filter(|r| {
                     r.state == ReservationState::Failed.as_str()
-                        && r.fencing_token == e.fencing_token - 1
+                        && r.fencing_token == Some(e.fencing_token - 1)
                 });
                 match retakable {
                     Some(mut row) => {
                         row.state = ReservationState::Reserved.as_str().to_owned();
-                        row.fencing_token = e.fencing_token;
+                        row.fencing_token = Some(e.fencing_token);
                         row.lease_until = Some(e.lease_until);
-                        row.updated_at = at;
                         if let Some(index) = rows.index() {
-                            index.set_reservation(row);
+                            index.set_row(row);
                         }
                         rows.retake(e.clone(), at);
                         1
@@ -113,27 +113,8 @@ pub async fn reserve<C: ConnectionTrait>(
     if claimed != 1 {
         return Ok(claimed);
     }
-    rows.effect(effect::Model {
-        effect_id: effect_id.clone(),
-        key: e.key.clone(),
-        effect_type: e.effect_type.clone(),
-        criticality: e.criticality.as_str().to_owned(),
-        status: folded
-            .map_or(ReservationState::Pending, |s| s.outcome.reservation_state())
-            .as_str()
-            .to_owned(),
-        sink: e.sink.clone(),
-        result: folded.and_then(|s| s.result.clone()),
-        downstream_ref: folded.and_then(|s| s.authoritative_ref.clone()),
-        provider_ref: e.provider_ref.clone(),
-        first_delivery_id: delivery_id.clone(),
-        discriminants,
-        created_at: at,
-        settled_at: folded.map(|_| at),
-        evidence_purged_at: None,
-    });
     if let (Some(settlement), None) = (applied, folded) {
-        // Not foldable: the ledger row exists already, settle it in place.
+        // Not foldable: the row exists already, settle it in place.
         if rows.index().is_some() {
             rows.settlement(settlement.clone(), at);
         } else {
@@ -144,68 +125,51 @@ pub async fn reserve<C: ConnectionTrait>(
     Ok(claimed)
 }
 
-/// With an index: the key's reservation as the index knows it (read now if
-/// the index had not loaded the key). Without one: `None`, ask the database.
+/// With an index: the key's row as the index knows it (read now if the
+/// index had not loaded the key). Without one: `None`, ask the database.
 async fn current<C: ConnectionTrait>(
     conn: &C,
     rows: &mut Deferred,
     key: &str,
-) -> Result<Option<Option<reservation::Model>>, DbErr> {
+) -> Result<Option<Option<effect::Model>>, DbErr> {
     let Some(index) = rows.index() else {
         return Ok(None);
     };
-    if let Some(known) = index.reservation(key) {
+    if let Some(known) = index.row(key) {
         return Ok(Some(known.cloned()));
     }
-    let found = reservation::Entity::find_by_id(key.to_owned())
+    let found = effect::Entity::find()
+        .filter(effect::Column::Key.eq(key))
         .one(conn)
         .await?;
     match &found {
-        Some(row) => index.set_reservation(row.clone()),
-        None => index.set_no_reservation(key),
+        Some(row) => index.set_row(row.clone()),
+        None => index.set_absent(key),
     }
     Ok(Some(found))
 }
 
 /// A retry after a definitive failure without effect takes the key back only
-/// if nobody else did since (compare-and-set on the token), and the ledger's
-/// effect is pending again. Returns the reservations taken back (1 or 0).
+/// if nobody else did since (compare-and-set on the token); its effect is
+/// pending again. Returns the keys taken back (1 or 0).
 pub(crate) async fn retake<C: ConnectionTrait>(
     conn: &C,
     e: &KeyReserved,
-    at: DateTime<Utc>,
+    _at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let taken = reservation::Entity::update_many()
+    Ok(effect::Entity::update_many()
         .col_expr(
-            reservation::Column::State,
+            effect::Column::State,
             Expr::value(ReservationState::Reserved.as_str()),
         )
-        .col_expr(
-            reservation::Column::FencingToken,
-            Expr::value(e.fencing_token),
-        )
-        .col_expr(
-            reservation::Column::LeaseUntil,
-            Expr::value(Some(e.lease_until)),
-        )
-        .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
-        .filter(reservation::Column::Key.eq(&e.key))
-        .filter(reservation::Column::FencingToken.eq(e.fencing_token - 1))
-        .filter(reservation::Column::State.eq(ReservationState::Failed.as_str()))
+        .col_expr(effect::Column::FencingToken, Expr::value(e.fencing_token))
+        .col_expr(effect::Column::LeaseUntil, Expr::value(Some(e.lease_until)))
+        .filter(effect::Column::Key.eq(&e.key))
+        .filter(effect::Column::FencingToken.eq(e.fencing_token - 1))
+        .filter(effect::Column::State.eq(ReservationState::Failed.as_str()))
         .exec(conn)
         .await?
-        .rows_affected;
-    if taken == 1 {
-        effect::Entity::update_many()
-            .col_expr(
-                effect::Column::Status,
-                Expr::value(ReservationState::Pending.as_str()),
-            )
-            .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
-            .exec(conn)
-            .await?;
-    }
-    Ok(taken)
+        .rows_affected)
 }
 
 pub(crate) async fn settled<C: ConnectionTrait>(
@@ -213,66 +177,45 @@ pub(crate) async fn settled<C: ConnectionTrait>(
     e: &EffectSettled,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let rows = reservation::Entity::update_many()
-        .col_expr(reservation::Column::State, Expr::value(e.outcome.state()))
+    Ok(effect::Entity::update_many()
+        .col_expr(effect::Column::State, Expr::value(e.outcome.state()))
         .col_expr(
-            reservation::Column::LeaseUntil,
+            effect::Column::LeaseUntil,
             Expr::value(Option::<DateTime<Utc>>::None),
         )
-        .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
-        .filter(reservation::Column::Key.eq(&e.key))
-        .filter(reservation::Column::FencingToken.eq(e.fencing_token))
-        .filter(reservation::Column::State.is_in([
+        .col_expr(effect::Column::Result, Expr::value(e.result.clone()))
+        .col_expr(
+            effect::Column::DownstreamRef,
+            Expr::value(e.authoritative_ref.clone()),
+        )
+        .col_expr(effect::Column::SettledAt, Expr::value(at))
+        .filter(effect::Column::Key.eq(&e.key))
+        .filter(effect::Column::FencingToken.eq(e.fencing_token))
+        .filter(effect::Column::State.is_in([
             ReservationState::Reserved.as_str(),
             ReservationState::Unknown.as_str(),
         ]))
         .exec(conn)
         .await?
-        .rows_affected;
-    if rows == 1 {
-        effect::Entity::update_many()
-            .col_expr(effect::Column::Status, Expr::value(e.outcome.state()))
-            .col_expr(effect::Column::Result, Expr::value(e.result.clone()))
-            .col_expr(
-                effect::Column::DownstreamRef,
-                Expr::value(e.authoritative_ref.clone()),
-            )
-            .col_expr(effect::Column::SettledAt, Expr::value(at))
-            .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
-            .exec(conn)
-            .await?;
-    }
-    Ok(rows)
+        .rows_affected)
 }
 
 pub(super) async fn expired<C: ConnectionTrait>(
     conn: &C,
     e: &ReservationExpired,
-    at: DateTime<Utc>,
+    _at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let rows = reservation::Entity::update_many()
+    Ok(effect::Entity::update_many()
         .col_expr(
-            reservation::Column::State,
+            effect::Column::State,
             Expr::value(ReservationState::Unknown.as_str()),
         )
-        .col_expr(reservation::Column::UpdatedAt, Expr::value(at))
-        .filter(reservation::Column::Key.eq(&e.key))
-        .filter(reservation::Column::FencingToken.eq(e.fencing_token))
-        .filter(reservation::Column::State.eq(ReservationState::Reserved.as_str()))
+        .filter(effect::Column::Key.eq(&e.key))
+        .filter(effect::Column::FencingToken.eq(e.fencing_token))
+        .filter(effect::Column::State.eq(ReservationState::Reserved.as_str()))
         .exec(conn)
         .await?
-        .rows_affected;
-    if rows == 1 {
-        effect::Entity::update_many()
-            .col_expr(
-                effect::Column::Status,
-                Expr::value(ReservationState::Unknown.as_str()),
-            )
-            .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
-            .exec(conn)
-            .await?;
-    }
-    Ok(rows)
+        .rows_affected)
 }
 
 /// A delivery whose case was resolved as a duplicate of an effect is linked
@@ -302,12 +245,28 @@ pub(super) async fn resolved_as_duplicate<C: ConnectionTrait>(
     Ok(())
 }
 
+/// Keys past their horizon leave the fast index: their row stays as the
+/// ledger's, flagged, with its claim and horizon cleared.
 pub(super) async fn keys_purged<C: ConnectionTrait>(
     conn: &C,
     e: &KeysPurged,
 ) -> Result<u64, DbErr> {
-    Ok(reservation::Entity::delete_many()
-        .filter(reservation::Column::Key.is_in(e.keys.iter().map(String::as_str)))
+    Ok(effect::Entity::update_many()
+        .col_expr(effect::Column::KeyPurged, Expr::value(true))
+        .col_expr(
+            effect::Column::FencingToken,
+            Expr::value(Option::<i64>::None),
+        )
+        .col_expr(
+            effect::Column::LeaseUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .col_expr(
+            effect::Column::ExpiresAt,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .filter(effect::Column::Key.is_in(e.keys.iter().map(String::as_str)))
+        .filter(effect::Column::KeyPurged.eq(false))
         .exec(conn)
         .await?
         .rows_affected)

@@ -24,10 +24,9 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{EffectSettled, JournalEvent};
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
-pub const TABLES: [&str; 10] = [
+pub const TABLES: [&str; 9] = [
     "deliveries",
     "transport_links",
-    "reservations",
     "effects",
     "effect_deliveries",
     "cases",

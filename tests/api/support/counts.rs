@@ -55,7 +55,7 @@ pub trait Counts {
         self.count("SELECT COUNT(*) FROM effects").await
     }
 
-    /// Effects in `status` (`pending`, `unknown`, `applied`, `failed`).
+    /// Effects in `state` (`reserved`, `unknown`, `applied`, `failed`).
     async fn effects_in(&self, status: &str) -> i64 {
         self.count(&effects_in(status)).await
     }
@@ -77,7 +77,7 @@ pub trait Counts {
 
     /// Effects in a state that may have moved money: any but `failed`.
     async fn live_effects(&self) -> i64 {
-        self.count("SELECT COUNT(*) FROM effects WHERE status <> 'failed'")
+        self.count("SELECT COUNT(*) FROM effects WHERE state <> 'failed'")
             .await
     }
 
@@ -108,15 +108,15 @@ pub trait Counts {
         self.count("SELECT COUNT(*) FROM effect_deliveries").await
     }
 
-    /// Keys reserved in the fast index, in any state.
+    /// Keys reserved in the fast index (not purged at their horizon), in
+    /// any state.
     async fn reservations(&self) -> i64 {
-        self.count("SELECT COUNT(*) FROM reservations").await
+        self.count(IN_FAST_INDEX).await
     }
 
     /// Waits until the fast index holds `n` reservations.
     async fn wait_reservations(&self, n: i64) {
-        self.wait_for_count("SELECT COUNT(*) FROM reservations", n)
-            .await;
+        self.wait_for_count(IN_FAST_INDEX, n).await;
     }
 
     /// Waits until `n` reservations are in `state` (`reserved`, `applied`,
@@ -295,9 +295,12 @@ impl Counts for TestApp {
     }
 }
 
-fn effects_in(status: &str) -> String {
-    format!("SELECT COUNT(*) FROM effects WHERE status = '{status}'")
+fn effects_in(state: &str) -> String {
+    format!("SELECT COUNT(*) FROM effects WHERE state = '{state}'")
 }
+
+/// Keys in the fast index: rows of `effects` not purged at their horizon.
+const IN_FAST_INDEX: &str = "SELECT COUNT(*) FROM effects WHERE key_purged = FALSE";
 
 fn decided(decision: &str) -> String {
     format!("SELECT COUNT(*) FROM deliveries WHERE decision = '{decision}'")
@@ -315,12 +318,12 @@ fn for_operation_with_downstream_ref(provider_ref: &str) -> String {
 }
 
 fn reservations_in(state: &str) -> String {
-    format!("SELECT COUNT(*) FROM reservations WHERE state = '{state}'")
+    format!("SELECT COUNT(*) FROM effects WHERE key_purged = FALSE AND state = '{state}'")
 }
 
 fn reservations_at(state: &str, fencing_token: i64) -> String {
     format!(
-        "SELECT COUNT(*) FROM reservations WHERE state = '{state}' \
+        "SELECT COUNT(*) FROM effects WHERE key_purged = FALSE AND state = '{state}' \
          AND fencing_token = {fencing_token}"
     )
 }
