@@ -81,7 +81,7 @@ where
 /// other. SQLite: an `IMMEDIATE` transaction, the database's only writer
 /// from its first statement. PostgreSQL: every key owned as a keyless
 /// writer batch owns them (group-commit batches in flight are waited for,
-/// the next ones wait), then `reservations` locked against writes (a writer
+/// the next ones wait), then `effects` (where reservations live) locked against writes (a writer
 /// in direct mode waits too); readers never wait.
 pub async fn transaction_owning_reservations<T, E>(
     db: &DatabaseConnection,
@@ -97,7 +97,7 @@ where
     let txn = db.begin_with_options(immediate).await?;
     if txn.get_database_backend() == DbBackend::Postgres {
         super::writer::own_every_key(&txn).await?;
-        txn.execute_unprepared("LOCK TABLE reservations IN SHARE ROW EXCLUSIVE MODE")
+        txn.execute_unprepared("LOCK TABLE effects IN SHARE ROW EXCLUSIVE MODE")
             .await?;
     }
     let mut tx = Tx::new(&txn, Deferred::default());
