@@ -27,7 +27,8 @@ pub mod strategy_versions;
 mod tx;
 pub mod writer;
 
-pub use tx::{Decided, Tx, transaction, transaction_owning_reservations};
+pub use tx::{Decided, Tx, transaction};
+pub use writer::transaction_owning_reservations;
 
 use std::time::Duration;
 

@@ -11,10 +11,7 @@
 //! which apply a projection at once, are for jobs without one.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
-    SqliteTransactionMode, TransactionOptions, TransactionTrait,
-};
+use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait};
 
 use super::deferred::Deferred;
 use super::entities::{delivery, effect, migrated_key, transport_link};
@@ -66,40 +63,6 @@ where
     E: From<DbErr>,
 {
     let txn = db.begin().await?;
-    let mut tx = Tx::new(&txn, Deferred::default());
-    let value = work(&mut tx).await?;
-    tx.into_rows().flush(&txn).await?;
-    txn.commit().await?;
-    Ok(value)
-}
-
-/// Runs `work` as `transaction` does, owning every reservation until it
-/// commits: for the rare work that judges them all at once (retiring a
-/// strategy version), so that what it reads of them stays true until its
-/// writes are committed. No reservation is taken, settled or expired
-/// meanwhile, by any process, and two such transactions run one after the
-/// other. SQLite: an `IMMEDIATE` transaction, the database's only writer
-/// from its first statement. PostgreSQL: every key owned as a keyless
-/// writer batch owns them (group-commit batches in flight are waited for,
-/// the next ones wait), then `effects` (where reservations live) locked against writes (a writer
-/// in direct mode waits too); readers never wait.
-pub async fn transaction_owning_reservations<T, E>(
-    db: &DatabaseConnection,
-    work: impl AsyncFnOnce(&mut Tx<'_>) -> Result<T, E>,
-) -> Result<T, E>
-where
-    E: From<DbErr>,
-{
-    let immediate = TransactionOptions {
-        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-        ..TransactionOptions::default()
-    };
-    let txn = db.begin_with_options(immediate).await?;
-    if txn.get_database_backend() == DbBackend::Postgres {
-        super::writer::own_every_key(&txn).await?;
-        txn.execute_unprepared("LOCK TABLE effects IN SHARE ROW EXCLUSIVE MODE")
-            .await?;
-    }
     let mut tx = Tx::new(&txn, Deferred::default());
     let value = work(&mut tx).await?;
     tx.into_rows().flush(&txn).await?;

@@ -4,8 +4,13 @@
 //! never in a cycle. The hash and lock numbers are shared by every process on
 //! a database: changing them breaks the protocol.
 
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+};
 
+use crate::store::Tx;
+use crate::store::deferred::Deferred;
 use crate::store::key_index::IndexKeys;
 
 /// Writers' queues on PostgreSQL: a job goes to the writer of its key's
@@ -108,8 +113,42 @@ pub(super) async fn own_writes(txn: &DatabaseTransaction, locks: &LockSet) -> Re
 /// a batch of keyless jobs is: every group-commit batch of every process in
 /// flight is waited for, and the next ones wait. For work outside the writer
 /// that judges every reservation at once (`store::transaction_owning_reservations`).
-pub(crate) async fn own_every_key(txn: &DatabaseTransaction) -> Result<(), DbErr> {
+async fn own_every_key(txn: &DatabaseTransaction) -> Result<(), DbErr> {
     own_writes(txn, &LockSet::Any).await
+}
+
+/// Runs `work` as `transaction` does, owning every reservation until it
+/// commits: for the rare work that judges them all at once (retiring a
+/// strategy version), so that what it reads of them stays true until its
+/// writes are committed. No reservation is taken, settled or expired
+/// meanwhile, by any process, and two such transactions run one after the
+/// other. SQLite: an `IMMEDIATE` transaction, the database's only writer
+/// from its first statement. PostgreSQL: every key owned as a keyless
+/// writer batch owns them (group-commit batches in flight are waited for,
+/// the next ones wait), then `effects` (where reservations live) locked against writes (a writer
+/// in direct mode waits too); readers never wait.
+pub async fn transaction_owning_reservations<T, E>(
+    db: &DatabaseConnection,
+    work: impl AsyncFnOnce(&mut Tx<'_>) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<DbErr>,
+{
+    let immediate = TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..TransactionOptions::default()
+    };
+    let txn = db.begin_with_options(immediate).await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        own_every_key(&txn).await?;
+        txn.execute_unprepared("LOCK TABLE effects IN SHARE ROW EXCLUSIVE MODE")
+            .await?;
+    }
+    let mut tx = Tx::new(&txn, Deferred::default());
+    let value = work(&mut tx).await?;
+    tx.into_rows().flush(&txn).await?;
+    txn.commit().await?;
+    Ok(value)
 }
 
 #[cfg(test)]

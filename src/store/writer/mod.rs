@@ -48,8 +48,8 @@ pub use self::connection::{Health, is_storage_error};
 pub use self::direct::Direct;
 pub use self::job::{Batch, Queued, WriteJob};
 use self::job::{Job, Pending};
-pub(crate) use self::locks::own_every_key;
 use self::locks::shard;
+pub use self::locks::transaction_owning_reservations;
 use super::{Durability, Pool};
 
 /// Jobs waiting for the writer before callers wait to enqueue.
