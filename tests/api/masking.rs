@@ -8,7 +8,7 @@ use unicity::providers::signature;
 use crate::support::app::{TestApp, refund, spawn_app, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
-use crate::support::logs::logs;
+use crate::support::logs::{Logs, logs};
 
 /// A signed source that masks one header of its own on top of the defaults.
 const PARTNER: &str = r#"
@@ -142,16 +142,7 @@ async fn a_query_string_is_never_logged() {
         .send()
         .await
         .expect("request sent");
-    assert_eq!(reply.status(), 202);
-    let id = reply.json::<Value>().await.expect("json")["delivery_id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let logged = logs.text();
-    let line = logged
-        .lines()
-        .find(|l| l.contains(&id))
-        .unwrap_or_else(|| panic!("no log line names {id}"));
+    let (logged, line) = logged_line(&logs, reply).await;
     assert!(line.contains("http.target=/hooks/open "), "{line}");
     assert!(!logged.contains(&token), "{line}");
 }
@@ -171,20 +162,27 @@ async fn a_client_cannot_choose_the_address_it_is_logged_under() {
         .send()
         .await
         .expect("request sent");
+    // then its request is logged under the address it connected from.
+    let (_, line) = logged_line(&logs, reply).await;
+    assert!(line.contains("http.client_ip=127.0.0.1"), "{line}");
+    assert!(!line.contains("203.0.113.66"), "{line}");
+    assert!(!line.contains("198.51.100.77"), "{line}");
+}
+
+/// Everything logged, and the line naming the delivery `reply` accepted.
+async fn logged_line(logs: &Logs, reply: reqwest::Response) -> (String, String) {
     assert_eq!(reply.status(), 202);
     let id = reply.json::<Value>().await.expect("json")["delivery_id"]
         .as_str()
         .expect("id")
         .to_owned();
-    // then its request is logged under the address it connected from.
     let logged = logs.text();
     let line = logged
         .lines()
         .find(|l| l.contains(&id))
-        .unwrap_or_else(|| panic!("no log line names {id}"));
-    assert!(line.contains("http.client_ip=127.0.0.1"), "{line}");
-    assert!(!line.contains("203.0.113.66"), "{line}");
-    assert!(!line.contains("198.51.100.77"), "{line}");
+        .unwrap_or_else(|| panic!("no log line names {id}"))
+        .to_owned();
+    (logged, line)
 }
 
 fn with_email(body: &[u8]) -> Vec<u8> {

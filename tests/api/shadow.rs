@@ -238,6 +238,19 @@ async fn an_engineer_replays_a_candidate_from_the_strategies_page_and_sees_the_m
     assert!(bad.body.contains("[[sinks]]"), "the candidate is kept");
 }
 
+/// The Strategies page's replay form posted by an engineer with `fields`
+/// beside the CSRF token and the payment-only candidate.
+async fn replay_page(
+    app: &crate::support::app::TestApp,
+    fields: &[(&str, &str)],
+) -> crate::support::forms::Answer {
+    let mut engineer = signed_in(app, "eli", unicity::auth::Role::Engineer).await;
+    let csrf = csrf_in(&engineer.get("/strategies").await.body);
+    let mut form = vec![("csrf", csrf.as_str()), ("candidate", PAYMENT_ONLY)];
+    form.extend_from_slice(fields);
+    engineer.post("/strategies/replay", &form).await
+}
+
 #[tokio::test]
 async fn a_replay_of_a_source_that_never_delivered_is_refused_not_reported_as_no_change() {
     let app = spawn_app().await;
@@ -260,18 +273,7 @@ async fn a_replay_of_a_source_that_never_delivered_is_refused_not_reported_as_no
         "{refused:#}"
     );
     // the page says so too.
-    let mut engineer = signed_in(&app, "eli", unicity::auth::Role::Engineer).await;
-    let csrf = csrf_in(&engineer.get("/strategies").await.body);
-    let answer = engineer
-        .post(
-            "/strategies/replay",
-            &[
-                ("csrf", &csrf),
-                ("candidate", PAYMENT_ONLY),
-                ("source", "hmacc"),
-            ],
-        )
-        .await;
+    let answer = replay_page(&app, &[("source", "hmacc")]).await;
     assert_eq!(answer.status, reqwest::StatusCode::BAD_REQUEST);
     assert!(
         answer.body.contains("no delivery from source"),
@@ -292,19 +294,8 @@ async fn an_empty_window_says_nothing_was_compared() {
         .post_signed("hmac", &refund("pay_shw", 700, Some("rr_shw_a")))
         .await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
-    let mut engineer = signed_in(&app, "eli", unicity::auth::Role::Engineer).await;
-    let csrf = csrf_in(&engineer.get("/strategies").await.body);
     // Given a window where nothing arrived (the refund came from another source),
-    let answer = engineer
-        .post(
-            "/strategies/replay",
-            &[
-                ("csrf", &csrf),
-                ("candidate", PAYMENT_ONLY),
-                ("source", "open"),
-            ],
-        )
-        .await;
+    let answer = replay_page(&app, &[("source", "open")]).await;
     assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.body);
     // then the page says nothing was compared, not that nothing changes.
     assert!(
@@ -359,14 +350,7 @@ async fn an_event_type_carrying_a_bidi_override_is_written_out_on_the_replay_pag
         assert_eq!(reply.json["decision"], "process", "{}", reply.json);
     }
     app.wait_applied(2).await;
-    let mut engineer = signed_in(&app, "eli", unicity::auth::Role::Engineer).await;
-    let csrf = csrf_in(&engineer.get("/strategies").await.body);
-    let answer = engineer
-        .post(
-            "/strategies/replay",
-            &[("csrf", &csrf), ("candidate", PAYMENT_ONLY)],
-        )
-        .await;
+    let answer = replay_page(&app, &[]).await;
     assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.body);
     assert!(
         answer.body.contains(r#"<tr class="change merge">"#),
