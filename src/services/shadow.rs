@@ -278,7 +278,7 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> 
                     if !inside {
                         continue;
                     }
-                    if let Some(most) = window.most.filter(|most| order.len() + skipped >= *most) {
+                    if let Some(most) = window.most.filter(|most| order.len() >= *most) {
                         anyhow::bail!(
                             "more than the {most} deliveries a page replays in this window: narrow the window, or run `unicity replay`"
                         );
