@@ -21,7 +21,7 @@ use crate::auth::throttle::LoginThrottle;
 use crate::config::{AccessConfig, Settings};
 use crate::domain::identity::KeySecret;
 use crate::services::engine::{Engine, SharedEngine};
-use crate::services::{access, breakers, observe, reconcile, rejections, sweeper};
+use crate::services::{access, breakers, observe, projector, reconcile, rejections, sweeper};
 use crate::state::{AccessState, AppState};
 use crate::telemetry::RequestSpan;
 use crate::{routes, store};
@@ -112,6 +112,7 @@ impl Application {
         observe::record_modes(&engine, &all).await?;
         store::spawn_checkpointer(&engine.db);
         sweeper::spawn(engine.clone());
+        projector::spawn(engine.clone());
         breakers::spawn(engine.clone());
         rejections::spawn(engine.clone());
         reconcile::spawn(engine.clone(), reconciliation);

@@ -39,6 +39,11 @@ pub struct EngineConfig {
     pub breaker_window_secs: u64,
     /// How often breakers are evaluated.
     pub breaker_check_ms: u64,
+    /// How often the deliveries read model (search, lists, the dashboard)
+    /// applies what the journal gained since. Pages that read it first apply
+    /// it themselves, for two seconds at most, so this sets the lag only
+    /// between readers.
+    pub read_model_pace_ms: u64,
     /// Serve `GET /api/deliveries/{id}/raw`: the unmasked raw body, to
     /// engineers and admins, each read journaled with who read it. Off by default.
     pub raw_body_reads: bool,
@@ -83,6 +88,7 @@ impl Default for EngineConfig {
             breaker_min_deliveries: 200,
             breaker_window_secs: 3600,
             breaker_check_ms: 30_000,
+            read_model_pace_ms: 100,
             raw_body_reads: false,
             rejections_journaled_per_window: 60,
             rejection_window_secs: 60,

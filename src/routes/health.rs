@@ -1,5 +1,6 @@
 //! Liveness (the process answers) and readiness (the database answers and
-//! every writer can commit).
+//! every writer can commit), with how far the deliveries read model is behind
+//! the journal.
 
 use actix_web::{HttpResponse, get, web};
 use serde_json::json;
@@ -20,7 +21,11 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
             "message": "the writer's last commit failed; it retries on its own",
         }))
     } else if store::ping(state.db()).await {
-        HttpResponse::Ok().json(json!({ "status": "ready" }))
+        // The read model's lag is reported, not judged: it follows the
+        // journal and deciding never reads it.
+        let lag = store::projector::lag(state.db()).await.unwrap_or_default();
+        let read_model = crate::services::projector::Freshness::from(lag);
+        HttpResponse::Ok().json(json!({ "status": "ready", "read_model": read_model }))
     } else {
         HttpResponse::ServiceUnavailable().json(json!({
             "code": "storage_unavailable",

@@ -33,6 +33,8 @@ pub fn spawn(engine: SharedEngine) {
 /// Trips every strategy over the threshold, then refreshes the tripped set.
 /// Returns the strategies tripped by this call.
 pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
+    // Collisions are counted on the deliveries read model.
+    super::projector::before_reading(engine).await;
     let config = &engine.config;
     let since = Utc::now()
         - chrono::Duration::seconds(

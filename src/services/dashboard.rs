@@ -146,9 +146,12 @@ pub struct Dashboard {
     pub threshold: f64,
     pub breaker_window_secs: u64,
     pub tripped: Vec<Tripped>,
+    /// How current the delivery figures are (they follow the journal).
+    pub freshness: super::projector::Freshness,
 }
 
 pub async fn dashboard(engine: &SharedEngine, now: DateTime<Utc>) -> Result<Dashboard, DbErr> {
+    let freshness = super::projector::before_reading(engine).await;
     let db = &engine.db;
     let seconds = now.timestamp();
     let hour = DateTime::from_timestamp(seconds - seconds.rem_euclid(3_600), 0).unwrap_or(now);
@@ -198,6 +201,7 @@ pub async fn dashboard(engine: &SharedEngine, now: DateTime<Utc>) -> Result<Dash
         threshold: engine.config.breaker_threshold,
         breaker_window_secs: engine.config.breaker_window_secs,
         tripped,
+        freshness,
     })
 }
 

@@ -29,7 +29,7 @@ use crate::domain::plan::{self, Claim, EffectJob, Given, Plan, base_key};
 use crate::metrics::DecisionLabels;
 use crate::providers::sinks::{self, Attempt, EffectRequest, SinkKind};
 use crate::store::Tx;
-use crate::store::entities::delivery;
+use crate::store::entities::deferred_delivery;
 use crate::store::projections::deliveries;
 use crate::store::writer::WriteJob;
 use crate::store::{bodies, journal};
@@ -166,7 +166,7 @@ pub async fn redecide_deferred(engine: &SharedEngine, key: &str) -> Result<(), D
 
 /// Decides a deferred delivery again. Does nothing while its key's lease is
 /// alive, or if another re-decider got to it first.
-pub async fn redecide(engine: &SharedEngine, row: &delivery::Model) -> Result<(), DbErr> {
+pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> Result<(), DbErr> {
     let Ok(delivery_id) = row.delivery_id.parse::<DeliveryId>() else {
         return Ok(());
     };

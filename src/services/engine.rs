@@ -43,6 +43,8 @@ pub struct Engine {
     pub rejections: Rejections,
     /// What this engine counts and times, for `/metrics`.
     pub metrics: Metrics,
+    /// Applies the journal to the deliveries read model after the commit.
+    pub projector: super::projector::Projector,
 }
 
 pub type SharedEngine = Arc<Engine>;
@@ -108,6 +110,7 @@ impl Engine {
             http: client()?,
             tripped: Default::default(),
             metrics,
+            projector: Default::default(),
         }))
     }
 

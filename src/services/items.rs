@@ -13,7 +13,6 @@ use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::identity::{Derivation, ItemDerivation};
 use crate::domain::journal::{DecisionMade, DeliveryReceived, ItemOf, KeyDerived};
 use crate::domain::plan::{EffectJob, Route};
-use crate::store::entities::delivery;
 use crate::store::projections::deliveries;
 use crate::store::{bodies, journal};
 
@@ -28,7 +27,7 @@ pub struct Prepared {
     pub identity: Identity,
     /// What its plan is told beside its evidence; `None`: it has no business key.
     pub route: Option<Route>,
-    pub row: delivery::ActiveModel,
+    pub arrival: deliveries::Arrival,
     pub journaled: journal::ReceptionText,
 }
 
@@ -93,7 +92,7 @@ fn prepare_one(
         .as_ref()
         .map(|key| engine.route(source.slug(), key));
     let identity = super::derived::identity_of(item.unresolved.as_ref());
-    let row = deliveries::received_row(&id.to_string(), &received, &derived);
+    let arrival = deliveries::Arrival::new(&received, &derived);
     let journaled = journal::ReceptionText::new(&received, &derived);
     Prepared {
         id,
@@ -103,7 +102,7 @@ fn prepare_one(
         derived,
         identity,
         route,
-        row,
+        arrival,
         journaled,
     }
 }

@@ -19,6 +19,7 @@ pub mod items;
 pub mod lookups;
 pub mod observe;
 pub mod projections;
+pub mod projector;
 pub mod queue;
 pub mod rate_limits;
 pub mod raw_reads;

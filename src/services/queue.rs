@@ -73,6 +73,7 @@ pub async fn queue(
     limit: u64,
     offset: u64,
 ) -> Result<QueuePage, CaseError> {
+    super::projector::before_reading(engine).await;
     let db = &engine.db;
     let mut store_filter = filter.queue.clone();
     store_filter.keys = key_scope(&engine.catalog, filter);

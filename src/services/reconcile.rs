@@ -74,6 +74,15 @@ pub async fn run(
         opened: 0,
         error: None,
     };
+    // Effects are found through the deliveries read model: one it does not
+    // show yet would read as an operation Unicity never applied.
+    let freshness = super::projector::before_reading(engine).await;
+    if freshness.behind > 0 {
+        anyhow::bail!(
+            "the deliveries read model is {} journal rows behind; the window is reconciled once it has caught up",
+            freshness.behind
+        );
+    }
     let listed = lookup.list(&engine.http, from, to).await;
     let operations = match listed.map(|(_, operations)| operations) {
         Some(Ok(operations)) => operations,

@@ -12,7 +12,7 @@ use super::effects::{redecide, redecide_deferred};
 use super::engine::{SharedEngine, WriteEvent};
 use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
 use crate::domain::plan::base_key;
-use crate::store::entities::delivery;
+use crate::store::entities::deferred_delivery;
 use crate::store::projections::deliveries;
 use crate::store::reservations;
 
@@ -63,7 +63,7 @@ pub async fn sweep(engine: &SharedEngine) -> Result<Swept, DbErr> {
 /// Deferred deliveries whose key is no longer held by a live lease: normally
 /// re-decided by the settlement itself, these were missed (a crash between
 /// settlement and re-decision, or a settlement in another process).
-async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<delivery::Model>, DbErr> {
+async fn stale_deferrals(engine: &SharedEngine) -> Result<Vec<deferred_delivery::Model>, DbErr> {
     let deferred = deliveries::longest_deferred(&engine.db, BATCH).await?;
     if deferred.is_empty() {
         return Ok(deferred);

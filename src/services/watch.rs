@@ -28,7 +28,32 @@ pub async fn scrape(engine: &SharedEngine, now: DateTime<Utc>) -> Result<String,
     breakers(&gauges, &board);
     headline(&gauges, &board);
     accounting(engine, &gauges, now).await?;
+    read_model(engine, &gauges).await?;
     Ok(format!("{}{}", engine.metrics.render(), gauges.render()))
+}
+
+/// How far the deliveries read model is behind the journal.
+async fn read_model(engine: &SharedEngine, gauges: &Gauges) -> Result<(), DbErr> {
+    gauges.describe(
+        "unicity_read_model_behind_rows",
+        "Journal rows the deliveries read model (search, lists, dashboard) does not hold yet.",
+    );
+    gauges.describe(
+        "unicity_read_model_lag_seconds",
+        "Age of the oldest journal row the deliveries read model does not hold yet (0 when none).",
+    );
+    let freshness = super::projector::Freshness::from(store::projector::lag(&engine.db).await?);
+    gauges.set(
+        "unicity_read_model_behind_rows",
+        &[],
+        freshness.behind as f64,
+    );
+    gauges.set(
+        "unicity_read_model_lag_seconds",
+        &[],
+        freshness.lag_ms.unwrap_or(0) as f64 / 1_000.0,
+    );
+    Ok(())
 }
 
 async fn cases(engine: &SharedEngine, gauges: &Gauges, now: DateTime<Utc>) -> Result<(), DbErr> {

@@ -1,8 +1,8 @@
 //! Rows a transaction writes only at its end, many to a statement.
 //!
 //! Appending a delivery writes rows nobody reads back before the transaction
-//! commits: the journal events, the raw body, the `deliveries` row and the links from deliveries to effects. Collecting them
-//! and inserting each table's rows with one multi-row statement just before the
+//! commits: the journal events, the raw body, the links from deliveries to effects
+//! and the rows of deferred deliveries. Collecting them and inserting each table's rows with one multi-row statement just before the
 //! commit turns a dozen statements per delivery into a handful per batch, which
 //! is what lets one SQLite writer keep up with the disk.
 //!
@@ -15,7 +15,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::ActiveValue::Set;
 
-use super::entities::{case, delivery, effect, effect_delivery, raw_body, transport_link};
+use super::entities::{case, deferred_delivery, effect, effect_delivery, raw_body, transport_link};
 use super::journal as journal_store;
 use super::key_index::KeyIndex;
 use crate::domain::delivery::{BodyRef, DeliveryId};
@@ -33,7 +33,7 @@ pub struct Deferred {
     pub(super) retakes: Vec<(KeyReserved, DateTime<Utc>)>,
     pub(super) settlements: Vec<(EffectSettled, DateTime<Utc>)>,
     pub(super) bodies: Vec<raw_body::ActiveModel>,
-    pub(super) deliveries: Vec<delivery::ActiveModel>,
+    pub(super) deferrals: Vec<deferred_delivery::ActiveModel>,
     pub(super) effect_links: Vec<effect_delivery::ActiveModel>,
     pub(super) cases: Vec<case::ActiveModel>,
     pub(super) journal: Vec<journal_store::Row>,
@@ -101,9 +101,9 @@ impl Deferred {
         });
     }
 
-    /// A new `deliveries` row (a no-op if the delivery already has one).
-    pub fn delivery(&mut self, row: delivery::ActiveModel) {
-        self.deliveries.push(row);
+    /// A deferred delivery's row (a no-op if it already has one).
+    pub fn deferral(&mut self, row: deferred_delivery::ActiveModel) {
+        self.deferrals.push(row);
     }
 
     /// Links a delivery to the effect it asked for.
@@ -136,7 +136,7 @@ impl Deferred {
         self.retakes.extend(other.retakes);
         self.settlements.extend(other.settlements);
         self.bodies.extend(other.bodies);
-        self.deliveries.extend(other.deliveries);
+        self.deferrals.extend(other.deferrals);
         self.effect_links.extend(other.effect_links);
         self.cases.extend(other.cases);
         self.journal.extend(other.journal);
@@ -148,7 +148,7 @@ impl Deferred {
             && self.retakes.is_empty()
             && self.settlements.is_empty()
             && self.bodies.is_empty()
-            && self.deliveries.is_empty()
+            && self.deferrals.is_empty()
             && self.effect_links.is_empty()
             && self.cases.is_empty()
             && self.journal.is_empty()

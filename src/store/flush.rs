@@ -40,7 +40,7 @@ impl Deferred {
         insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
         insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
         insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.deliveries)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.deferrals)).await?;
         // Journal rows have no key to collide on: a plain insert, so that a
         // bug can never silently drop an event.
         journal_store::insert(conn, std::mem::take(&mut self.journal)).await?;

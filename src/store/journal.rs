@@ -148,8 +148,16 @@ fn decided_row(
 
 /// Inserts `rows` in order, in as few statements as `chunks::statements`
 /// allows. The payload is bound as text, cast to `jsonb` on PostgreSQL.
+///
+/// On PostgreSQL the transaction first takes the journal's lock shared, until
+/// it ends: a position is then never handed out while the projector's fence
+/// holds it (`projector::fence`).
 pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
     let backend = conn.get_database_backend();
+    if backend == DbBackend::Postgres && !rows.is_empty() {
+        conn.execute_unprepared(&super::projector::share_the_journal())
+            .await?;
+    }
     for chunk in super::chunks::statements(rows) {
         let mut insert = Query::insert();
         insert.into_table(journal::Entity).columns([
@@ -287,6 +295,29 @@ pub async fn page_after<C: ConnectionTrait>(
         .all(conn)
         .await?;
     decode_all(rows)
+}
+
+/// The rows after `after` and at or before `through` of the event types
+/// `types`, at most `limit`, in journal order, with the position of the last
+/// row read when the page is full (`None`: nothing more up to `through`).
+pub async fn page_between<C: ConnectionTrait>(
+    conn: &C,
+    (after, through): (i64, i64),
+    types: &[&str],
+    limit: u64,
+) -> Result<(Vec<StoredEvent>, Option<i64>), ReadError> {
+    let rows = select(conn)
+        .filter(journal::Column::Position.gt(after))
+        .filter(journal::Column::Position.lte(through))
+        .filter(journal::Column::EventType.is_in(types.iter().copied()))
+        .order_by_asc(journal::Column::Position)
+        .limit(limit)
+        .into_model::<RawRow>()
+        .all(conn)
+        .await?;
+    let full = u64::try_from(rows.len()).is_ok_and(|n| n >= limit);
+    let last = rows.last().filter(|_| full).map(|row| row.position);
+    Ok((decode_all(rows)?, last))
 }
 
 /// The journal read from its start, a page at a time, in journal order:

@@ -19,6 +19,7 @@ pub mod links;
 pub mod nodelay;
 pub mod observe;
 pub mod projections;
+pub mod projector;
 pub mod reconcile;
 pub mod reservations;
 pub mod search;

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, DatabaseTransaction, DbErr, TransactionTrait};
 
 use super::deferred::Deferred;
-use super::entities::{delivery, effect, migrated_key, transport_link};
+use super::entities::{effect, migrated_key, transport_link};
 use super::key_index::IndexKeys;
 use super::key_state::{self, KeyState};
 use super::projections::{self, deliveries, migrations};
@@ -28,8 +28,8 @@ use crate::domain::reservation::ReservationState;
 /// A new delivery and its planned decision, to record (`Tx::decided`).
 pub struct Decided<'a> {
     pub id: DeliveryId,
-    /// Its row as received (`deliveries::received_row`).
-    pub row: delivery::ActiveModel,
+    /// What its deferral row would hold (`deliveries::Arrival`).
+    pub arrival: &'a deliveries::Arrival,
     pub reception: journal::ReceptionText,
     pub derived: &'a KeyDerived,
     pub plan: Plan,
@@ -55,6 +55,11 @@ enum Entry {
 /// same `Tx` the writer's jobs use: its events reach the journal the one way
 /// they all do, with the rows it deferred, just before the commit. An error
 /// rolls everything back.
+///
+/// On SQLite it is `IMMEDIATE`: the database's writer from its first read,
+/// waiting its turn. A deferred transaction that read, then wrote after the
+/// writer had committed (a batch, the read model's projector) would fail at
+/// once (`SQLITE_BUSY_SNAPSHOT`, which no busy timeout waits out).
 pub async fn transaction<T, E>(
     db: &DatabaseConnection,
     work: impl AsyncFnOnce(&mut Tx<'_>) -> Result<T, E>,
@@ -62,7 +67,11 @@ pub async fn transaction<T, E>(
 where
     E: From<DbErr>,
 {
-    let txn = db.begin().await?;
+    let immediate = sea_orm::TransactionOptions {
+        sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
+        ..sea_orm::TransactionOptions::default()
+    };
+    let txn = db.begin_with_options(immediate).await?;
     let mut tx = Tx::new(&txn, Deferred::default());
     let value = work(&mut tx).await?;
     tx.into_rows().flush(&txn).await?;
@@ -358,20 +367,18 @@ impl<'t> Tx<'t> {
         self.rows.body(body, raw, at);
     }
 
-    /// A new delivery decided: its row, completed with its decision (and
-    /// the case or link the decision implies), and its journal rows (see
-    /// `journal::decided`).
+    /// A new delivery decided: what its decision writes (a case, a link, a
+    /// deferral row) and its journal rows (see `journal::decided`). Its row
+    /// in the deliveries read model follows from those (`projector`).
     pub fn decided(&mut self, delivery: Decided, at: DateTime<Utc>) {
         let Decided {
             id,
-            mut row,
+            arrival,
             reception,
             derived,
             plan,
         } = delivery;
-        let delivery_id = id.to_string();
-        deliveries::decide_row(&mut self.rows, &mut row, &delivery_id, &plan.made, at);
-        self.rows.delivery(row);
+        deliveries::decided(&mut self.rows, arrival, &id.to_string(), &plan.made, at);
         let rows = journal::decided(id, reception, derived, plan.take, &plan.made, at);
         self.journal_rows(rows);
     }

@@ -359,6 +359,8 @@ async fn the_queue_lists_open_cases_oldest_first_filtered_and_counted_per_reason
         .post_signed("hmac", &refund("pay_c", 900, Some("rr_c")))
         .await;
     let collision: uuid::Uuid = collision.json["case_id"].as_str().unwrap().parse().unwrap();
+    // The queue's filters by source read the deliveries read model.
+    s.app.settle().await;
 
     let all = queue(&s.app.db, &QueueFilter::default(), 50, 0)
         .await

@@ -40,6 +40,7 @@ mod pages;
 mod paths;
 mod processes;
 mod queue_references;
+mod read_model;
 mod readme;
 mod reads;
 mod rebuild;

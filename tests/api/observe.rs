@@ -63,6 +63,7 @@ async fn an_observed_source_applies_nothing_and_its_legacy_log_shows_a_double_an
             .unwrap(),
         2
     );
+    app.settle().await;
     let report = observe::report(&app.db, "legacy", &["*".to_owned()])
         .await
         .unwrap();
@@ -145,6 +146,7 @@ async fn a_log_imported_twice_or_overlapping_another_counts_each_legacy_effect_o
                 lg_2,pay_ov1,500,2026-12-01T10:00:05Z\n\
                 lg_3,pay_ov2,900,2026-12-02T09:00:00Z\n";
     assert_eq!(import(&app, &configuration, week).await.unwrap(), 3);
+    app.settle().await;
     let report = observe::report(&app.db, "legacy", &["*".to_owned()])
         .await
         .unwrap();
@@ -187,6 +189,7 @@ async fn a_sensitive_resource_in_a_legacy_log_is_journaled_sealed_and_still_comp
     assert_eq!(app.journal_count("LegacyEffectsImported").await, 1);
     assert_eq!(app.journal_rows_containing(EMAIL).await, 0);
     // and both sides agree: one refund each.
+    app.settle().await;
     let report = observe::report(&app.db, "legacy", &["*".to_owned()])
         .await
         .unwrap();
@@ -299,6 +302,7 @@ async fn an_observed_effect_type_is_recorded_only_while_the_same_sources_other_t
     assert_eq!(app.count(&by("refund.create", "record")).await, 1);
     assert_eq!(app.count(&by("chargeback.open", "http")).await, 1);
     // The observe report compares the observed refunds only.
+    app.settle().await;
     let report = observe::report(&app.db, "mixed", &["refund.*".to_owned()])
         .await
         .unwrap();

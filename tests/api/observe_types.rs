@@ -8,6 +8,7 @@ use unicity::services::observe;
 
 use crate::observe::mixed_source;
 use crate::support::app::{TestApp, id_of, refund, spawn_app_with};
+use crate::support::counts::Counts;
 use crate::support::forms::signed_in;
 
 /// A chargeback of `payment` under `reference`, for `amount`.
@@ -63,7 +64,9 @@ async fn a_source_observing_refunds_lists_only_the_refunds_it_held_and_saw_colli
     // and a chargeback without its reference, which no strategy keys,
     let unkeyed = posted(&app, chargeback("pay_ot3", 500, None), "no_strategy").await;
 
-    // when the report compares the observed refunds,
+    // when the report compares the observed refunds (once the deliveries
+    // read model holds them),
+    app.settle().await;
     let report = observe::report(&app.db, "mixed", &["refund.*".to_owned()])
         .await
         .unwrap();

@@ -305,6 +305,10 @@ pub async fn preload(database_url: &str, h: usize, seed: u64) -> anyhow::Result<
     producer
         .join()
         .map_err(|_| anyhow!("the history generator panicked"))?;
+    // The preload wrote the read model's rows itself: its projector starts
+    // after them, as a server's that has been running would.
+    let head = unicity::store::projector::head(&db).await?;
+    unicity::store::projector::reset(&db, unicity::store::projector::DELIVERIES, head).await?;
     settle(&db, backend).await;
     for id in &samples {
         verify(&db, *id).await?;

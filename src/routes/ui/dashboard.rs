@@ -68,6 +68,8 @@ pub struct DashboardPage {
     pub open_missing: i64,
     pub open_unexpected: i64,
     pub notice: Option<&'static str>,
+    /// Said when the delivery figures are behind the journal.
+    pub stale: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -149,6 +151,7 @@ pub async fn show(
             .as_deref()
             .and_then(|d| NOTICES.iter().find(|(c, _)| *c == d))
             .map(|(_, n)| *n),
+        stale: figures.freshness.note(),
     };
     Ok(html(HttpResponse::Ok(), &page))
 }

@@ -64,6 +64,8 @@ pub struct SearchPage {
     /// Ids near `q` when nothing matches it.
     pub suggestions: Vec<Near>,
     pub error: Option<String>,
+    /// Said when the list is behind the journal.
+    pub stale: Option<String>,
 }
 
 /// An id proposed instead of what was typed, and its search.
@@ -183,6 +185,7 @@ pub async fn list(
         previous: None,
         suggestions: Vec::new(),
         error: None,
+        stale: None,
     };
     let mut status = StatusCode::OK;
     match search::search(&state.engine, &params).await {
@@ -199,6 +202,7 @@ pub async fn list(
             page.total = page.asked.then(|| total_line(found.total));
             page.suggestions = found.suggestions.into_iter().map(near).collect();
             page.rows = found.deliveries.into_iter().map(|f| row(f, now)).collect();
+            page.stale = found.freshness.note();
         }
         Err(SearchError::Invalid(message)) => {
             status = StatusCode::BAD_REQUEST;

@@ -76,6 +76,7 @@ pub async fn show(
         return Ok(html(HttpResponse::build(StatusCode::BAD_REQUEST), &page));
     }
     let some = |text: &str| (!text.is_empty()).then(|| text.to_owned());
+    crate::services::projector::before_reading(&state.engine).await;
     page.report = Some(
         corpus::report(
             state.db(),

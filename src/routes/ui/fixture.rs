@@ -25,6 +25,7 @@ pub async fn fixture(
         .iter()
         .map(|(slug, source)| (slug.clone(), source.header_mask.clone()))
         .collect();
+    crate::services::projector::before_reading(&state.engine).await;
     let exported = fixtures::export(&state.engine, &masks, id, &operator.signature())
         .await
         .map_err(|error| match error {

@@ -107,6 +107,7 @@ pub async fn show(
         return Ok(html(HttpResponse::build(StatusCode::BAD_REQUEST), &page));
     };
     let observed = configured.observed_effect_types();
+    crate::services::projector::before_reading(&state.engine).await;
     let report = observe::report(state.db(), &page.source, &observed)
         .await
         .map_err(UiError::internal)?;

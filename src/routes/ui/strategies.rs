@@ -46,6 +46,7 @@ pub async fn show(
 ) -> Result<HttpResponse, UiError> {
     let now = Utc::now();
     let engine = &state.engine;
+    crate::services::projector::before_reading(engine).await;
     let lines = strategy_list::list(&engine.db, &engine.catalog, &engine.config, now)
         .await
         .map_err(UiError::internal)?;

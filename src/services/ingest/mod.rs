@@ -35,7 +35,6 @@ use crate::domain::journal::{DecisionMade, DeliveryReceived, KeyDerived, KeySumm
 use crate::domain::plan::{self, EffectJob, Given, Plan, Route};
 use crate::metrics::DecisionLabels;
 use crate::providers::signature;
-use crate::store::entities::delivery;
 use crate::store::key_index::IndexKeys;
 use crate::store::projections::deliveries;
 use crate::store::writer::WriteJob;
@@ -124,8 +123,8 @@ pub async fn receive(
         .map(|key| engine.route(source.slug(), key));
     let identity = identity_of(derivation.unresolved.as_ref());
     // Serialised here, in parallel across requests, not in the writer that
-    // every delivery waits on: the reception's journal rows and row columns.
-    let row = deliveries::received_row(&id.to_string(), &received, &derived);
+    // every delivery waits on: the reception's journal rows and arrival.
+    let arrival = deliveries::Arrival::new(&received, &derived);
     let journaled = journal::ReceptionText::new(&received, &derived);
     let raw = raw.to_vec();
     let keys = IndexKeys {
@@ -150,7 +149,7 @@ pub async fn receive(
         body,
         raw,
         journaled,
-        row,
+        arrival,
         items: prepared,
         keys,
     };
@@ -240,7 +239,7 @@ struct Reception {
     pub body: BodyRef,
     pub raw: Vec<u8>,
     pub journaled: journal::ReceptionText,
-    pub row: delivery::ActiveModel,
+    pub arrival: deliveries::Arrival,
     /// A batch's items, each a delivery of its own.
     pub items: Vec<items::Prepared>,
     pub keys: IndexKeys,
@@ -276,7 +275,7 @@ impl WriteJob for Reception {
                 body,
                 raw,
                 journaled,
-                row,
+                arrival,
                 mut items,
                 keys: _,
             } = self;
@@ -331,7 +330,7 @@ impl WriteJob for Reception {
             tx.decided(
                 Decided {
                     id,
-                    row,
+                    arrival: &arrival,
                     reception: journaled,
                     derived: &derived,
                     plan,
@@ -342,7 +341,7 @@ impl WriteJob for Reception {
                 tx.decided(
                     Decided {
                         id: item.id,
-                        row: item.row.clone(),
+                        arrival: &item.arrival,
                         reception: std::mem::take(&mut item.journaled),
                         derived: &item.derived,
                         plan,

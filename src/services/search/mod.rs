@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 pub use suggest::{Suggestion, near};
 
 use super::engine::Engine;
+use super::projector::Freshness;
 use crate::domain::identity::ResourcePaths;
 use crate::domain::search::{Text, spellings};
 use crate::store::entities::delivery;
@@ -93,6 +94,9 @@ pub struct Page {
     /// When nothing matches `q`: stored ids near it, nearest first (at most
     /// five); empty otherwise.
     pub suggestions: Vec<Suggestion>,
+    /// How current the page is: deliveries follow the journal after their
+    /// commit, and a page waits for them for a short while only.
+    pub freshness: Freshness,
 }
 
 /// How many deliveries match the search, all pages together.
@@ -133,6 +137,7 @@ pub async fn search(engine: &Engine, params: &Params) -> Result<Page, SearchErro
         (None, Some(before)) => Window::Newer(before),
         (None, None) => Window::Newest,
     };
+    let freshness = super::projector::caught_up(engine, super::projector::READ_WAIT).await?;
     let (deliveries, next_cursor, previous_cursor) = rows(engine, &filter, window, limit).await?;
     let counted = search::count(&engine.db, &filter, COUNT_CAP).await?;
     let total = Total {
@@ -149,6 +154,7 @@ pub async fn search(engine: &Engine, params: &Params) -> Result<Page, SearchErro
         previous_cursor,
         total,
         suggestions,
+        freshness,
     })
 }
 

@@ -3,6 +3,7 @@
 pub mod api_token;
 pub mod case;
 pub mod case_form_token;
+pub mod deferred_delivery;
 pub mod delivery;
 pub mod effect;
 pub mod effect_delivery;
@@ -10,6 +11,7 @@ pub mod journal;
 pub mod migrated_key;
 pub mod operator;
 pub mod password_link;
+pub mod projector_checkpoint;
 pub mod raw_body;
 pub mod reconciliation_run;
 pub mod session;

@@ -1,9 +1,13 @@
-//! Projection `deliveries` (one row per delivery, latest decision) and
-//! `transport_links` (first reception of each transport identity).
+//! Projection `deliveries` (the read model: one row per delivery, latest
+//! decision), and what a decision writes before the commit beside it:
+//! `transport_links` (first reception of each transport identity),
+//! `deferred_deliveries` (the deliveries waiting for their key) and the
+//! links of ignored deliveries to their effects.
 //!
-//! Replaying a delivery's events one by one (insert, then key columns, then
-//! decision columns) and the live path's single folded row (`received_row`, `decide_row`)
-//! go through the same column builders, so both reach the same row.
+//! The read model follows the journal after the commit (`store::projector`):
+//! `Fold` builds its rows from a stretch of events, replayed one by one
+//! (insert, then key columns, then decision columns) or folded in one journal
+//! row, through the same column builders, so both reach the same row.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -13,32 +17,25 @@ use sea_orm::{
     QuerySelect, Select,
 };
 
-use super::cases;
-use super::rows;
-use crate::domain::decision::Action;
-use crate::domain::journal::{DecisionMade, DeliveryReceived, KeyDerived, Origin};
-use crate::store::deferred::Deferred;
-use crate::store::entities::{delivery, transport_link};
+use std::collections::HashMap;
 
-/// Deliveries still deferred, written literally so that the partial indexes
-/// over them (`deliveries_deferred*`) apply to any plan: a generic
-/// PostgreSQL plan does not use a partial index for a bound parameter.
-fn deferred() -> sea_orm::sea_query::SimpleExpr {
-    sea_orm::sea_query::Expr::cust(format!("decision = '{}'", Action::Defer.as_str()))
-}
+use super::cases;
+use super::rows as rows_of;
+use crate::domain::decision::Action;
+use crate::domain::journal::{DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, Origin};
+use crate::store::chunks::statements;
+use crate::store::deferred::Deferred;
+use crate::store::entities::{deferred_delivery, delivery, transport_link};
 
 /// The deliveries deferred on `key` (a query, to read its plan in tests).
-fn deferred_on(key: &str) -> Select<delivery::Entity> {
-    delivery::Entity::find()
-        .filter(delivery::Column::BusinessKey.eq(key))
-        .filter(deferred())
+fn deferred_on(key: &str) -> Select<deferred_delivery::Entity> {
+    deferred_delivery::Entity::find().filter(deferred_delivery::Column::BusinessKey.eq(key))
 }
 
 /// The `limit` deliveries deferred the longest (a query).
-fn oldest_deferred(limit: u64) -> Select<delivery::Entity> {
-    delivery::Entity::find()
-        .filter(deferred())
-        .order_by_asc(delivery::Column::ReceivedAt)
+fn oldest_deferred(limit: u64) -> Select<deferred_delivery::Entity> {
+    deferred_delivery::Entity::find()
+        .order_by_asc(deferred_delivery::Column::ReceivedAt)
         .limit(limit)
 }
 
@@ -46,7 +43,7 @@ fn oldest_deferred(limit: u64) -> Select<delivery::Entity> {
 pub async fn waiting_on<C: ConnectionTrait>(
     conn: &C,
     key: &str,
-) -> Result<Vec<delivery::Model>, DbErr> {
+) -> Result<Vec<deferred_delivery::Model>, DbErr> {
     deferred_on(key).all(conn).await
 }
 
@@ -54,25 +51,52 @@ pub async fn waiting_on<C: ConnectionTrait>(
 pub async fn longest_deferred<C: ConnectionTrait>(
     conn: &C,
     limit: u64,
-) -> Result<Vec<delivery::Model>, DbErr> {
+) -> Result<Vec<deferred_delivery::Model>, DbErr> {
     oldest_deferred(limit).all(conn).await
 }
 
 /// Claims the re-decision of the deferred delivery `id`: true for the one
-/// re-decider that finds it still deferred (on PostgreSQL the row stays
-/// locked until its transaction ends; others then find it decided).
+/// re-decider that finds it still deferred (the row stays locked until its
+/// transaction ends; others then find it decided, its row gone).
 pub async fn claim_redecision<C: ConnectionTrait>(conn: &C, id: &str) -> Result<bool, DbErr> {
-    let claimed = delivery::Entity::update_many()
+    let claimed = deferred_delivery::Entity::update_many()
         .col_expr(
-            delivery::Column::Decision,
-            sea_orm::sea_query::Expr::value(Action::Defer.as_str()),
+            deferred_delivery::Column::DeliveryId,
+            sea_orm::sea_query::Expr::col(deferred_delivery::Column::DeliveryId),
         )
-        .filter(delivery::Column::DeliveryId.eq(id))
-        .filter(delivery::Column::Decision.eq(Action::Defer.as_str()))
+        .filter(deferred_delivery::Column::DeliveryId.eq(id))
         .exec(conn)
         .await?
         .rows_affected;
     Ok(claimed == 1)
+}
+
+/// What a delivery's deferral row holds, known from its reception: built
+/// with the reception's other rows, outside the writer.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    source: String,
+    business_key: Option<String>,
+    received_at: DateTime<Utc>,
+}
+
+impl Arrival {
+    pub fn new(received: &DeliveryReceived, derived: &KeyDerived) -> Self {
+        Self {
+            source: received.origin.source.clone(),
+            business_key: derived.business.as_ref().map(|b| b.key.clone()),
+            received_at: received.received_at,
+        }
+    }
+
+    fn row(&self, id: &str) -> deferred_delivery::ActiveModel {
+        deferred_delivery::ActiveModel {
+            delivery_id: Set(id.to_owned()),
+            source: Set(self.source.clone()),
+            business_key: Set(self.business_key.clone()),
+            received_at: Set(self.received_at),
+        }
+    }
 }
 
 /// The columns a reception sets; key and decision columns empty.
@@ -158,60 +182,96 @@ fn untouched() -> delivery::ActiveModel {
     }
 }
 
-async fn insert_row<C: ConnectionTrait>(
-    conn: &C,
-    row: delivery::ActiveModel,
-) -> Result<u64, DbErr> {
-    delivery::Entity::insert(row)
-        .on_conflict_do_nothing()
-        .exec_without_returning(conn)
-        .await
-        .map(rows)
+/// The read model's rows for a stretch of the journal, folded in journal
+/// order: the rows of deliveries first seen in the stretch are completed in
+/// memory and inserted many to a statement, in primary-key order; events on
+/// deliveries inserted before it become updates, in journal order.
+#[derive(Debug, Default)]
+pub struct Fold {
+    rows: Vec<delivery::ActiveModel>,
+    new: HashMap<String, usize>,
+    updates: Vec<(String, delivery::ActiveModel)>,
 }
 
-async fn update_row<C: ConnectionTrait>(
-    conn: &C,
-    id: &str,
-    row: delivery::ActiveModel,
-) -> Result<u64, DbErr> {
-    Ok(delivery::Entity::update_many()
-        .set(row)
-        .filter(delivery::Column::DeliveryId.eq(id))
-        .exec(conn)
-        .await?
-        .rows_affected)
+impl Fold {
+    /// Folds one event of delivery `id` journaled at `at` (events the read
+    /// model does not show are ignored).
+    pub fn add(&mut self, id: &str, event: &JournalEvent, at: DateTime<Utc>) {
+        match event {
+            JournalEvent::DeliveryReceived(e) => {
+                self.insert(
+                    id,
+                    received_columns(id, &e.origin, e.received_at, "received"),
+                );
+            }
+            JournalEvent::DeliveryRejected(e) => {
+                self.insert(
+                    id,
+                    received_columns(id, &e.origin, e.received_at, "rejected"),
+                );
+            }
+            JournalEvent::KeyDerived(e) => self.update(id, |row| set_key_columns(row, e)),
+            JournalEvent::DecisionMade(e) => {
+                self.update(id, |row| set_decision_columns(row, e, at));
+            }
+            _ => {}
+        }
+    }
+
+    /// True when nothing was folded.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.updates.is_empty()
+    }
+
+    fn insert(&mut self, id: &str, row: delivery::ActiveModel) {
+        if self.new.contains_key(id) {
+            return;
+        }
+        self.new.insert(id.to_owned(), self.rows.len());
+        self.rows.push(row);
+    }
+
+    fn update(&mut self, id: &str, set: impl FnOnce(&mut delivery::ActiveModel)) {
+        match self.new.get(id) {
+            Some(&at) => set(&mut self.rows[at]),
+            None => {
+                let mut row = untouched();
+                set(&mut row);
+                self.updates.push((id.to_owned(), row));
+            }
+        }
+    }
+
+    /// Writes the folded rows; returns how many deliveries it inserted.
+    pub async fn write<C: ConnectionTrait>(self, conn: &C) -> Result<u64, DbErr> {
+        let Self {
+            mut rows, updates, ..
+        } = self;
+        rows.sort_by(|a, b| id_of(a).cmp(id_of(b)));
+        let mut inserted = 0;
+        for chunk in statements(rows) {
+            inserted += rows_of(
+                delivery::Entity::insert_many(chunk)
+                    .on_conflict_do_nothing()
+                    .exec_without_returning(conn)
+                    .await?,
+            );
+        }
+        for (id, row) in updates {
+            delivery::Entity::update_many()
+                .set(row)
+                .filter(delivery::Column::DeliveryId.eq(id))
+                .exec(conn)
+                .await?;
+        }
+        Ok(inserted)
+    }
 }
 
-pub(super) async fn insert<C: ConnectionTrait>(
-    conn: &C,
-    id: &str,
-    origin: &Origin,
-    received_at: DateTime<Utc>,
-    status: &str,
-) -> Result<u64, DbErr> {
-    insert_row(conn, received_columns(id, origin, received_at, status)).await
-}
-
-pub(super) async fn key_derived<C: ConnectionTrait>(
-    conn: &C,
-    id: &str,
-    e: &KeyDerived,
-    at: DateTime<Utc>,
-) -> Result<u64, DbErr> {
-    let mut row = untouched();
-    set_key_columns(&mut row, e);
-    update_row(conn, id, row).await?;
-    insert_transport_link(conn, id, e, at).await
-}
-
-/// The link a first reception of a transport identity writes.
-pub fn transport_link(id: &str, e: &KeyDerived, at: DateTime<Utc>) -> transport_link::Model {
-    transport_link::Model {
-        transport_key: e.transport_key.clone(),
-        first_delivery_id: id.to_owned(),
-        body_fingerprint: e.body_fingerprint.clone().unwrap_or_default(),
-        business_key: e.business.as_ref().map(|b| b.key.clone()),
-        created_at: at,
+fn id_of(row: &delivery::ActiveModel) -> &str {
+    match &row.delivery_id {
+        sea_orm::ActiveValue::Set(id) | sea_orm::ActiveValue::Unchanged(id) => id,
+        sea_orm::ActiveValue::NotSet => "",
     }
 }
 
@@ -227,52 +287,85 @@ pub async fn insert_transport_link<C: ConnectionTrait>(
         .on_conflict_do_nothing()
         .exec_without_returning(conn)
         .await
-        .map(rows)
+        .map(rows_of)
 }
 
+/// The link a first reception of a transport identity writes.
+pub fn transport_link(id: &str, e: &KeyDerived, at: DateTime<Utc>) -> transport_link::Model {
+    transport_link::Model {
+        transport_key: e.transport_key.clone(),
+        first_delivery_id: id.to_owned(),
+        body_fingerprint: e.body_fingerprint.clone().unwrap_or_default(),
+        business_key: e.business.as_ref().map(|b| b.key.clone()),
+        created_at: at,
+    }
+}
+
+/// What a decision writes before the commit, replayed: the link of an
+/// ignored delivery to its effect, and its deferral row, kept while it is
+/// deferred. A deferral's row is built from the delivery's reception, read
+/// from the journal (a deferral is rare; the live path builds it ahead,
+/// `decided`). Its case is the cases projection's (`cases::apply`). Returns
+/// the deferral rows changed.
 pub(super) async fn decision_made<C: ConnectionTrait>(
     conn: &C,
     id: &str,
     e: &DecisionMade,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
-    let mut row = untouched();
-    set_decision_columns(&mut row, e, at);
-    let changed = update_row(conn, id, row).await?;
-    // Its case is the cases projection's (`cases::apply`).
     let mut rows = Deferred::default();
     link_to_effect(&mut rows, id, e, at);
+    let changed = if e.decision.action == Action::Defer {
+        rows.deferral(arrival_of(conn, id).await?.row(id));
+        1
+    } else {
+        deferred_delivery::Entity::delete_by_id(id.to_owned())
+            .exec(conn)
+            .await?
+            .rows_affected
+    };
     rows.flush(conn).await?;
     Ok(changed)
 }
 
-/// The live path's one row for a new delivery, before its decision: what
-/// replaying its `DeliveryReceived` and `KeyDerived` (but the transport link,
-/// written when the link is claimed) would write.
-pub fn received_row(
-    id: &str,
-    received: &DeliveryReceived,
-    derived: &KeyDerived,
-) -> delivery::ActiveModel {
-    let mut row = received_columns(id, &received.origin, received.received_at, "received");
-    set_key_columns(&mut row, derived);
-    row
+/// A delivery's arrival as its journaled reception says.
+async fn arrival_of<C: ConnectionTrait>(conn: &C, id: &str) -> Result<Arrival, DbErr> {
+    let missing = || DbErr::Custom(format!("delivery {id} is deferred but was never received"));
+    let delivery_id = id.parse().map_err(|_| missing())?;
+    let events = crate::store::journal::for_delivery(conn, delivery_id)
+        .await
+        .map_err(|e| DbErr::Custom(e.to_string()))?;
+    let received = events.iter().find_map(|s| match &s.event {
+        JournalEvent::DeliveryReceived(r) => Some(r),
+        _ => None,
+    });
+    let derived = events.iter().find_map(|s| match &s.event {
+        JournalEvent::KeyDerived(k) => Some(k),
+        _ => None,
+    });
+    match (received, derived) {
+        (Some(received), Some(derived)) => Ok(Arrival::new(received, derived)),
+        _ => Err(missing()),
+    }
 }
 
-/// Completes `row` with what replaying `DecisionMade` would write, and defers
-/// the decision's consequences (a case, a link to the effect).
-pub fn decide_row(
+/// Defers what a new delivery's decision writes before the commit: the case
+/// it opens, the link of an ignored delivery to its effect, the row of a
+/// deferred one.
+pub fn decided(
     rows: &mut Deferred,
-    row: &mut delivery::ActiveModel,
+    arrival: &Arrival,
     id: &str,
     made: &DecisionMade,
     at: DateTime<Utc>,
 ) {
-    set_decision_columns(row, made, at);
     if let Some(case) = cases::opened_by_decision(id, made) {
         rows.case(cases::row(case, at));
     }
     link_to_effect(rows, id, made, at);
+    if made.decision.action == Action::Defer {
+        rows.deferral(arrival.row(id));
+    }
 }
 
 /// An ignored delivery is linked to the effect it asked for again.
@@ -290,32 +383,25 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn deferred_lookups_read_the_partial_indexes_not_the_table() {
+    async fn deferred_lookups_read_their_indexes_not_the_table() {
         let (_dir, db) = crate::store::test_database().await;
-        // Many decided deliveries, two deferred, and statistics that say so:
+        // Many deferred deliveries, on 150 keys, and statistics that say so:
         // the planner's choice then follows from the indexes, not from an
         // empty table (any plan is cheapest on an empty table).
-        let origin = Origin {
-            source: "s".into(),
-            tenant: "t".into(),
-            provider: "p".into(),
-            environment: "e".into(),
-        };
-        let rows = (0..300).map(|i| {
-            let mut row = received_columns(&format!("d{i}"), &origin, Utc::now(), "received");
-            row.business_key = Set(Some(format!("k{}", i % 150)));
-            row.decision = Set(Some(if i < 2 { "defer" } else { "process" }.to_owned()));
-            row
+        let rows = (0..300).map(|i| deferred_delivery::ActiveModel {
+            delivery_id: Set(format!("d{i}")),
+            source: Set("s".to_owned()),
+            business_key: Set(Some(format!("k{}", i % 150))),
+            received_at: Set(Utc::now()),
         });
-        delivery::Entity::insert_many(rows)
+        deferred_delivery::Entity::insert_many(rows)
             .exec_without_returning(&db)
             .await
             .unwrap();
         db.execute_unprepared("ANALYZE").await.unwrap();
         for (query, index) in [
-            // A key has few deliveries: the key's index, then their decision.
-            (deferred_on("k"), "deliveries_business_key"),
-            (oldest_deferred(10), "deliveries_deferred"),
+            (deferred_on("k"), "deferred_deliveries_by_key"),
+            (oldest_deferred(10), "deferred_deliveries_oldest"),
         ] {
             let plan = crate::store::sqlite_plan(&db, &query).await;
             assert!(
@@ -324,9 +410,8 @@ mod tests {
                         || step.contains(&format!("USING INDEX {index} "))),
                 "{plan:?}"
             );
-            // Scanning the partial index is reading only deferred rows.
             assert!(
-                !plan.iter().any(|step| step == "SCAN deliveries"),
+                !plan.iter().any(|step| step == "SCAN deferred_deliveries"),
                 "{plan:?}"
             );
         }

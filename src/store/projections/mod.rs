@@ -1,8 +1,10 @@
 //! Projections: how each journal event changes the derived tables.
 //!
-//! `apply` is the single place that writes projections. The live path calls it
-//! in the transaction that appends the event; `rebuild` replays the journal
-//! through it. Where an event is an atomic claim (a reservation, a settlement,
+//! `apply` is the single place that writes the projections a decision reads.
+//! The live path calls it in the transaction that appends the event; `rebuild`
+//! replays the journal through it. The deliveries read model, which no
+//! decision reads, follows the journal after the commit (`projector`, through
+//! `deliveries::Fold`); `rebuild` replays it too. Where an event is an atomic claim (a reservation, a settlement,
 //! an expiry), `apply` returns the rows it changed and the caller appends the
 //! event only if the claim succeeded, so replaying the journal reaches the same
 //! state as the live run.
@@ -24,8 +26,9 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{EffectSettled, JournalEvent};
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
-pub const TABLES: [&str; 9] = [
+pub const TABLES: [&str; 10] = [
     "deliveries",
+    "deferred_deliveries",
     "transport_links",
     "effects",
     "effect_deliveries",
@@ -54,13 +57,9 @@ pub async fn apply<C: ConnectionTrait>(
 ) -> Result<u64, DbErr> {
     let id = delivery_id.map(|d| d.to_string()).unwrap_or_default();
     match event {
-        JournalEvent::DeliveryReceived(e) => {
-            deliveries::insert(conn, &id, &e.origin, e.received_at, "received").await
-        }
-        JournalEvent::DeliveryRejected(e) => {
-            deliveries::insert(conn, &id, &e.origin, e.received_at, "rejected").await
-        }
-        JournalEvent::KeyDerived(e) => deliveries::key_derived(conn, &id, e, at).await,
+        // The deliveries read model follows the journal (`projector`).
+        JournalEvent::DeliveryReceived(_) | JournalEvent::DeliveryRejected(_) => Ok(0),
+        JournalEvent::KeyDerived(e) => deliveries::insert_transport_link(conn, &id, e, at).await,
         JournalEvent::DecisionMade(e) => {
             let changed = deliveries::decision_made(conn, &id, e, at).await?;
             cases::apply(conn, &id, event, at).await?;
@@ -151,8 +150,10 @@ pub struct Replayed {
     pub events: u64,
 }
 
-/// Clears every projection and replays the journal through `apply`, in one
-/// transaction: readers see the old state or the rebuilt one.
+/// Clears every projection and replays the journal through `apply` (and the
+/// deliveries read model through its fold, page by page), in one
+/// transaction: readers see the old state or the rebuilt one. The read
+/// model's checkpoint is then the journal's last row.
 pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr> {
     use sea_orm::TransactionTrait;
 
@@ -167,15 +168,23 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
         if events.is_empty() {
             break;
         }
+        let mut read_model = deliveries::Fold::default();
         for stored in events {
             if stored.position != after {
                 replayed.rows += 1;
             }
             after = stored.position;
             apply(&txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
+            let id = stored
+                .delivery_id
+                .map(|d| d.to_string())
+                .unwrap_or_default();
+            read_model.add(&id, &stored.event, stored.recorded_at);
             replayed.events += 1;
         }
+        read_model.write(&txn).await?;
     }
+    super::projector::reset(&txn, super::projector::DELIVERIES, after.max(0)).await?;
     txn.commit().await?;
     Ok(replayed)
 }

@@ -20,8 +20,17 @@ pub trait Counts {
     /// The database counted.
     fn db(&self) -> &DatabaseConnection;
 
-    /// Runs a query returning one integer (counts).
+    /// Waits until the deliveries read model holds every journal row
+    /// committed so far (it follows the journal after each commit), or
+    /// fails after 15 s: a count then reads what the requests before it did.
+    async fn settle(&self) {
+        read_model_caught_up(self.db()).await;
+    }
+
+    /// Runs a query returning one integer (counts), once the read model
+    /// has caught up (`settle`).
     async fn count(&self, sql: &str) -> i64 {
+        self.settle().await;
         let db = self.db();
         let row = db
             .query_one_raw(Statement::from_string(
@@ -292,6 +301,42 @@ pub trait Counts {
 impl Counts for TestApp {
     fn db(&self) -> &DatabaseConnection {
         &self.db
+    }
+
+    /// A search makes the server apply the journal up to its head before it
+    /// reads; then the checkpoint is read as for any database.
+    async fn settle(&self) {
+        let _ = self
+            .client
+            .get(format!("{}/api/deliveries?limit=1", self.address))
+            .send()
+            .await;
+        read_model_caught_up(self.db()).await;
+    }
+}
+
+/// Waits until the deliveries read model of `db` holds every journal row
+/// committed so far, or fails after 15 s (at once when either cannot be
+/// read).
+pub async fn read_model_caught_up(db: &DatabaseConnection) {
+    use unicity::store::projector;
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        // A test that broke the database on purpose counts what is left.
+        let (Ok(head), Ok(at)) = (
+            projector::head(db).await,
+            projector::checkpoint(db, projector::DELIVERIES).await,
+        ) else {
+            return;
+        };
+        if at >= head {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the deliveries read model stays at {at}, behind the journal's {head}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 

@@ -41,6 +41,7 @@ impl Probe {
 
     /// Every row of `sql`, every column read as nullable text.
     pub async fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        self.settle().await;
         let rows = self
             .db
             .query_all_raw(Statement::from_string(self.backend(), sql.to_owned()))
@@ -129,6 +130,7 @@ impl Probe {
     }
 
     pub async fn snapshot(&self) -> Snapshot {
+        self.settle().await;
         let mut snapshot = Snapshot::new();
         for table in TABLES {
             let columns = self.columns(table).await;
