@@ -19,6 +19,7 @@ mod faults;
 mod fixture_breakers;
 mod fixture_cli;
 mod fixture_masking;
+mod fixture_purges;
 mod fixtures;
 mod floods;
 mod hostile;
