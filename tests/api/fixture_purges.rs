@@ -5,7 +5,7 @@
 //! at that moment — without them the late delivery finds the applied
 //! effect and is ignored, and the case never opens.
 
-use unicity::domain::fixture::{Between, Fixture};
+use unicity::domain::fixture::{Between, Fixture, Happened};
 use unicity::services::fixtures;
 
 use crate::support::app::{TestApp, fresh_database, refund, spawn_app_with};
@@ -34,6 +34,9 @@ provider = "norefid"
 event_type = "refund.*"
 strategies = ["short-refund"]
 "#;
+
+/// The fixture shipped from a real run (`tests/fixtures/README.md`).
+const SHIPPED: &str = "evidence-purged-rejected.json";
 
 /// The differences a replay of `fixture` on a fresh database finds,
 /// configured as `base`.
@@ -130,5 +133,62 @@ async fn a_case_held_because_the_evidence_was_purged_exports_the_purges_and_repl
         Some(
             "delivery 2 was decided ignore/late_replay_found_effect where the fixture expects reconcile/evidence_purged"
         )
+    );
+}
+
+#[tokio::test]
+async fn the_shipped_purge_fixture_is_decided_otherwise_when_nothing_is_purged() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(SHIPPED);
+    let fixture: Fixture = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    // The shipped file holds a late delivery held because the evidence of
+    // the effect it asks for again was purged,
+    let late = fixture.case.delivery;
+    assert_eq!(fixture.deliveries[late].expect.reason, "evidence_purged");
+    assert!(
+        fixture
+            .between
+            .iter()
+            .any(|h| h.event == Between::EvidencePurged),
+        "{:?}",
+        fixture.between
+    );
+    // which a replay decides as it was (tests/api/fixtures.rs replays it with
+    // every other file);
+    assert_eq!(differences(&fixture, &demo()).await, Vec::<String>::new());
+    // with nothing purged, the late delivery is ignored as a duplicate.
+    let mut untouched = fixture.clone();
+    untouched.between.clear();
+    let found = differences(&untouched, &demo()).await;
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some(
+            format!(
+                "delivery {late} was decided ignore/duplicate_of_applied where the fixture expects reconcile/evidence_purged"
+            )
+            .as_str()
+        ),
+        "{found:?}"
+    );
+    // Purged only after the late delivery arrived, the same.
+    let mut after = fixture.clone();
+    let last = fixture.deliveries[late].offset_ms + 1;
+    after.between = vec![
+        Happened {
+            offset_ms: last,
+            delivery: 0,
+            event: Between::KeyPurged,
+        },
+        Happened {
+            offset_ms: last,
+            delivery: 0,
+            event: Between::EvidencePurged,
+        },
+    ];
+    assert_eq!(
+        differences(&after, &demo()).await.first(),
+        found.first(),
+        "{found:?}"
     );
 }
