@@ -12,6 +12,9 @@ use crate::support::app::{fresh_database, refund, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 
+/// The fixture shipped from a real run (`tests/fixtures/README.md`).
+const SHIPPED: &str = "outcome-unknown-rejected.json";
+
 /// The differences a replay of `fixture` on a fresh database finds, on the
 /// demo configuration as `tests/api/fixtures.rs` replays.
 async fn differences(fixture: &Fixture) -> Vec<String> {
@@ -72,5 +75,58 @@ async fn a_case_held_on_an_unknown_outcome_exports_the_sinks_answer_and_replays_
         Some(
             "delivery 1 was decided ignore/duplicate_of_applied where the fixture expects reconcile/outcome_unknown"
         )
+    );
+}
+
+#[tokio::test]
+async fn the_shipped_unknown_outcome_fixture_is_decided_by_what_the_sink_answered() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(SHIPPED);
+    let fixture: Fixture = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    // The shipped file holds a retry held on its first attempt's unknown
+    // outcome,
+    let held = fixture.case.delivery;
+    assert_eq!(fixture.deliveries[held].expect.reason, "outcome_unknown");
+    assert!(
+        fixture
+            .between
+            .iter()
+            .any(|h| h.event == Between::EffectOutcomeUnknown),
+        "{:?}",
+        fixture.between
+    );
+    // which a replay decides as it was (tests/api/fixtures.rs replays it with
+    // every other file);
+    assert_eq!(differences(&fixture).await, Vec::<String>::new());
+    // had the sink answered "applied", the retry would be ignored,
+    let mut applied = fixture.clone();
+    applied.between.clear();
+    let found = differences(&applied).await;
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some(
+            format!(
+                "delivery {held} was decided ignore/duplicate_of_applied where the fixture expects reconcile/outcome_unknown"
+            )
+            .as_str()
+        ),
+        "{found:?}"
+    );
+    // and had it refused without effect, the retry would apply it again.
+    let mut refused = fixture.clone();
+    for happened in &mut refused.between {
+        happened.event = Between::EffectFailed;
+    }
+    let found = differences(&refused).await;
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some(
+            format!(
+                "delivery {held} was decided process/previous_attempt_failed_without_effect where the fixture expects reconcile/outcome_unknown"
+            )
+            .as_str()
+        ),
+        "{found:?}"
     );
 }
