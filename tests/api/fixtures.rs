@@ -18,7 +18,7 @@ async fn every_exported_case_is_still_decided_and_resolved_as_it_was() {
     let checked = fixtures::check(&dir, &base, &mut TestDatabases::default(), |_| {})
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
-    assert!(checked.len() >= 12, "the fixtures shipped: {checked:?}");
+    assert!(checked.len() >= 20, "the fixtures shipped: {checked:?}");
     let failures: Vec<String> = checked
         .iter()
         .filter(|one| !one.passed())

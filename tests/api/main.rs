@@ -19,6 +19,8 @@ mod faults;
 mod fixture_breakers;
 mod fixture_cli;
 mod fixture_masking;
+mod fixture_purges;
+mod fixture_settlements;
 mod fixtures;
 mod floods;
 mod hostile;
