@@ -33,8 +33,18 @@ pub fn spawn(engine: SharedEngine) {
 /// Trips every strategy over the threshold, then refreshes the tripped set.
 /// Returns the strategies tripped by this call.
 pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
-    // Collisions are counted on the deliveries read model.
-    super::projector::before_reading(engine).await;
+    // Collisions are counted on the deliveries read model: on one behind the
+    // journal the window would hold fewer of them than happened. The
+    // evaluation waits for the next check rather than judge on it.
+    let freshness = super::projector::before_reading(engine).await;
+    if freshness.behind > 0 {
+        tracing::error!(
+            behind = freshness.behind,
+            "collision breakers not evaluated: the deliveries read model is behind the journal"
+        );
+        refresh(engine).await?;
+        return Ok(Vec::new());
+    }
     let config = &engine.config;
     let since = Utc::now()
         - chrono::Duration::seconds(

@@ -132,6 +132,9 @@ pub async fn show(
     let db = &engine.db;
     let stored = journal::for_delivery(db, id).await?;
     let first = stored.first().ok_or(ShowError::NotFound)?;
+    // The delivery is the journal's; the deliveries linked to it are the
+    // read model's, which may not hold the latest retries yet.
+    super::projector::before_reading(engine).await;
     let (status, origin, received_at, headers, body_ref, parse, item_of) = match &first.event {
         JournalEvent::DeliveryReceived(e) => (
             "received",

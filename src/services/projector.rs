@@ -8,12 +8,13 @@
 //! A reader that must see what was committed before it asked
 //! (`caught_up`) applies the journal itself up to the head it read, for at
 //! most the time it is given, and otherwise reports how far behind it read.
-//! A delivery's own page reads the journal and never waits.
+//! A delivery's own page reads the delivery from the journal; only the
+//! deliveries it links to come from the read model.
 
 use std::time::Duration;
 
 use chrono::Utc;
-use sea_orm::DbErr;
+use sea_orm::{DbBackend, DbErr};
 use serde::Serialize;
 use tokio::sync::{Mutex, watch};
 
@@ -83,7 +84,7 @@ impl Default for Projector {
 }
 
 /// Runs rounds forever, one every `[engine] read_model_pace_ms` (at once
-/// after a full stretch).
+/// while a stretch left more to apply).
 pub fn spawn(engine: SharedEngine) {
     let pace = Duration::from_millis(engine.config.read_model_pace_ms.max(10));
     crate::tasks::supervise("projector", move || {
@@ -91,7 +92,7 @@ pub fn spawn(engine: SharedEngine) {
         async move {
             loop {
                 match round(&engine).await {
-                    Ok(events) if events >= STRETCH as usize => continue,
+                    Ok(Round::More) => continue,
                     Ok(_) => {}
                     Err(error) => {
                         tracing::warn!(%error, "projector round failed; retrying");
@@ -103,27 +104,61 @@ pub fn spawn(engine: SharedEngine) {
     });
 }
 
-/// Applies the next stretch of the journal, if any: the events it applied.
-pub async fn round(engine: &Engine) -> Result<usize, DbErr> {
+/// What a round came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Round {
+    /// The read model held everything up to the fence already.
+    Idle,
+    /// A stretch was applied (here or by another process) up to the fence.
+    Applied,
+    /// A stretch was applied and more remains before the fence.
+    More,
+}
+
+/// Journal rows in one stretch at most: on SQLite a stretch is applied in a
+/// writer batch, whose deliveries wait for it, so it stays small.
+fn stretch_rows(engine: &Engine) -> u64 {
+    match engine.db.get_database_backend() {
+        DbBackend::Postgres => STRETCH,
+        _ => STRETCH / 5,
+    }
+}
+
+/// Applies the next stretch of the journal, if any.
+///
+/// On SQLite, the database's one writer at a time, the stretch goes through
+/// the writer like any write. On PostgreSQL it is applied in a transaction of
+/// its own: through the writer it would be a keyless job, which owns every
+/// key of every process while it runs; it needs none, its compare-and-set on
+/// the checkpoint being all that orders two projectors.
+pub async fn round(engine: &Engine) -> Result<Round, DbErr> {
     let _turn = engine.projector.turn.lock().await;
     let fence = projector::fence(&engine.db).await?;
     let from = projector::checkpoint(&engine.db, projector::DELIVERIES).await?;
     if from >= fence {
         engine.projector.position.send_replace(from);
-        return Ok(0);
+        return Ok(Round::Idle);
     }
-    let stretch = Stretch::read(&engine.db, from, fence, STRETCH)
+    let stretch = Stretch::read(&engine.db, from, fence, stretch_rows(engine))
         .await
         .map_err(|e| DbErr::Custom(e.to_string()))?;
-    let (to, events) = (stretch.to(), stretch.events());
-    let position = if engine.writer.submit(stretch).await? {
+    let to = stretch.to();
+    let applied = match engine.db.get_database_backend() {
+        DbBackend::Postgres => stretch.apply(&engine.db).await?,
+        _ => engine.writer.submit(stretch).await?,
+    };
+    let position = if applied {
         to
     } else {
         // Another process's projector applied it.
         projector::checkpoint(&engine.db, projector::DELIVERIES).await?
     };
     engine.projector.position.send_replace(position);
-    Ok(events.max(1))
+    Ok(if position < fence {
+        Round::More
+    } else {
+        Round::Applied
+    })
 }
 
 /// Waits, at most `within`, until the read model holds every journal row
@@ -136,19 +171,23 @@ pub async fn caught_up(engine: &Engine, within: Duration) -> Result<Freshness, D
     if at >= head {
         return Ok(Freshness::default());
     }
+    // A round that fails (on PostgreSQL, a fence that waited its 100 ms
+    // for a long append) is tried again while time is left.
     let reached = tokio::time::timeout(within, async {
         while *engine.projector.position.borrow() < head {
-            round(engine).await?;
+            if let Err(error) = round(engine).await {
+                tracing::debug!(%error, "a read model round failed; trying again");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
-        Ok::<(), DbErr>(())
     })
     .await;
-    if let Ok(Err(error)) = &reached {
-        tracing::warn!(%error, "the deliveries read model could not catch up");
-    }
     match reached {
-        Ok(Ok(())) => Ok(Freshness::default()),
-        _ => Ok(projector::lag(&engine.db).await?.into()),
+        Ok(_) => Ok(Freshness::default()),
+        Err(_) => {
+            tracing::warn!(head, "the deliveries read model could not catch up in time");
+            Ok(projector::lag(&engine.db).await?.into())
+        }
     }
 }
 

@@ -52,6 +52,10 @@ pub async fn run_all(
 
 /// Lists `lookup`'s provider over `window` widened by `slack`, compares it
 /// with the ledger and journals what it found.
+/// How long a run waits for the deliveries read model to hold every effect's
+/// delivery.
+const READ_MODEL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub async fn run(
     engine: &SharedEngine,
     lookup: &Lookup,
@@ -75,13 +79,16 @@ pub async fn run(
         error: None,
     };
     // Effects are found through the deliveries read model: one it does not
-    // show yet would read as an operation Unicity never applied.
-    let freshness = super::projector::before_reading(engine).await;
+    // show yet would read as an operation Unicity never applied. A run that
+    // cannot wait for it is journaled as failed, never skipped unseen.
+    let freshness = super::projector::caught_up(engine, READ_MODEL_WAIT).await?;
     if freshness.behind > 0 {
-        anyhow::bail!(
-            "the deliveries read model is {} journal rows behind; the window is reconciled once it has caught up",
-            freshness.behind
-        );
+        ran.error = Some(format!(
+            "the deliveries read model was {} journal rows behind after {} s: nothing compared",
+            freshness.behind,
+            READ_MODEL_WAIT.as_secs()
+        ));
+        return journal(engine, ran, Vec::new()).await;
     }
     let listed = lookup.list(&engine.http, from, to).await;
     let operations = match listed.map(|(_, operations)| operations) {

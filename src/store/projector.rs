@@ -86,6 +86,18 @@ pub async fn checkpoint<C: ConnectionTrait>(conn: &C, name: &str) -> Result<i64,
     Ok(row.map_or(0, |row| row.position))
 }
 
+/// Holds the read model's checkpoint until the transaction ends (a rebuild
+/// rewriting its rows): on PostgreSQL a projector's stretch waits for it.
+pub async fn hold(txn: &sea_orm::DatabaseTransaction) -> Result<(), DbErr> {
+    if txn.get_database_backend() == DbBackend::Postgres {
+        txn.execute_unprepared(&format!(
+            "SELECT position FROM projector_checkpoints WHERE name = '{DELIVERIES}' FOR UPDATE"
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
 /// Sets the checkpoint `name` to `position` (a rebuild, which rewrote the
 /// projector's tables).
 pub async fn reset<C: ConnectionTrait>(conn: &C, name: &str, position: i64) -> Result<(), DbErr> {
@@ -139,7 +151,6 @@ pub struct Stretch {
     from: i64,
     to: i64,
     fold: Fold,
-    events: usize,
 }
 
 impl Stretch {
@@ -162,23 +173,12 @@ impl Stretch {
             from,
             to: last.unwrap_or(fence),
             fold,
-            events: events.len(),
         })
     }
 
     /// The position the stretch ends at.
     pub fn to(&self) -> i64 {
         self.to
-    }
-
-    /// The events it folds.
-    pub fn events(&self) -> usize {
-        self.events
-    }
-
-    /// True when applying it would change nothing but the checkpoint.
-    pub fn is_empty(&self) -> bool {
-        self.fold.is_empty()
     }
 }
 
@@ -191,17 +191,7 @@ impl WriteJob for Stretch {
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
         Box::pin(async move {
             let conn = tx.connection();
-            let moved = projector_checkpoint::Entity::update_many()
-                .col_expr(
-                    projector_checkpoint::Column::Position,
-                    sea_orm::sea_query::Expr::value(self.to),
-                )
-                .filter(projector_checkpoint::Column::Name.eq(DELIVERIES))
-                .filter(projector_checkpoint::Column::Position.eq(self.from))
-                .exec(conn)
-                .await?
-                .rows_affected;
-            if moved != 1 {
+            if !advance(conn, self.from, self.to).await? {
                 return Ok(false);
             }
             self.fold.write(conn).await?;
@@ -210,26 +200,32 @@ impl WriteJob for Stretch {
     }
 }
 
-/// Applies the journal to the deliveries read model up to its fence, in
-/// stretches of `limit` rows, outside any writer (a rebuild's transaction, a
-/// command, a test): returns the events applied.
-pub async fn catch_up<C: ConnectionTrait>(
-    conn: &C,
-    fence: i64,
-    limit: u64,
-) -> Result<usize, DbErr> {
-    let mut applied = 0;
-    loop {
-        let from = checkpoint(conn, DELIVERIES).await?;
-        if from >= fence {
-            return Ok(applied);
+impl Stretch {
+    /// Applies the stretch and moves the checkpoint in a transaction of its
+    /// own, outside the writer: false, writing nothing, when the checkpoint
+    /// is no longer at its start.
+    pub async fn apply(self, db: &DatabaseConnection) -> Result<bool, DbErr> {
+        let txn = db.begin().await?;
+        if !advance(&txn, self.from, self.to).await? {
+            return Ok(false);
         }
-        let stretch = Stretch::read(conn, from, fence, limit)
-            .await
-            .map_err(|e| DbErr::Custom(e.to_string()))?;
-        applied += stretch.events;
-        let to = stretch.to;
-        stretch.fold.write(conn).await?;
-        reset(conn, DELIVERIES, to).await?;
+        self.fold.write(&txn).await?;
+        txn.commit().await?;
+        Ok(true)
     }
+}
+
+/// Moves the checkpoint from `from` to `to`, if it is still at `from`.
+async fn advance<C: ConnectionTrait>(conn: &C, from: i64, to: i64) -> Result<bool, DbErr> {
+    let moved = projector_checkpoint::Entity::update_many()
+        .col_expr(
+            projector_checkpoint::Column::Position,
+            sea_orm::sea_query::Expr::value(to),
+        )
+        .filter(projector_checkpoint::Column::Name.eq(DELIVERIES))
+        .filter(projector_checkpoint::Column::Position.eq(from))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    Ok(moved == 1)
 }

@@ -178,9 +178,14 @@ async fn fifty_concurrent_identical_deliveries(engine: &str) {
         "{decisions:?}"
     );
 
-    // Deferred deliveries are re-decided once the effect settles.
+    // Each deferred delivery waits in its own row until it is re-decided,
+    // once the effect settles; then none is left waiting.
+    let deferred = decisions.iter().filter(|d| **d == "defer").count() as i64;
+    let waiting = "SELECT COUNT(*) FROM deferred_deliveries";
+    assert!(app.count(waiting).await <= deferred);
     app.wait_decided("defer", 0).await;
     app.wait_decided("ignore", 49).await;
+    assert_eq!(app.count(waiting).await, 0);
     assert_eq!(downstream.calls().len(), 1, "one downstream call");
     assert!(
         downstream.calls()[0].starts_with("\"norefid-refund-ref@1:"),

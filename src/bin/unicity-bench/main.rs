@@ -37,6 +37,7 @@ mod load;
 mod payloads;
 use unicity::simulate::prng;
 mod queue;
+mod read_model;
 mod report;
 mod searches;
 mod server;
@@ -305,11 +306,12 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         cli.clients
     );
     let load = async {
-        let sent = load::run(&base_urls, plan.clone(), cli.clients, None).await?;
+        let run = load::run(&base_urls, plan.clone(), cli.clients, None);
+        let (sent, lag) = read_model::during(&fresh.url, run).await?;
         let ok = sent.ok;
-        Ok((sent, ok))
+        Ok(((sent, lag), ok))
     };
-    let (sent, io_sent) = meter
+    let ((sent, read_model), io_sent) = meter
         .measure(Side::Unicity, &mut unicity_work, load)
         .await?;
     let unicity_io = IoPerOp::between(io_sent.0, io_sent.1, sent.ok);
@@ -386,6 +388,7 @@ async fn run(cli: &Cli, fresh: &Fresh) -> anyhow::Result<()> {
         transport_errors: sent.transport_errors,
         journaled,
         exactly_once,
+        read_model,
         work: report::Work {
             unicity: unicity_work.per_op(true),
             baseline: baseline_work.per_op(false),

@@ -146,6 +146,8 @@ pub struct Report {
     pub transport_errors: u64,
     pub journaled: i64,
     pub exactly_once: ExactlyOnce,
+    /// The deliveries read model's lag during the load, and its catch-up.
+    pub read_model: crate::read_model::ReadModelLag,
     pub targets: Targets,
     /// What each delivery and each baseline insert cost.
     pub work: Work,
@@ -170,7 +172,7 @@ impl Work {
             "{:<44} {:>12} {:>12}",
             "per delivery | per baseline insert", "unicity", "baseline"
         );
-        let lines: [(&str, String, String); 9] = [
+        let lines: [(&str, String, String); 11] = [
             (
                 "cpu ms, this process (without clients)",
                 ms(Some(u.cpu_ms)),
@@ -195,6 +197,16 @@ impl Work {
                 "index entries",
                 format!("{:.2}", u.index_entries),
                 format!("{:.2}", b.index_entries),
+            ),
+            (
+                "rows written before the 2xx",
+                format!("{:.2}", u.hot_path_rows),
+                format!("{:.2}", b.hot_path_rows),
+            ),
+            (
+                "index entries before the 2xx",
+                format!("{:.2}", u.hot_path_index_entries),
+                format!("{:.2}", b.hot_path_index_entries),
             ),
             (
                 "journal rows",
@@ -388,6 +400,12 @@ impl Report {
                     format!("held: {effects} effects on {keys} keys"),
             },
             self.planned_effects
+        );
+        let lag = &self.read_model;
+        let _ = writeln!(
+            out,
+            "read model lag             p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} rows) over {} samples; caught up {:.0} ms after the load",
+            lag.p50_ms, lag.p99_ms, lag.max_ms, lag.max_behind_rows, lag.samples, lag.catch_up_ms
         );
         self.work.table(&mut out);
         out

@@ -218,11 +218,6 @@ impl Fold {
         }
     }
 
-    /// True when nothing was folded.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.updates.is_empty()
-    }
-
     fn insert(&mut self, id: &str, row: delivery::ActiveModel) {
         if self.new.contains_key(id) {
             return;

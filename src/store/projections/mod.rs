@@ -153,11 +153,17 @@ pub struct Replayed {
 /// Clears every projection and replays the journal through `apply` (and the
 /// deliveries read model through its fold, page by page), in one
 /// transaction: readers see the old state or the rebuilt one. The read
-/// model's checkpoint is then the journal's last row.
+/// model's checkpoint is then the fence it was replayed to.
 pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr> {
     use sea_orm::TransactionTrait;
 
+    // The read model is replayed up to a fence, as its projector would be:
+    // on PostgreSQL a row with a lower position may commit after a page was
+    // read. The projector applies what follows from the fence, and waits on
+    // its checkpoint's row until the rebuild ends.
+    let fence = super::projector::fence(db).await?;
     let txn = db.begin().await?;
+    super::projector::hold(&txn).await?;
     clear(&txn).await?;
     let mut replayed = Replayed::default();
     let mut after = i64::MIN;
@@ -175,16 +181,16 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
             }
             after = stored.position;
             apply(&txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
-            let id = stored
-                .delivery_id
-                .map(|d| d.to_string())
-                .unwrap_or_default();
-            read_model.add(&id, &stored.event, stored.recorded_at);
+            if stored.position <= fence {
+                let id = stored.delivery_id.map(|d| d.to_string());
+                let id = id.unwrap_or_default();
+                read_model.add(&id, &stored.event, stored.recorded_at);
+            }
             replayed.events += 1;
         }
         read_model.write(&txn).await?;
     }
-    super::projector::reset(&txn, super::projector::DELIVERIES, after.max(0)).await?;
+    super::projector::reset(&txn, super::projector::DELIVERIES, fence).await?;
     txn.commit().await?;
     Ok(replayed)
 }
