@@ -44,7 +44,7 @@ pub struct Engine {
     /// What this engine counts and times, for `/metrics`.
     pub metrics: Metrics,
     /// Applies the journal to the deliveries read model after the commit.
-    pub projector: super::projector::Projector,
+    pub projector: crate::store::projector::Progress,
 }
 
 pub type SharedEngine = Arc<Engine>;

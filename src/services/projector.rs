@@ -14,12 +14,14 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use futures_util::future::BoxFuture;
 use sea_orm::{DbBackend, DbErr};
 use serde::Serialize;
-use tokio::sync::{Mutex, watch};
 
 use super::engine::{Engine, SharedEngine};
+use crate::store::Tx;
 use crate::store::projector::{self, Lag, Stretch};
+use crate::store::writer::WriteJob;
 
 /// Journal rows read and applied in one stretch at most.
 const STRETCH: u64 = 5_000;
@@ -62,23 +64,6 @@ impl From<Lag> for Freshness {
             lag_ms: lag
                 .since
                 .map(|since| (Utc::now() - since).num_milliseconds().max(0)),
-        }
-    }
-}
-
-/// This process's projector: one round at a time, and the checkpoint it last
-/// saw, for readers waiting on it.
-#[derive(Debug)]
-pub struct Projector {
-    turn: Mutex<()>,
-    position: watch::Sender<i64>,
-}
-
-impl Default for Projector {
-    fn default() -> Self {
-        Self {
-            turn: Mutex::new(()),
-            position: watch::channel(0).0,
         }
     }
 }
@@ -145,7 +130,7 @@ pub async fn round(engine: &Engine) -> Result<Round, DbErr> {
     let to = stretch.to();
     let applied = match engine.db.get_database_backend() {
         DbBackend::Postgres => stretch.apply(&engine.db).await?,
-        _ => engine.writer.submit(stretch).await?,
+        _ => engine.writer.submit(Apply(stretch)).await?,
     };
     let position = if applied {
         to
@@ -159,6 +144,17 @@ pub async fn round(engine: &Engine) -> Result<Round, DbErr> {
     } else {
         Round::Applied
     })
+}
+
+/// A stretch applied with its checkpoint as a writer job.
+struct Apply(Stretch);
+
+impl WriteJob for Apply {
+    type Output = bool;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
+        Box::pin(self.0.apply_on(tx.connection()))
+    }
 }
 
 /// Waits, at most `within`, until the read model holds every journal row

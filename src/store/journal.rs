@@ -151,11 +151,11 @@ fn decided_row(
 ///
 /// On PostgreSQL the transaction first takes the journal's lock shared, until
 /// it ends: a position is then never handed out while the projector's fence
-/// holds it (`projector::fence`).
+/// holds it (`checkpoint::fence`).
 pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
     let backend = conn.get_database_backend();
     if backend == DbBackend::Postgres && !rows.is_empty() {
-        conn.execute_unprepared(&super::projector::share_the_journal())
+        conn.execute_unprepared(&super::checkpoint::share_the_journal())
             .await?;
     }
     for chunk in super::chunks::statements(rows) {

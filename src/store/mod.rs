@@ -5,6 +5,7 @@ pub mod access;
 pub mod bodies;
 pub mod breakers;
 pub mod cases;
+pub mod checkpoint;
 mod chunks;
 pub mod dashboard;
 pub mod deferred;

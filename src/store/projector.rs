@@ -1,32 +1,18 @@
-//! The deliveries read model's projector, its storage side: how far it has
-//! applied the journal (its checkpoint), how far it may apply it (the fence),
-//! the stretch it applies next, and the writer job that applies a stretch and
-//! moves the checkpoint in one transaction. The task that drives it is
+//! The deliveries read model's projector, its storage side: the stretch of
+//! the journal it applies next, applied with its checkpoint in one
+//! transaction (`checkpoint` says how far it is and may go), and what this
+//! process knows of its progress. The task that drives it is
 //! `services::projector`.
-//!
-//! A stretch must never skip a row that commits later with a lower position.
-//! On SQLite one writer at a time holds the database from its first insert to
-//! its commit, so positions commit in order and the journal's head is the
-//! fence. On PostgreSQL transactions commit in any order: every transaction
-//! that appends to the journal holds the journal's advisory lock shared from
-//! before its first position to its commit (`journal::insert`), and the fence
-//! is the head read while holding that lock exclusively, for an instant.
 
-use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, TransactionTrait,
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter,
+    TransactionTrait,
 };
 
-use super::entities::{journal as journal_row, projector_checkpoint};
+pub use super::checkpoint::{DELIVERIES, Lag, checkpoint, fence, head, lag, reset};
+use super::entities::projector_checkpoint;
 use super::journal::{self, ReadError};
 use super::projections::deliveries::Fold;
-use super::tx::Tx;
-use super::writer::WriteJob;
-
-/// The checkpoint of the deliveries read model.
-pub const DELIVERIES: &str = "deliveries";
 
 /// The event types that shape the deliveries read model.
 const SHAPING: [&str; 5] = [
@@ -36,112 +22,6 @@ const SHAPING: [&str; 5] = [
     "KeyDerived",
     "DecisionMade",
 ];
-
-/// PostgreSQL's advisory lock on journal positions (two-integer form:
-/// class, 0). Part of the protocol every process on a database shares.
-const JOURNAL_LOCK: (i32, i32) = (0x756e_696a, 0); // "unij"
-
-/// The statement a journal append runs first on PostgreSQL.
-pub(super) fn share_the_journal() -> String {
-    let (class, key) = JOURNAL_LOCK;
-    format!("SELECT pg_advisory_xact_lock_shared({class}, {key})")
-}
-
-/// The position of the journal's last row (0 when it is empty).
-pub async fn head<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
-    let last = journal_row::Entity::find()
-        .select_only()
-        .column_as(journal_row::Column::Position.max(), "head")
-        .into_tuple::<Option<i64>>()
-        .one(conn)
-        .await?;
-    Ok(last.flatten().unwrap_or(0))
-}
-
-/// A position at or before which every journal row is committed and will
-/// never be joined by another. On PostgreSQL appends queue behind the
-/// exclusive lock while it waits for those under way: it waits 100 ms at
-/// most, then fails (the next round tries again), so that a long transaction
-/// holding the lock shared never stalls every append behind the fence.
-pub async fn fence(db: &DatabaseConnection) -> Result<i64, DbErr> {
-    if db.get_database_backend() != DbBackend::Postgres {
-        return head(db).await;
-    }
-    let txn = db.begin().await?;
-    txn.execute_unprepared("SET LOCAL lock_timeout = '100ms'")
-        .await?;
-    let (class, key) = JOURNAL_LOCK;
-    txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({class}, {key})"))
-        .await?;
-    let fence = head(&txn).await?;
-    txn.commit().await?;
-    Ok(fence)
-}
-
-/// How far the projector `name` has applied the journal.
-pub async fn checkpoint<C: ConnectionTrait>(conn: &C, name: &str) -> Result<i64, DbErr> {
-    let row = projector_checkpoint::Entity::find_by_id(name.to_owned())
-        .one(conn)
-        .await?;
-    Ok(row.map_or(0, |row| row.position))
-}
-
-/// Holds the read model's checkpoint until the transaction ends (a rebuild
-/// rewriting its rows): on PostgreSQL a projector's stretch waits for it.
-pub async fn hold(txn: &sea_orm::DatabaseTransaction) -> Result<(), DbErr> {
-    if txn.get_database_backend() == DbBackend::Postgres {
-        txn.execute_unprepared(&format!(
-            "SELECT position FROM projector_checkpoints WHERE name = '{DELIVERIES}' FOR UPDATE"
-        ))
-        .await?;
-    }
-    Ok(())
-}
-
-/// Sets the checkpoint `name` to `position` (a rebuild, which rewrote the
-/// projector's tables).
-pub async fn reset<C: ConnectionTrait>(conn: &C, name: &str, position: i64) -> Result<(), DbErr> {
-    let row = projector_checkpoint::ActiveModel {
-        name: sea_orm::ActiveValue::Set(name.to_owned()),
-        position: sea_orm::ActiveValue::Set(position),
-    };
-    projector_checkpoint::Entity::insert(row)
-        .on_conflict(
-            sea_orm::sea_query::OnConflict::column(projector_checkpoint::Column::Name)
-                .update_column(projector_checkpoint::Column::Position)
-                .to_owned(),
-        )
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
-}
-
-/// How far behind the journal the deliveries read model is.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Lag {
-    /// Journal rows not yet applied (head − checkpoint).
-    pub rows: i64,
-    /// When the oldest of them was recorded.
-    pub since: Option<DateTime<Utc>>,
-}
-
-/// The deliveries read model's lag.
-pub async fn lag<C: ConnectionTrait>(conn: &C) -> Result<Lag, DbErr> {
-    let at = checkpoint(conn, DELIVERIES).await?;
-    let rows = head(conn).await? - at;
-    if rows <= 0 {
-        return Ok(Lag::default());
-    }
-    let since = journal_row::Entity::find()
-        .select_only()
-        .column(journal_row::Column::RecordedAt)
-        .filter(journal_row::Column::Position.gt(at))
-        .order_by_asc(journal_row::Column::Position)
-        .into_tuple::<DateTime<Utc>>()
-        .one(conn)
-        .await?;
-    Ok(Lag { rows, since })
-}
 
 /// The next stretch of the journal for the deliveries read model: the rows
 /// after `from`, up to `fence`, at most `limit` of those that shape it,
@@ -182,34 +62,25 @@ impl Stretch {
     }
 }
 
-/// Applies a stretch and moves the checkpoint from its start to its end, as
-/// a writer job: false, writing nothing, when the checkpoint is no longer at
-/// its start (another process's projector applied it).
-impl WriteJob for Stretch {
-    type Output = bool;
-
-    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
-        Box::pin(async move {
-            let conn = tx.connection();
-            if !advance(conn, self.from, self.to).await? {
-                return Ok(false);
-            }
-            self.fold.write(conn).await?;
-            Ok(true)
-        })
-    }
-}
-
 impl Stretch {
-    /// Applies the stretch and moves the checkpoint in a transaction of its
-    /// own, outside the writer: false, writing nothing, when the checkpoint
-    /// is no longer at its start.
-    pub async fn apply(self, db: &DatabaseConnection) -> Result<bool, DbErr> {
-        let txn = db.begin().await?;
-        if !advance(&txn, self.from, self.to).await? {
+    /// Applies the stretch and moves the checkpoint from its start to its
+    /// end on `conn`, inside the caller's transaction (a writer job's):
+    /// false, writing nothing, when the checkpoint is no longer at its start
+    /// (another process's projector applied it).
+    pub async fn apply_on<C: ConnectionTrait>(self, conn: &C) -> Result<bool, DbErr> {
+        if !advance(conn, self.from, self.to).await? {
             return Ok(false);
         }
-        self.fold.write(&txn).await?;
+        self.fold.write(conn).await?;
+        Ok(true)
+    }
+
+    /// The same in a transaction of its own, outside the writer.
+    pub async fn apply(self, db: &DatabaseConnection) -> Result<bool, DbErr> {
+        let txn = db.begin().await?;
+        if !self.apply_on(&txn).await? {
+            return Ok(false);
+        }
         txn.commit().await?;
         Ok(true)
     }
@@ -228,4 +99,21 @@ async fn advance<C: ConnectionTrait>(conn: &C, from: i64, to: i64) -> Result<boo
         .await?
         .rows_affected;
     Ok(moved == 1)
+}
+
+/// What this process knows of the projector: one round at a time, and the
+/// checkpoint it last saw, for readers waiting on it.
+#[derive(Debug)]
+pub struct Progress {
+    pub turn: tokio::sync::Mutex<()>,
+    pub position: tokio::sync::watch::Sender<i64>,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self {
+            turn: tokio::sync::Mutex::new(()),
+            position: tokio::sync::watch::channel(0).0,
+        }
+    }
 }

@@ -161,9 +161,9 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
     // on PostgreSQL a row with a lower position may commit after a page was
     // read. The projector applies what follows from the fence, and waits on
     // its checkpoint's row until the rebuild ends.
-    let fence = super::projector::fence(db).await?;
+    let fence = super::checkpoint::fence(db).await?;
     let txn = db.begin().await?;
-    super::projector::hold(&txn).await?;
+    super::checkpoint::hold(&txn).await?;
     clear(&txn).await?;
     let mut replayed = Replayed::default();
     let mut after = i64::MIN;
@@ -190,7 +190,7 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
         }
         read_model.write(&txn).await?;
     }
-    super::projector::reset(&txn, super::projector::DELIVERIES, fence).await?;
+    super::checkpoint::reset(&txn, super::checkpoint::DELIVERIES, fence).await?;
     txn.commit().await?;
     Ok(replayed)
 }
