@@ -1,9 +1,10 @@
 //! The projector: the deliveries read model (search, lists, the dashboard,
 //! the case queue's origins) follows the journal after the commit instead of
 //! being written before each 2xx. A task applies the journal from the read
-//! model's checkpoint every `read_model_pace_ms`, in stretches of up to `STRETCH` rows, each
-//! applied with its checkpoint in one writer transaction (`store::projector`),
-//! so that a crash resumes from the last stretch applied.
+//! model's checkpoint every `[engine] read_model_pace_ms`, in stretches of
+//! at most `read_model_stretch_rows`, each applied with its checkpoint in one
+//! transaction (`store::projector`), so that a crash resumes from the last
+//! stretch applied.
 //!
 //! A reader that must see what was committed before it asked
 //! (`caught_up`) applies the journal itself up to the head it read, for at
@@ -71,7 +72,7 @@ impl From<Lag> for Freshness {
 /// Runs rounds forever, one every `[engine] read_model_pace_ms` (at once
 /// while a stretch left more to apply).
 pub fn spawn(engine: SharedEngine) {
-    let pace = Duration::from_millis(engine.config.read_model_pace_ms.max(10));
+    let pace = pace(&engine);
     crate::tasks::supervise("projector", move || {
         let engine = engine.clone();
         async move {
@@ -100,13 +101,28 @@ pub enum Round {
     More,
 }
 
-/// Journal rows in one stretch at most: on SQLite a stretch is applied in a
-/// writer batch, whose deliveries wait for it, so it stays small.
+/// Journal rows in one stretch at most (`[engine] read_model_stretch_rows`):
+/// on SQLite a stretch is applied in a writer batch, whose deliveries wait
+/// for it, so it stays small.
 fn stretch_rows(engine: &Engine) -> u64 {
-    match engine.db.get_database_backend() {
+    let default = match engine.db.get_database_backend() {
         DbBackend::Postgres => STRETCH,
-        _ => STRETCH / 5,
-    }
+        _ => 300,
+    };
+    engine
+        .config
+        .read_model_stretch_rows
+        .unwrap_or(default)
+        .max(1)
+}
+
+/// The pause between two rounds of the task.
+fn pace(engine: &Engine) -> Duration {
+    let default = match engine.db.get_database_backend() {
+        DbBackend::Postgres => 100,
+        _ => 25,
+    };
+    Duration::from_millis(engine.config.read_model_pace_ms.unwrap_or(default).max(5))
 }
 
 /// Applies the next stretch of the journal, if any.

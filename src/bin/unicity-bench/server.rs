@@ -48,10 +48,13 @@ fn env(name: &str) -> Option<String> {
     }
 }
 
-/// The server's settings on `database_url`.
+/// The server's settings on `database_url`, with the `[engine]` table in
+/// `UNICITY_BENCH_ENGINE` if set (to compare settings: the read model's pace,
+/// its stretches).
 pub fn settings(database_url: &str) -> anyhow::Result<Settings> {
+    let engine = std::env::var("UNICITY_BENCH_ENGINE").unwrap_or_default();
     Settings::from_toml(
-        SOURCES,
+        &format!("{engine}\n{SOURCES}"),
         "127.0.0.1:0".to_owned(),
         database_url.to_owned(),
         env,
