@@ -204,6 +204,9 @@ async fn counters_move_with_each_decision_refusal_and_effect_and_gauges_follow_t
         )
     };
     assert_eq!(accounted("effect"), 2.0);
+    // The scrape read the deliveries read model caught up, and says so.
+    assert_eq!(value(&m, "unicity_read_model_behind_rows", &[]), 0.0);
+    assert_eq!(value(&m, "unicity_read_model_lag_seconds", &[]), 0.0);
     assert_eq!(accounted("duplicate"), 1.0);
     assert_eq!(accounted("held"), 1.0);
     assert_eq!(
@@ -332,6 +335,7 @@ async fn the_shipped_alert_rules_pass_promtool_and_name_metrics_that_exist() {
         "unicity_deliveries_accounted_24h",
         "unicity_open_cases",
         "unicity_effects_total",
+        "unicity_read_model_lag_seconds",
     ];
     let named: std::collections::BTreeSet<&str> = text
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
