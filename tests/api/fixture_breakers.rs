@@ -7,7 +7,7 @@
 use unicity::domain::fixture::Fixture;
 use unicity::services::fixtures;
 
-use crate::support::app::{TestApp, fresh_database, refund, spawn_app_with};
+use crate::support::app::{TestApp, fresh_database, refund, shipped_fixture, spawn_app_with};
 use crate::support::counts::Counts;
 
 /// A breaker that trips on the second delivery of a handful, evaluated
@@ -80,12 +80,7 @@ async fn a_case_held_by_a_tripped_breaker_exports_when_it_tripped_and_replays_as
 
     // when a person confirms it as a duplicate and exports it,
     confirm_duplicate(&app, &case_id).await;
-    let exported = app
-        .client
-        .get(format!("{}/cases/{case_id}/fixture", app.address))
-        .send()
-        .await
-        .unwrap();
+    let exported = app.export_fixture(&case_id).await;
     assert_eq!(exported.status(), 200);
     let fixture: Fixture = serde_json::from_str(&exported.text().await.unwrap()).unwrap();
 
@@ -139,10 +134,7 @@ async fn a_case_held_by_a_tripped_breaker_exports_when_it_tripped_and_replays_as
 
 #[tokio::test]
 async fn the_shipped_breaker_fixture_is_decided_otherwise_when_its_breaker_is_left_untripped() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(SHIPPED);
-    let fixture: Fixture = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let fixture = shipped_fixture(SHIPPED);
     // The shipped file holds a delivery held by a tripped breaker,
     let held = fixture
         .deliveries

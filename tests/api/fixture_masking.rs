@@ -16,12 +16,7 @@ use crate::support::provider::ProviderApi;
 /// The case `case_id`, resolved, as the case page exports it: the file's
 /// text and the fixture.
 async fn exported(app: &TestApp, case_id: &str) -> (String, Fixture) {
-    let response = app
-        .client
-        .get(format!("{}/cases/{case_id}/fixture", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.export_fixture(case_id).await;
     assert_eq!(response.status(), 200);
     let text = response.text().await.unwrap();
     let fixture = serde_json::from_str(&text).expect("a fixture");

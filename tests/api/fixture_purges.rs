@@ -8,7 +8,7 @@
 use unicity::domain::fixture::{Between, Fixture, Happened};
 use unicity::services::fixtures;
 
-use crate::support::app::{TestApp, fresh_database, refund, spawn_app_with};
+use crate::support::app::{TestApp, fresh_database, refund, shipped_fixture, spawn_app_with};
 use crate::support::counts::Counts;
 
 /// A refund strategy whose horizon ends a second after a key is reserved.
@@ -54,12 +54,7 @@ fn demo() -> String {
 
 /// `app`'s case `case_id`, exported through the API.
 async fn exported(app: &TestApp, case_id: &str) -> Fixture {
-    let response = app
-        .client
-        .get(format!("{}/cases/{case_id}/fixture", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.export_fixture(case_id).await;
     assert_eq!(response.status(), 200);
     serde_json::from_str(&response.text().await.unwrap()).expect("a fixture")
 }
@@ -138,10 +133,7 @@ async fn a_case_held_because_the_evidence_was_purged_exports_the_purges_and_repl
 
 #[tokio::test]
 async fn the_shipped_purge_fixture_is_decided_otherwise_when_nothing_is_purged() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(SHIPPED);
-    let fixture: Fixture = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let fixture = shipped_fixture(SHIPPED);
     // The shipped file holds a late delivery held because the evidence of
     // the effect it asks for again was purged,
     let late = fixture.case.delivery;

@@ -8,7 +8,7 @@
 use unicity::domain::fixture::{Between, Fixture};
 use unicity::services::fixtures;
 
-use crate::support::app::{fresh_database, refund, spawn_app_with};
+use crate::support::app::{fresh_database, refund, shipped_fixture, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 
@@ -49,12 +49,7 @@ async fn a_case_held_on_an_unknown_outcome_exports_the_sinks_answer_and_replays_
 
     // when it is exported, the file says the first delivery's effect was of
     // unknown outcome before the retry came,
-    let response = app
-        .client
-        .get(format!("{}/cases/{case_id}/fixture", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.export_fixture(&case_id).await;
     assert_eq!(response.status(), 200);
     let fixture: Fixture = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     let events: Vec<(usize, Between)> = fixture
@@ -80,10 +75,7 @@ async fn a_case_held_on_an_unknown_outcome_exports_the_sinks_answer_and_replays_
 
 #[tokio::test]
 async fn the_shipped_unknown_outcome_fixture_is_decided_by_what_the_sink_answered() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(SHIPPED);
-    let fixture: Fixture = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let fixture = shipped_fixture(SHIPPED);
     // The shipped file holds a retry held on its first attempt's unknown
     // outcome,
     let held = fixture.case.delivery;

@@ -158,12 +158,7 @@ async fn a_fixture_expects_the_effects_its_deliveries_and_resolution_leave_not_t
     resolve(third.json["case_id"].as_str().unwrap(), "re_later_3").await;
     app.wait_applied(3).await;
     // when the first case is exported,
-    let response = app
-        .client
-        .get(format!("{}/cases/{case_id}/fixture", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.export_fixture(&case_id).await;
     assert_eq!(response.status(), 200);
     let fixture: Fixture = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     // it holds the two deliveries up to the case's and expects the two
@@ -207,12 +202,7 @@ async fn a_case_opened_after_the_first_200_deliveries_of_its_key_is_refused_not_
     assert_eq!(resolved.status, 200);
     // when it is exported, it is refused, saying why, and nothing is written
     // that could never replay.
-    let response = app
-        .client
-        .get(format!("{}/cases/{case_id}/fixture", app.address))
-        .send()
-        .await
-        .unwrap();
+    let response = app.export_fixture(&case_id).await;
     assert_eq!(response.status(), 409);
     let text = response.text().await.unwrap();
     assert!(

@@ -319,6 +319,16 @@ impl TestApp {
         reply(response).await
     }
 
+    /// `GET /cases/{case_id}/fixture` (the case page's export) with the
+    /// test's admin token.
+    pub async fn export_fixture(&self, case_id: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}/cases/{case_id}/fixture", self.address))
+            .send()
+            .await
+            .expect("request sent")
+    }
+
     /// Resolves `case_id` through the API as the test's admin token, with
     /// `resolution` the request body (`resolution`, `note`, …).
     pub async fn resolve(&self, case_id: &str, resolution: Value) -> Reply {
@@ -374,4 +384,13 @@ pub fn refund(payment: &str, amount: u64, reference: Option<&str>) -> Vec<u8> {
         body["refund_reference"] = Value::String(reference.to_owned());
     }
     serde_json::to_vec(&body).expect("json")
+}
+
+/// A fixture shipped in `tests/fixtures/`, read as the format says.
+pub fn shipped_fixture(name: &str) -> unicity::domain::fixture::Fixture {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    serde_json::from_slice(&std::fs::read(&path).expect("the fixture reads"))
+        .expect("a valid fixture")
 }
