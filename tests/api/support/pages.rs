@@ -58,14 +58,18 @@ impl Pages {
     /// Two equal refunds of `payment` without a reference: the second opens
     /// a weak-match money case. Returns its id.
     pub async fn money_case(&self, payment: &str) -> String {
-        let applied = self.downstream.calls().len();
+        // Effects decided before (a notice's) settle first, so that the
+        // counts below move for this refund alone.
+        self.app.wait_effects_in("reserved", 0).await;
+        let calls = self.downstream.calls().len();
+        let applied = self.app.applied_effects().await;
         let first = self
             .app
             .post_signed("hmac", &refund(payment, 700, None))
             .await;
         assert_eq!(first.json["decision"], "process", "{}", first.json);
-        self.downstream.wait_calls(applied + 1).await;
-        self.app.wait_applied(applied as i64 + 1).await;
+        self.downstream.wait_calls(calls + 1).await;
+        self.app.wait_applied(applied + 1).await;
         let second = self
             .app
             .post_signed("hmac", &refund(payment, 700, None))
