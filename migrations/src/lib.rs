@@ -26,6 +26,7 @@ mod m20261204_000043_case_assignees;
 mod m20261204_000044_password_links_audited;
 mod m20261205_000045_one_row_per_key;
 mod m20261206_000046_projected_deliveries;
+mod m20261206_000047_clustered_keys;
 mod sql;
 
 pub struct Migrator;
@@ -57,6 +58,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000044_password_links_audited::Migration),
             Box::new(m20261205_000045_one_row_per_key::Migration),
             Box::new(m20261206_000046_projected_deliveries::Migration),
+            Box::new(m20261206_000047_clustered_keys::Migration),
         ]
     }
 }

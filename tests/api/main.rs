@@ -9,6 +9,7 @@ mod audit;
 mod batches;
 mod case_browser;
 mod cases;
+mod clustered_keys;
 mod commands;
 mod connections;
 mod corpus;
