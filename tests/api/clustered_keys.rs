@@ -7,18 +7,11 @@ use migration::{Migrator, MigratorTrait};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
 
 use crate::support::app::fresh_database;
+use crate::support::counts::Counts;
+use crate::support::probe::Probe;
 
 /// The migrations up to and including 046.
 const BEFORE_CLUSTERING: u32 = 23;
-
-async fn scalar(db: &DatabaseConnection, sql: &str) -> i64 {
-    db.query_one_raw(Statement::from_string(DbBackend::Sqlite, sql.to_owned()))
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .expect("one row")
-        .try_get_by_index::<i64>(0)
-        .expect("an integer")
-}
 
 async fn catalog(db: &DatabaseConnection, name: &str) -> Option<String> {
     db.query_one_raw(Statement::from_string(
@@ -66,12 +59,13 @@ async fn an_upgrade_clusters_the_keyed_tables_and_keeps_their_rows_indexes_and_c
     unicity::store::migrate(&db)
         .await
         .expect("the rest applies");
+    let probe = Probe::of(&db);
 
     for table in ["effects", "effect_deliveries"] {
         let ddl = catalog(&db, table).await.expect(table);
         assert!(ddl.ends_with("WITHOUT ROWID"), "{ddl}");
         assert_eq!(
-            scalar(&db, &format!("SELECT COUNT(*) FROM {table}")).await,
+            probe.count(&format!("SELECT COUNT(*) FROM {table}")).await,
             1,
             "{table}"
         );
@@ -81,15 +75,15 @@ async fn an_upgrade_clusters_the_keyed_tables_and_keeps_their_rows_indexes_and_c
         .await
         .expect("transport_links");
     assert!(!links.contains("WITHOUT ROWID"), "{links}");
-    assert_eq!(scalar(&db, "SELECT COUNT(*) FROM transport_links").await, 1);
+    assert_eq!(probe.count("SELECT COUNT(*) FROM transport_links").await, 1);
     assert_eq!(
-        scalar(
-            &db,
-            "SELECT COUNT(*) FROM effects WHERE effect_id = 'e-1' AND key = 'k-1' \
+        probe
+            .count(
+                "SELECT COUNT(*) FROM effects WHERE effect_id = 'e-1' AND key = 'k-1' \
              AND state = 'applied' AND key_purged = FALSE AND provider_ref = 're_1' \
              AND expires_at = '2026-12-02T00:00:00Z'"
-        )
-        .await,
+            )
+            .await,
         1
     );
     for index in ["effects_horizon", "effects_leased", "effects_provider_ref"] {
