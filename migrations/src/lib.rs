@@ -27,6 +27,7 @@ mod m20261204_000044_password_links_audited;
 mod m20261205_000045_one_row_per_key;
 mod m20261206_000046_projected_deliveries;
 mod m20261206_000047_clustered_keys;
+mod m20261206_000048_newest_by_id;
 mod sql;
 
 pub struct Migrator;
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000045_one_row_per_key::Migration),
             Box::new(m20261206_000046_projected_deliveries::Migration),
             Box::new(m20261206_000047_clustered_keys::Migration),
+            Box::new(m20261206_000048_newest_by_id::Migration),
         ]
     }
 }

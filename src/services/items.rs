@@ -68,7 +68,9 @@ fn prepare_one(
     parent_id: DeliveryId,
     transport_key: &str,
 ) -> Prepared {
-    let id = DeliveryId::from_uuid(uuid::Uuid::now_v7());
+    // Of the parent's reception time, as the parent's own id is: windows of
+    // reception times are ranges of ids (`store::id_range`).
+    let id = DeliveryId::from_uuid(crate::store::id_range::v7_at(parent.received_at));
     let event = item.event.clone().unwrap_or(Value::Null);
     let bytes = serde_json::to_vec(&event).unwrap_or_default();
     let body = bodies::body_ref(&bytes);

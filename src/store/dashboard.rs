@@ -1,7 +1,7 @@
 //! What the dashboard and the collision breakers count, over the
 //! `deliveries` and `cases` projections. Every delivery query is bounded by
-//! a time window read through the `deliveries_received_at` index, and
-//! grouped in the database: a page never reads the deliveries one by one,
+//! a time window read as a range of the primary key (`id_range`: delivery
+//! ids are UUIDv7 of their reception), and grouped in the database: a page never reads the deliveries one by one,
 //! however long the journal grows.
 
 use chrono::{DateTime, NaiveDateTime, Utc};
@@ -35,16 +35,27 @@ fn placeholder(backend: DbBackend, n: usize) -> String {
     }
 }
 
-/// Runs `sql`, whose one parameter (`{since}`) is the window's start.
+/// Runs `sql`, whose `{since}` (`{d.since}` for a table named `d`) stands
+/// for the deliveries received since the window's start.
 async fn since<C: ConnectionTrait, T: FromQueryResult>(
     conn: &C,
     sql: &str,
     since: DateTime<Utc>,
 ) -> Result<Vec<T>, DbErr> {
     let backend = conn.get_database_backend();
-    let sql = sql.replace("{since}", &placeholder(backend, 1));
+    let window = |table: &str| {
+        format!(
+            "{table}delivery_id >= {} AND {table}received_at >= {}",
+            placeholder(backend, 1),
+            placeholder(backend, 2)
+        )
+    };
+    let sql = sql
+        .replace("{since}", &window(""))
+        .replace("{d.since}", &window("d."));
+    let values = [super::id_range::made_since(since).into(), since.into()];
     let rows = conn
-        .query_all_raw(Statement::from_sql_and_values(backend, sql, [since.into()]))
+        .query_all_raw(Statement::from_sql_and_values(backend, sql, values))
         .await?;
     rows.iter()
         .map(|row| T::from_query_result(row, ""))
@@ -76,7 +87,7 @@ pub async fn per_hour<C: ConnectionTrait>(
     let sql = format!(
         "SELECT {hour} AS hour, COALESCE(decision, 'none') AS decision, \
          COALESCE(reason, 'none') AS reason, strategy, COALESCE(strength, 'none') AS strength, \
-         COUNT(*) AS deliveries FROM deliveries WHERE received_at >= {{since}} \
+         COUNT(*) AS deliveries FROM deliveries WHERE {{since}} \
          GROUP BY 1, 2, 3, 4, 5"
     );
     let rows: Vec<HourRow> = self::since(conn, &sql, since).await?;
@@ -104,7 +115,7 @@ pub async fn collisions<C: ConnectionTrait>(
 ) -> Result<Vec<CollisionCount>, DbErr> {
     let sql = "SELECT strategy, COUNT(*) AS deliveries, \
          SUM(CASE WHEN reason = 'discriminants_differ' THEN 1 ELSE 0 END) AS collisions \
-         FROM deliveries WHERE strategy IS NOT NULL AND received_at >= {since} GROUP BY strategy";
+         FROM deliveries WHERE strategy IS NOT NULL AND {since} GROUP BY strategy";
     self::since(conn, sql, since).await
 }
 
@@ -218,7 +229,7 @@ pub async fn accounted<C: ConnectionTrait>(
          WHEN d.decision IN ('defer', 'quarantine', 'reconcile') THEN 'held' \
          ELSE 'undocumented' END AS accounted, COUNT(*) AS deliveries \
          FROM deliveries d LEFT JOIN effects e ON e.effect_id = d.effect_id \
-         WHERE d.received_at >= {since} \
+         WHERE {d.since} \
          AND NOT (d.decision = 'process' AND d.business_key IS NULL) \
          GROUP BY 1, 2";
     self::since(conn, sql, since).await

@@ -12,6 +12,7 @@ pub mod deferred;
 pub mod entities;
 mod flush;
 pub mod form_tokens;
+pub mod id_range;
 pub mod journal;
 pub mod key_index;
 mod key_state;

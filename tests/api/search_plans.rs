@@ -10,8 +10,10 @@ use sea_orm::{
 };
 use unicity::domain::search::spellings;
 use unicity::store::entities::delivery;
+use unicity::store::id_range;
 use unicity::store::search::{
-    Filter, Query, TextOrder, Window, counting, matching, neighbour_queries, text_order,
+    After, Filter, Query, TextOrder, Window, counting, matching, neighbour_queries, page,
+    text_order,
 };
 
 use crate::support::app::spawn_app;
@@ -21,13 +23,15 @@ async fn history(db: &DatabaseConnection, n: usize) {
     let now = Utc::now();
     let rows: Vec<delivery::ActiveModel> = (0..n)
         .map(|i| {
+            let received_at = now - Duration::seconds(i as i64);
             let row = delivery::Model {
-                delivery_id: format!("0193a5f0-0000-7000-8000-{i:012}"),
+                // The id a delivery is given at its reception.
+                delivery_id: id_range::v7_at(received_at).to_string(),
                 source: "open".into(),
                 tenant: "acme".into(),
                 provider: "norefid".into(),
                 environment: "test".into(),
-                received_at: now - Duration::seconds(i as i64),
+                received_at,
                 status: "decided".into(),
                 event_type: Some("refund.created".into()),
                 provider_event_id: Some(format!("evt_{i:08}")),
@@ -137,4 +141,69 @@ async fn a_prefix_its_count_and_its_neighbours_read_the_searched_indexes() {
         .await;
         assert!(reads_the_table(&collated), "{collated}");
     }
+}
+
+#[tokio::test]
+async fn newest_first_and_a_window_of_reception_times_read_the_primary_key() {
+    let app = spawn_app().await;
+    let db = &app.db;
+    history(db, 3000).await;
+    let backend = db.get_database_backend();
+    let order = TextOrder::Indexed;
+    let now = Utc::now();
+    let window = Filter {
+        from: Some(now - Duration::seconds(1500)),
+        to: Some(now - Duration::seconds(1000)),
+        ..Filter::default()
+    };
+    let middle = After {
+        delivery_id: id_range::v7_at(now - Duration::seconds(1200)).to_string(),
+    };
+    // The first page walks the key from its end (a page's LIMIT stops it);
+    // every other page and window starts at a position in it.
+    for (filter, window, bounded) in [
+        (&Filter::default(), Window::Newest, false),
+        (&Filter::default(), Window::Older(&middle), true),
+        (&Filter::default(), Window::Newer(&middle), true),
+        (&window, Window::Newest, true),
+    ] {
+        let step = plan(db, matching(filter, window, order).build(backend)).await;
+        assert!(!bounded || !reads_the_table(&step), "{step}");
+        assert!(!step.contains("Seq Scan"), "{step}");
+        assert!(
+            step.contains("deliveries_pkey") || step.contains("sqlite_autoindex_deliveries_1"),
+            "{step}"
+        );
+        assert!(
+            !step.contains("Sort") && !step.contains("TEMP B-TREE"),
+            "{step}"
+        );
+    }
+    // The window holds the deliveries received in it, newest first, and no
+    // other: row i was received i seconds before `now` (the history's own
+    // `now` came a moment earlier).
+    let found = page(db, &window, Window::Newest, 1000)
+        .await
+        .expect("a page");
+    let ages: Vec<i64> = found
+        .iter()
+        .map(|row| (now - row.received_at).num_seconds())
+        .collect();
+    assert_eq!(ages.len(), 500, "{ages:?}");
+    assert!(ages.windows(2).all(|w| w[0] < w[1]), "{ages:?}");
+    assert!(
+        ages.iter().all(|age| (1000..=1500).contains(age)),
+        "{ages:?}"
+    );
+    let ids: Vec<&str> = found.iter().map(|r| r.delivery_id.as_str()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(ids, sorted);
+    // The dashboard's windows are ranges of the same key, exact at the edge:
+    // rows 0 to 1,499 were received in the last 1,500 seconds.
+    let counted = unicity::store::dashboard::collisions(db, now - Duration::seconds(1500))
+        .await
+        .expect("counts");
+    assert_eq!(counted.len(), 1, "{counted:?}");
+    assert_eq!(counted[0].deliveries, 1500, "{counted:?}");
 }

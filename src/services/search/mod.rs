@@ -259,23 +259,18 @@ fn instant(name: &str, text: Option<&str>) -> Result<Option<DateTime<Utc>>, Sear
 
 /// The cursor after `row`: opaque to clients, its position to us.
 fn encode(row: &delivery::Model) -> String {
-    // Nanoseconds: SQLite keeps a reception time to the nanosecond.
-    let at = row
-        .received_at
-        .timestamp_nanos_opt()
-        .unwrap_or_else(|| row.received_at.timestamp_micros().saturating_mul(1000));
-    URL_SAFE_NO_PAD.encode(format!("{at}|{}", row.delivery_id))
+    URL_SAFE_NO_PAD.encode(&row.delivery_id)
 }
 
 fn decode(cursor: &str) -> Result<After, SearchError> {
     let invalid = || SearchError::Invalid("cursor is not one this search returned".to_owned());
     let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
     let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-    let (at, id) = text.split_once('|').ok_or_else(invalid)?;
-    let nanos = at.parse::<i64>().map_err(|_| invalid())?;
+    // Cursors made before 2026-12-03 lead with the reception time.
+    let id = text.rsplit_once('|').map_or(text.as_str(), |(_, id)| id);
+    let id: crate::domain::delivery::DeliveryId = id.parse().map_err(|_| invalid())?;
     Ok(After {
-        received_at: DateTime::from_timestamp_nanos(nanos),
-        delivery_id: id.to_owned(),
+        delivery_id: id.to_string(),
     })
 }
 
@@ -308,8 +303,9 @@ mod tests {
         let at = DateTime::from_timestamp_nanos(1_764_590_400_123_456_789);
         let row = crate::store::search::sample("0193a5f0-7c1e-7b3a-9d2e-4f5a6b7c8d9e", at);
         let after = decode(&encode(&row)).unwrap();
-        assert_eq!(after.received_at, at);
         assert_eq!(after.delivery_id, row.delivery_id);
+        let earlier = URL_SAFE_NO_PAD.encode(format!("1764590400123456789|{}", row.delivery_id));
+        assert_eq!(decode(&earlier).unwrap(), after);
         assert!(decode("not a cursor").is_err());
         assert!(decode(&URL_SAFE_NO_PAD.encode("x|y")).is_err());
     }

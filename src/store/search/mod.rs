@@ -2,10 +2,13 @@
 //! (a delivery id, a provider event or delivery id, a business key, a
 //! resource such as a payment id) or its beginning, by filters, newest first.
 //!
-//! Pages are keyset pages on `(received_at, delivery_id)` (index
-//! `deliveries_newest`), never OFFSET: a page costs the same at any depth,
-//! and a delivery arriving meanwhile shifts nothing; the page before one is
-//! the same index read the other way. Each kind of `q` is an equality on an
+//! Pages are keyset pages on the primary key, never OFFSET: delivery ids
+//! are UUIDv7 of their reception (`id_range`), so newest first is the
+//! primary key's index read backwards, with no index of its own to write
+//! per delivery. A page costs the same at any depth, and a delivery
+//! arriving meanwhile shifts nothing; the page before one is the same index
+//! read the other way. A window of reception times is a range of the same
+//! index, and `received_at` decides at its edges. Each kind of `q` is an equality on an
 //! indexed column (migration `delivery_search`), or for a prefix `p` the
 //! range `p <= column < successor(p)` on the same index: text compares in
 //! code point order there (see `near::text_order` for PostgreSQL databases
@@ -16,7 +19,7 @@ mod links;
 mod near;
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query as Sql};
+use sea_orm::sea_query::{Alias, Expr, Query as Sql};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, QueryTrait, Select,
@@ -26,6 +29,7 @@ pub use links::{Links, asked_for, effects, linked};
 pub use near::{TextOrder, neighbour_queries, neighbours, text_order};
 
 use super::entities::delivery;
+use super::id_range;
 use crate::domain::search::successor;
 
 /// What a search asks for. Every field narrows; none set is every delivery.
@@ -60,7 +64,6 @@ pub enum Query {
 /// A position in the newest-first order: a page's first or last row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct After {
-    pub received_at: DateTime<Utc>,
     pub delivery_id: String,
 }
 
@@ -137,35 +140,15 @@ async fn order_for<C: ConnectionTrait>(conn: &C, filter: &Filter) -> Result<Text
 /// The query behind `page`, unbounded (its plan is tested).
 pub fn matching(filter: &Filter, window: Window<'_>, order: TextOrder) -> Select<delivery::Entity> {
     use delivery::Column as C;
-    let mut query = filtered(filter, order);
-    let position = |at: &After| {
-        // A row value, so that the bound is one position in the index.
-        (
-            Expr::tuple([Expr::col(C::ReceivedAt), Expr::col(C::DeliveryId)]),
-            Expr::tuple([
-                Expr::val(at.received_at),
-                Expr::val(at.delivery_id.as_str()),
-            ]),
-        )
-    };
+    let query = filtered(filter, order);
     match window {
-        Window::Newest => query
-            .order_by_desc(C::ReceivedAt)
+        Window::Newest => query.order_by_desc(C::DeliveryId),
+        Window::Older(at) => query
+            .filter(C::DeliveryId.lt(at.delivery_id.as_str()))
             .order_by_desc(C::DeliveryId),
-        Window::Older(at) => {
-            let (row, bound) = position(at);
-            query = query.filter(row.lt(bound));
-            query
-                .order_by_desc(C::ReceivedAt)
-                .order_by_desc(C::DeliveryId)
-        }
-        Window::Newer(at) => {
-            let (row, bound) = position(at);
-            query = query.filter(row.gt(bound));
-            query
-                .order_by_asc(C::ReceivedAt)
-                .order_by_asc(C::DeliveryId)
-        }
+        Window::Newer(at) => query
+            .filter(C::DeliveryId.gt(at.delivery_id.as_str()))
+            .order_by_asc(C::DeliveryId),
     }
 }
 
@@ -218,10 +201,14 @@ fn filtered(filter: &Filter, order: TextOrder) -> Select<delivery::Entity> {
         None => {}
     }
     if let Some(from) = filter.from {
-        query = query.filter(C::ReceivedAt.gte(from));
+        query = query
+            .filter(C::DeliveryId.gte(id_range::made_since(from)))
+            .filter(C::ReceivedAt.gte(from));
     }
     if let Some(to) = filter.to {
-        query = query.filter(C::ReceivedAt.lt(to));
+        query = query
+            .filter(C::DeliveryId.lt(id_range::made_before(to)))
+            .filter(C::ReceivedAt.lt(to));
     }
     query
 }
