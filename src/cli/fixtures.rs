@@ -44,6 +44,9 @@ pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<
                 .map(|source| Ok((source.slug.clone(), source.header_mask()?)))
                 .collect::<anyhow::Result<HashMap<_, _>>>()?;
             let db = open_for_reading(cli).await?;
+            // The case's deliveries come from the read model, brought up to
+            // the journal first, as the server's export page does.
+            crate::store::projector::catch_up(&db, 5_000).await?;
             let path = out.join(format!("case-{case}.json"));
             // Claimed before the export is journaled: a file already there,
             // or a link planted in its place, is never written through.

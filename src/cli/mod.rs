@@ -213,6 +213,27 @@ async fn open_for_reading(cli: &Cli) -> anyhow::Result<sea_orm::DatabaseConnecti
     Ok(db)
 }
 
+/// `open_for_reading` for a command that reads the deliveries read model,
+/// which follows the journal while a server runs: when it does not hold the
+/// journal's last rows, standard error says so, and how to apply them.
+async fn open_read_model(cli: &Cli) -> anyhow::Result<sea_orm::DatabaseConnection> {
+    let db = open_for_reading(cli).await?;
+    let lag = crate::store::projector::lag(&db).await?;
+    if lag.rows > 0 {
+        let since = lag
+            .since
+            .map(|at| format!(", recorded since {}", at.format("%Y-%m-%d %H:%M:%S UTC")))
+            .unwrap_or_default();
+        eprintln!(
+            "note: the deliveries read model does not hold the journal's last {} rows{since}, \
+             and what follows leaves them out: a running server applies them within a second, \
+             `unicity projections catch-up` applies them with none running",
+            lag.rows
+        );
+    }
+    Ok(db)
+}
+
 /// The decision engine on the configured database, without the server, as
 /// the server opens it (migrated, its strategy versions recorded): for
 /// `reconcile` and `simulate`, which run what the server runs.

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 
-use super::{Cli, definitions, open_database, open_for_reading, settings};
+use super::{Cli, definitions, open_database, open_read_model, settings};
 use crate::services::observe;
 
 #[derive(Subcommand)]
@@ -47,7 +47,7 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
                 .source(source)
                 .map(|s| s.observed_effect_types())
                 .unwrap_or_default();
-            let db = open_for_reading(cli).await?;
+            let db = open_read_model(cli).await?;
             let report = observe::report(&db, source, &observed).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&report)?);

@@ -6,7 +6,7 @@
 
 use clap::Subcommand;
 
-use super::{Cli, definitions, open_database, open_for_reading, settings};
+use super::{Cli, definitions, open_database, open_read_model, settings};
 use crate::services::{breakers, strategies, strategy_list};
 
 #[derive(Subcommand)]
@@ -56,7 +56,7 @@ pub(super) async fn run(cli: &Cli, command: &StrategiesCommand) -> anyhow::Resul
 
 async fn list(cli: &Cli, json: bool) -> anyhow::Result<()> {
     let definitions = definitions(cli)?;
-    let db = open_for_reading(cli).await?;
+    let db = open_read_model(cli).await?;
     let lines = strategy_list::list(
         &db,
         &definitions.catalog,

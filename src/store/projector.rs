@@ -86,6 +86,41 @@ impl Stretch {
     }
 }
 
+/// Applies the journal, as far as it was committed when called, to the read
+/// model, in stretches of at most `limit` rows, each in a transaction of
+/// its own with its checkpoint: for a command run with or without a server
+/// beside it (their compare-and-set on the checkpoint orders them). Returns
+/// the position the read model then holds.
+pub async fn catch_up(db: &DatabaseConnection, limit: u64) -> Result<i64, DbErr> {
+    let target = fence_retried(db).await?;
+    loop {
+        let from = checkpoint(db, DELIVERIES).await?;
+        if from >= target {
+            return Ok(from);
+        }
+        let stretch = Stretch::read(db, from, target, limit)
+            .await
+            .map_err(|e| DbErr::Custom(e.to_string()))?;
+        // Not applied: another projector moved the checkpoint first.
+        stretch.apply(db).await?;
+    }
+}
+
+/// The fence, asked again while a long append keeps it waiting (PostgreSQL
+/// gives up after 100 ms).
+async fn fence_retried(db: &DatabaseConnection) -> Result<i64, DbErr> {
+    let mut tries = 0;
+    loop {
+        match fence(db).await {
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 /// Moves the checkpoint from `from` to `to`, if it is still at `from`.
 async fn advance<C: ConnectionTrait>(conn: &C, from: i64, to: i64) -> Result<bool, DbErr> {
     let moved = projector_checkpoint::Entity::update_many()

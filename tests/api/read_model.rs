@@ -216,3 +216,76 @@ async fn a_slow_commit_with_a_lower_journal_position_is_never_skipped() {
     app.settle().await;
     assert_eq!(rows_now(&app, &id).await, 1, "the slow delivery is listed");
 }
+
+/// Runs a command to its end, which must be a success: what it printed on
+/// standard output, then on standard error.
+async fn printed(mut command: std::process::Command) -> (String, String) {
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .expect("the command runs");
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    assert!(output.status.success(), "{out}{err}");
+    (out, err)
+}
+
+#[tokio::test]
+async fn a_report_says_when_the_read_model_is_behind_and_catch_up_applies_the_journal() {
+    let app = spawn_app_with(IDLE_PROJECTOR).await;
+    assert_eq!(app.get("/api/deliveries?limit=1").await.status, 200);
+    let mut ids = Vec::new();
+    for payment in ["pay_cu1", "pay_cu2"] {
+        let reply = app
+            .post_signed(
+                "hmac",
+                &refund(payment, 500, Some(&format!("rr_{payment}"))),
+            )
+            .await;
+        assert_eq!(reply.status, 202, "{}", reply.json);
+        ids.push(reply.json["delivery_id"].as_str().unwrap().to_owned());
+    }
+    for id in &ids {
+        assert_eq!(rows_now(&app, id).await, 0);
+    }
+    let deliveries = |out: &str| -> i64 {
+        let lines: serde_json::Value = serde_json::from_str(out).expect("the list as JSON");
+        lines
+            .as_array()
+            .expect("lines")
+            .iter()
+            .map(|l| l["deliveries"].as_i64().unwrap_or(0))
+            .sum()
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let list = || {
+        let mut list =
+            crate::support::processes::cli(&app.database_url, IDLE_PROJECTOR, dir.path());
+        list.args(["strategies", "list", "--json"]);
+        list
+    };
+
+    // A report read from the read model says what it leaves out,
+    let (out, err) = printed(list()).await;
+    assert!(err.contains("does not hold the journal's last"), "{err}");
+    assert!(err.contains("projections catch-up"), "{err}");
+    let before = deliveries(&out);
+
+    // the command applies the journal up to its head,
+    let mut catch_up =
+        crate::support::processes::cli(&app.database_url, IDLE_PROJECTOR, dir.path());
+    catch_up.args(["projections", "catch-up"]);
+    let (out, _) = printed(catch_up).await;
+    assert!(out.contains("rows were behind"), "{out}");
+    for id in &ids {
+        assert_eq!(rows_now(&app, id).await, 1);
+    }
+    assert_eq!(ready(&app).await["read_model"]["behind"], 0);
+
+    // and the report then counts both deliveries, with nothing to say.
+    let (out, err) = printed(list()).await;
+    assert!(!err.contains("read model"), "{err}");
+    assert_eq!(deliveries(&out), before + 2, "{out}");
+}
