@@ -51,8 +51,15 @@ pub async fn fence(db: &DatabaseConnection) -> Result<i64, DbErr> {
         return head(db).await;
     }
     let txn = db.begin().await?;
-    txn.execute_unprepared("SET LOCAL lock_timeout = '100ms'")
-        .await?;
+    // A process stopped while it holds the lock (paused, or its runtime
+    // stalled) would stall every append of every process: its session is
+    // ended after a second idle in the transaction, which frees the lock.
+    for setting in [
+        "SET LOCAL lock_timeout = '100ms'",
+        "SET LOCAL idle_in_transaction_session_timeout = '1s'",
+    ] {
+        txn.execute_unprepared(setting).await?;
+    }
     let (class, key) = JOURNAL_LOCK;
     txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({class}, {key})"))
         .await?;

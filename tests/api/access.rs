@@ -438,20 +438,28 @@ async fn an_idle_session_and_a_session_past_its_lifetime_are_refused() {
 async fn an_api_token_works_until_revoked_and_only_for_its_role() {
     let app = spawn_app().await;
     let binary = env!("CARGO_BIN_EXE_unicity");
-    let output = std::process::Command::new(binary)
-        .args([
-            "tokens",
-            "create",
-            "--name",
-            "ci",
-            "--role",
-            "support",
-            "--expires-days",
-            "30",
-        ])
-        .env("DATABASE_URL", &app.database_url)
-        .output()
-        .expect("unicity tokens create");
+    // Run off the test's thread, which also runs the server.
+    let run = |args: &'static [&'static str]| {
+        let mut command = std::process::Command::new(binary);
+        command.args(args).env("DATABASE_URL", &app.database_url);
+        async move {
+            tokio::task::spawn_blocking(move || command.output())
+                .await
+                .expect("join")
+                .expect("unicity runs")
+        }
+    };
+    let output = run(&[
+        "tokens",
+        "create",
+        "--name",
+        "ci",
+        "--role",
+        "support",
+        "--expires-days",
+        "30",
+    ])
+    .await;
     assert!(
         output.status.success(),
         "{}",
@@ -489,11 +497,7 @@ async fn an_api_token_works_until_revoked_and_only_for_its_role() {
         &call(&app, "GET", path, Some("uni_0000")).await
     ));
 
-    let revoked = std::process::Command::new(binary)
-        .args(["tokens", "revoke", "ci"])
-        .env("DATABASE_URL", &app.database_url)
-        .output()
-        .expect("unicity tokens revoke");
+    let revoked = run(&["tokens", "revoke", "ci"]).await;
     assert!(revoked.status.success());
     assert!(unauthenticated(
         path,
