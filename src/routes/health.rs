@@ -23,8 +23,9 @@ pub async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     } else if store::ping(state.db()).await {
         // The read model's lag is reported, not judged: it follows the
         // journal and deciding never reads it.
-        let lag = store::projector::lag(state.db()).await.unwrap_or_default();
-        let read_model = crate::services::projector::Freshness::from(lag);
+        let read_model = crate::services::projector::freshness(&state.engine)
+            .await
+            .unwrap_or_default();
         HttpResponse::Ok().json(json!({ "status": "ready", "read_model": read_model }))
     } else {
         HttpResponse::ServiceUnavailable().json(json!({

@@ -38,6 +38,11 @@ pub struct Freshness {
     pub behind: i64,
     /// How long ago the oldest of them was recorded, in milliseconds.
     pub lag_ms: Option<i64>,
+    /// The journal row the read model stopped before, which this process
+    /// cannot read (its reason is in the log): it stays behind until a
+    /// binary that reads the row runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<i64>,
 }
 
 impl Freshness {
@@ -51,8 +56,15 @@ impl Freshness {
             Some(ms) => format!(" as of {ms} ms ago"),
             None => String::new(),
         };
+        let stopped = match self.stopped_at {
+            Some(position) => format!(
+                " The read model stopped before journal row {position}, which this server \
+                 cannot read: the log says why."
+            ),
+            None => String::new(),
+        };
         Some(format!(
-            "Deliveries are shown{age}: {} journal rows recorded since are not listed yet.",
+            "Deliveries are shown{age}: {} journal rows recorded since are not listed yet.{stopped}",
             self.behind
         ))
     }
@@ -65,8 +77,24 @@ impl From<Lag> for Freshness {
             lag_ms: lag
                 .since
                 .map(|since| (Utc::now() - since).num_milliseconds().max(0)),
+            stopped_at: None,
         }
     }
+}
+
+/// How far behind the journal the read model is now, and where it stopped
+/// if this process's projector cannot read on.
+pub async fn freshness(engine: &Engine) -> Result<Freshness, DbErr> {
+    let mut freshness = Freshness::from(projector::lag(&engine.db).await?);
+    if freshness.behind > 0 {
+        freshness.stopped_at = engine
+            .projector
+            .stopped
+            .borrow()
+            .as_ref()
+            .map(|s| s.position);
+    }
+    Ok(freshness)
 }
 
 /// Runs rounds forever, one every `[engine] read_model_pace_ms` (at once
@@ -76,12 +104,21 @@ pub fn spawn(engine: SharedEngine) {
     crate::tasks::supervise("projector", move || {
         let engine = engine.clone();
         async move {
+            // An error is logged when it starts or changes, not every round.
+            let mut failing: Option<String> = None;
             loop {
                 match round(&engine).await {
-                    Ok(Round::More) => continue,
-                    Ok(_) => {}
+                    Ok(Round::More) => {
+                        failing = None;
+                        continue;
+                    }
+                    Ok(_) => failing = None,
                     Err(error) => {
-                        tracing::warn!(%error, "projector round failed; retrying");
+                        let text = error.to_string();
+                        if failing.as_deref() != Some(text.as_str()) {
+                            tracing::warn!(error = %text, "projector round failed; retrying");
+                        }
+                        failing = Some(text);
                     }
                 }
                 tokio::time::sleep(pace).await;
@@ -140,9 +177,18 @@ pub async fn round(engine: &Engine) -> Result<Round, DbErr> {
         engine.projector.position.send_replace(from);
         return Ok(Round::Idle);
     }
-    let stretch = Stretch::read(&engine.db, from, fence, stretch_rows(engine))
-        .await
-        .map_err(|e| DbErr::Custom(e.to_string()))?;
+    let stretch = match Stretch::read(&engine.db, from, fence, stretch_rows(engine)).await {
+        Ok(stretch) => stretch,
+        Err(error) => {
+            let Some(stopped) = projector::Stopped::of(&error) else {
+                return Err(DbErr::Custom(error.to_string()));
+            };
+            let text = stopped.to_string();
+            engine.projector.stopped.send_replace(Some(stopped));
+            return Err(DbErr::Custom(text));
+        }
+    };
+    engine.projector.stopped.send_replace(None);
     let to = stretch.to();
     let applied = match engine.db.get_database_backend() {
         DbBackend::Postgres => stretch.apply(&engine.db).await?,
@@ -185,20 +231,27 @@ pub async fn caught_up(engine: &Engine, within: Duration) -> Result<Freshness, D
     }
     // A round that fails (on PostgreSQL, a fence that waited its 100 ms
     // for a long append) is tried again while time is left.
+    // A journal row this process cannot read stops the wait at once: no
+    // round will get past it.
     let reached = tokio::time::timeout(within, async {
         while *engine.projector.position.borrow() < head {
             if let Err(error) = round(engine).await {
+                if engine.projector.stopped.borrow().is_some() {
+                    return false;
+                }
                 tracing::debug!(%error, "a read model round failed; trying again");
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
+        true
     })
     .await;
     match reached {
-        Ok(_) => Ok(Freshness::default()),
+        Ok(true) => Ok(Freshness::default()),
+        Ok(false) => freshness(engine).await,
         Err(_) => {
             tracing::warn!(head, "the deliveries read model could not catch up in time");
-            Ok(projector::lag(&engine.db).await?.into())
+            freshness(engine).await
         }
     }
 }

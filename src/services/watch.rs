@@ -42,7 +42,7 @@ async fn read_model(engine: &SharedEngine, gauges: &Gauges) -> Result<(), DbErr>
         "unicity_read_model_lag_seconds",
         "Age of the oldest journal row the deliveries read model does not hold yet (0 when none).",
     );
-    let freshness = super::projector::Freshness::from(store::projector::lag(&engine.db).await?);
+    let freshness = super::projector::freshness(engine).await?;
     gauges.set(
         "unicity_read_model_behind_rows",
         &[],

@@ -136,12 +136,14 @@ async fn advance<C: ConnectionTrait>(conn: &C, from: i64, to: i64) -> Result<boo
     Ok(moved == 1)
 }
 
-/// What this process knows of the projector: one round at a time, and the
-/// checkpoint it last saw, for readers waiting on it.
+/// What this process knows of the projector: one round at a time, the
+/// checkpoint it last saw, for readers waiting on it, and the journal row it
+/// last could not read, if its last round stopped there.
 #[derive(Debug)]
 pub struct Progress {
     pub turn: tokio::sync::Mutex<()>,
     pub position: tokio::sync::watch::Sender<i64>,
+    pub stopped: tokio::sync::watch::Sender<Option<Stopped>>,
 }
 
 impl Default for Progress {
@@ -149,6 +151,54 @@ impl Default for Progress {
         Self {
             turn: tokio::sync::Mutex::new(()),
             position: tokio::sync::watch::channel(0).0,
+            stopped: tokio::sync::watch::channel(None).0,
         }
+    }
+}
+
+/// A journal row the projector cannot read, and why, in words that quote
+/// nothing of its payload: the read model stays before it until a binary
+/// that reads it runs, or the row is repaired.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stopped {
+    pub position: i64,
+    pub reason: String,
+}
+
+impl Stopped {
+    /// The stop a failed read comes to: `None` for a storage error, which
+    /// the next round tries again.
+    pub fn of(error: &ReadError) -> Option<Self> {
+        use crate::domain::journal::StoredEventError as E;
+        let ReadError::Corrupt { position, source } = error else {
+            return None;
+        };
+        let reason = match source {
+            E::Unknown {
+                event_type,
+                version,
+            } => format!("unknown event type {event_type} v{version}"),
+            E::Unreadable { event_type, .. } => format!("unreadable {event_type} payload"),
+            E::Malformed { event_type, source } => format!(
+                "malformed {event_type} payload ({:?} error at line {}, column {})",
+                source.classify(),
+                source.line(),
+                source.column()
+            ),
+        };
+        Some(Self {
+            position: *position,
+            reason,
+        })
+    }
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the deliveries read model stopped before journal row {}: {}",
+            self.position, self.reason
+        )
     }
 }

@@ -289,3 +289,70 @@ async fn a_report_says_when_the_read_model_is_behind_and_catch_up_applies_the_jo
     assert!(!err.contains("read model"), "{err}");
     assert_eq!(deliveries(&out), before + 2, "{out}");
 }
+
+#[tokio::test]
+async fn a_journal_row_the_projector_cannot_read_stops_it_in_plain_sight_without_quoting_it() {
+    let logs = crate::support::logs::logs();
+    // The projector's task runs a round every 20 ms.
+    let app = spawn_app_with("[engine]\nread_model_pace_ms = 20\n").await;
+    assert_eq!(app.get("/api/deliveries?limit=1").await.status, 200);
+    // A decision row no binary can read (a bug's, a damaged disk's), holding
+    // a value that must never reach a log or a page.
+    let secret = format!("secret-{}", uuid::Uuid::now_v7().simple());
+    let bad = unicity::store::entities::journal::ActiveModel {
+        position: sea_orm::ActiveValue::NotSet,
+        delivery_id: sea_orm::ActiveValue::Set(Some(uuid::Uuid::now_v7().to_string())),
+        event_type: sea_orm::ActiveValue::Set("DeliveryDecided".into()),
+        event_version: sea_orm::ActiveValue::Set(1),
+        data: sea_orm::ActiveValue::Set(serde_json::json!({ "received": secret })),
+        recorded_at: sea_orm::ActiveValue::Set(chrono::Utc::now()),
+    };
+    let position = sea_orm::EntityTrait::insert(bad)
+        .exec(&app.db)
+        .await
+        .expect("a row appended")
+        .last_insert_id;
+    let posted = app
+        .post_signed("hmac", &refund("pay_bad1", 900, Some("rr_bad1")))
+        .await;
+    assert_eq!(posted.status, 202, "{}", posted.json);
+
+    // A search does not wait out its two seconds for a row it cannot read:
+    // it answers at once, saying where the read model stopped.
+    let started = std::time::Instant::now();
+    let found = app.get("/api/deliveries?q=pay_bad1").await;
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(found.status, 200, "{}", found.json);
+    assert_eq!(
+        found.json["freshness"]["stopped_at"], position,
+        "{}",
+        found.json
+    );
+    assert!(
+        found.json["freshness"]["behind"].as_i64().unwrap() >= 2,
+        "{}",
+        found.json
+    );
+    let ready = ready(&app).await;
+    assert_eq!(ready["read_model"]["stopped_at"], position, "{ready}");
+
+    // The server's log names the row and the kind of fault, once, not once
+    // every round; neither it nor a page quotes the value.
+    let stop = format!("stopped before journal row {position}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let text = logs.text();
+    assert_eq!(text.matches(&stop).count(), 1, "{text}");
+    assert!(!text.contains(&secret), "the payload reached the log");
+    assert!(!found.json.to_string().contains(&secret));
+    let mut browser =
+        crate::support::forms::signed_in(&app, "agent-stop", unicity::auth::Role::Support).await;
+    // The page found nothing, and says why it may have missed it.
+    let page = browser.get("/deliveries?q=pay_bad1").await.body;
+    assert!(page.contains("No match for"), "{page}");
+    assert!(page.contains(&stop), "{page}");
+    assert!(!page.contains(&secret));
+}
