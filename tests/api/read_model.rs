@@ -217,21 +217,6 @@ async fn a_slow_commit_with_a_lower_journal_position_is_never_skipped() {
     assert_eq!(rows_now(&app, &id).await, 1, "the slow delivery is listed");
 }
 
-/// Runs a command to its end, which must be a success: what it printed on
-/// standard output, then on standard error.
-async fn printed(mut command: std::process::Command) -> (String, String) {
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("join")
-        .expect("the command runs");
-    let (out, err) = (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    );
-    assert!(output.status.success(), "{out}{err}");
-    (out, err)
-}
-
 #[tokio::test]
 async fn a_report_says_when_the_read_model_is_behind_and_catch_up_applies_the_journal() {
     let app = spawn_app_with(IDLE_PROJECTOR).await;
@@ -268,7 +253,7 @@ async fn a_report_says_when_the_read_model_is_behind_and_catch_up_applies_the_jo
     };
 
     // A report read from the read model says what it leaves out,
-    let (out, err) = printed(list()).await;
+    let (out, err) = crate::support::processes::finished_saying(list()).await;
     assert!(err.contains("does not hold the journal's last"), "{err}");
     assert!(err.contains("projections catch-up"), "{err}");
     let before = deliveries(&out);
@@ -277,7 +262,7 @@ async fn a_report_says_when_the_read_model_is_behind_and_catch_up_applies_the_jo
     let mut catch_up =
         crate::support::processes::cli(&app.database_url, IDLE_PROJECTOR, dir.path());
     catch_up.args(["projections", "catch-up"]);
-    let (out, _) = printed(catch_up).await;
+    let out = crate::support::processes::finished(catch_up).await;
     assert!(out.contains("rows were behind"), "{out}");
     for id in &ids {
         assert_eq!(rows_now(&app, id).await, 1);
@@ -285,7 +270,7 @@ async fn a_report_says_when_the_read_model_is_behind_and_catch_up_applies_the_jo
     assert_eq!(ready(&app).await["read_model"]["behind"], 0);
 
     // and the report then counts both deliveries, with nothing to say.
-    let (out, err) = printed(list()).await;
+    let (out, err) = crate::support::processes::finished_saying(list()).await;
     assert!(!err.contains("read model"), "{err}");
     assert_eq!(deliveries(&out), before + 2, "{out}");
 }

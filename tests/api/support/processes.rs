@@ -32,7 +32,12 @@ pub fn cli(database_url: &str, extra: &str, dir: &Path) -> Command {
 }
 
 /// Runs `command` to its end, which must be a success; returns what it printed.
-pub async fn finished(mut command: Command) -> String {
+pub async fn finished(command: Command) -> String {
+    finished_saying(command).await.0
+}
+
+/// `finished`, with what the command said on standard error besides.
+pub async fn finished_saying(mut command: Command) -> (String, String) {
     // The arguments only: the environment holds the test secrets.
     let shown = format!("{:?}", command.get_args().collect::<Vec<_>>());
     let output = tokio::task::spawn_blocking(move || command.output())
@@ -40,13 +45,13 @@ pub async fn finished(mut command: Command) -> String {
         .expect("join")
         .expect("the command runs");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
         output.status.success(),
-        "{shown} failed ({}): {stdout}{}",
+        "{shown} failed ({}): {stdout}{stderr}",
         output.status,
-        String::from_utf8_lossy(&output.stderr)
     );
-    stdout
+    (stdout, stderr)
 }
 
 /// Runs `command` to its end, which must be a failure; returns what it said
