@@ -28,6 +28,7 @@ mod m20261205_000045_one_row_per_key;
 mod m20261206_000046_projected_deliveries;
 mod m20261206_000047_clustered_keys;
 mod m20261206_000048_newest_by_id;
+mod m20261206_000049_journal_payload_as_written;
 mod sql;
 
 pub struct Migrator;
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000046_projected_deliveries::Migration),
             Box::new(m20261206_000047_clustered_keys::Migration),
             Box::new(m20261206_000048_newest_by_id::Migration),
+            Box::new(m20261206_000049_journal_payload_as_written::Migration),
         ]
     }
 }

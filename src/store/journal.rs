@@ -147,7 +147,7 @@ fn decided_row(
 }
 
 /// Inserts `rows` in order, in as few statements as `chunks::statements`
-/// allows. The payload is bound as text, cast to `jsonb` on PostgreSQL.
+/// allows. The payload is bound as text, cast to `json` on PostgreSQL.
 ///
 /// On PostgreSQL the transaction first takes the journal's lock shared, until
 /// it ends: a position is then never handed out while the projector's fence
@@ -169,7 +169,7 @@ pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Resu
         ]);
         for row in chunk {
             let data = match backend {
-                DbBackend::Postgres => Expr::val(row.data).cast_as("jsonb"),
+                DbBackend::Postgres => Expr::val(row.data).cast_as("json"),
                 _ => Expr::val(row.data),
             };
             insert.values_panic([

@@ -132,3 +132,27 @@ async fn a_long_trail_reads_a_hundred_at_a_time_with_a_link_further_back() {
     assert_eq!(entries(&second.body).len(), 20, "the 20 older comments");
     assert!(!second.body.contains(r#"rel="next""#));
 }
+
+#[tokio::test]
+async fn a_note_holding_a_nul_character_is_journaled_on_every_backend() {
+    // An operator's text reaches the journal as JSON with `\u0000` in it,
+    // which PostgreSQL's `jsonb` refused: the journal keeps its payloads as
+    // the JSON text written.
+    let p = Pages::new().await;
+    let case = p.money_case("pay_audit_nul").await;
+    let mut fin = signed_in(&p.app, "fin", Role::Finance).await;
+    let page = fin.get(&format!("/cases/{case}")).await;
+    let csrf = csrf_in(&page.body);
+    let posted = fin
+        .post(
+            &format!("/cases/{case}/comments"),
+            &[("csrf", &csrf), ("note", "before\u{0}after")],
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::SEE_OTHER, "{}", posted.body);
+    let mut eve = signed_in(&p.app, "eve", Role::Engineer).await;
+    let trail = eve.get("/audit?kind=case_commented").await;
+    assert_eq!(entries(&trail.body).len(), 1, "{}", trail.body);
+    let shown = fin.get(&format!("/cases/{case}")).await;
+    assert!(shown.body.contains("before"), "{}", shown.body);
+}

@@ -78,7 +78,7 @@ impl Batch {
                 "INSERT INTO journal (delivery_id, event_type, event_version, data, recorded_at) VALUES ",
                 // `data` is bound as JSON text (serialised on the generator thread).
                 match backend {
-                    DbBackend::Postgres => "({}, 'DeliveryReceived', 1, CAST({} AS JSONB), {})",
+                    DbBackend::Postgres => "({}, 'DeliveryReceived', 1, CAST({} AS JSON), {})",
                     _ => "({}, 'DeliveryReceived', 1, {}, {})",
                 },
                 "",

@@ -10,7 +10,7 @@ pub struct Model {
     pub delivery_id: Option<String>,
     pub event_type: String,
     pub event_version: i32,
-    #[sea_orm(column_type = "JsonBinary")]
+    #[sea_orm(column_type = "Json")]
     pub data: Json,
     pub recorded_at: DateTimeUtc,
 }
