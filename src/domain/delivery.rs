@@ -51,6 +51,9 @@ pub enum BodyParse {
     /// JSON with a member name twice in one object (RFC 7493 forbids it):
     /// parsers disagree on which value counts, so none is trusted.
     DuplicateMemberNames,
+    /// JSON with U+0000 in a string or member name, which PostgreSQL
+    /// cannot store as text (`strict_json::Refused::Nul`).
+    NulCharacter,
 }
 
 impl BodyParse {
@@ -65,6 +68,7 @@ impl BodyParse {
             Ok(value) => (Self::Json, Some(value)),
             Err(Refused::TooDeep { .. }) => (Self::TooDeep, None),
             Err(Refused::DuplicateMember { .. }) => (Self::DuplicateMemberNames, None),
+            Err(Refused::Nul) => (Self::NulCharacter, None),
             Err(Refused::Syntax(_)) => (Self::NotJson, None),
         }
     }

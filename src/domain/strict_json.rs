@@ -34,6 +34,8 @@ pub const MAX_STORED_DEPTH: usize = 512;
 pub struct Limits {
     pub max_depth: usize,
     pub reject_duplicates: bool,
+    /// Refuse a string or member name holding U+0000 (`\u0000`).
+    pub reject_nul: bool,
 }
 
 impl Limits {
@@ -41,11 +43,13 @@ impl Limits {
     pub const BODY: Limits = Limits {
         max_depth: MAX_BODY_DEPTH,
         reject_duplicates: true,
+        reject_nul: true,
     };
     /// What reading a stored journal payload checks.
     pub const STORED: Limits = Limits {
         max_depth: MAX_STORED_DEPTH,
         reject_duplicates: false,
+        reject_nul: false,
     };
 }
 
@@ -56,6 +60,11 @@ pub enum Refused {
     TooDeep { limit: usize },
     #[error("member name {name:?} appears twice in one object")]
     DuplicateMember { name: String },
+    /// JSON allows `\u0000` in a string, but PostgreSQL stores no text
+    /// holding it: a value read from such a body could reach no column, and
+    /// a row refused at the commit would fail every delivery of its batch.
+    #[error("a string or member name holds U+0000")]
+    Nul,
     #[error("not JSON: {0}")]
     Syntax(String),
 }
@@ -97,6 +106,14 @@ impl Seed<'_> {
         let error = E::custom(&refused);
         self.found.set(Some(refused));
         error
+    }
+
+    /// Refuses a text the limits do not let through.
+    fn check_text<E: de::Error>(self, text: &str) -> Result<(), E> {
+        if self.limits.reject_nul && text.contains('\0') {
+            return Err(self.refuse(Refused::Nul));
+        }
+        Ok(())
     }
 
     /// The seed for the values inside a container, or why there is none.
@@ -145,11 +162,13 @@ impl<'de> Visitor<'de> for Seed<'_> {
         Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.check_text(v)?;
         Ok(Value::String(v.to_owned()))
     }
 
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.check_text(&v)?;
         Ok(Value::String(v))
     }
 
@@ -170,6 +189,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
         let inner = self.enter()?;
         let mut members = Map::new();
         while let Some(name) = map.next_key::<String>()? {
+            self.check_text(&name)?;
             let value = map.next_value_seed(inner)?;
             if self.limits.reject_duplicates && members.contains_key(&name) {
                 return Err(self.refuse(Refused::DuplicateMember { name }));
@@ -232,6 +252,23 @@ mod tests {
             parse(&nested(MAX_STORED_DEPTH + 1), Limits::STORED),
             Err(Refused::TooDeep { .. })
         ));
+    }
+
+    #[test]
+    fn a_nul_in_a_body_string_or_member_name_is_refused_but_read_back_from_storage() {
+        for text in [
+            r#"{"a":"x\u0000"}"#,
+            r#"{"a":["\u0000"]}"#,
+            r#"{"x\u0000":1}"#,
+            r#""\u0000""#,
+        ] {
+            assert_eq!(parse(text, Limits::BODY), Err(Refused::Nul), "{text}");
+            let stored = parse(text, Limits::STORED).expect("stored rows stay readable");
+            assert!(stored.to_string().contains(r"\u0000"), "{text}");
+        }
+        // Every other control character is text like any other.
+        let others = r#"{"a":"\u0001\u001f\t\n"}"#;
+        assert!(parse(others, Limits::BODY).is_ok());
     }
 
     #[test]

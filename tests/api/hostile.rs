@@ -191,3 +191,70 @@ async fn rows_nested_past_serde_json_limit_written_before_the_limit_stay_readabl
         .expect("the rebuild reads every row");
     assert_eq!(replayed.rows as i64, journaled);
 }
+
+#[tokio::test]
+async fn a_body_holding_a_nul_character_is_kept_and_quarantined_without_failing_its_batch() {
+    // JSON may escape any character, NUL included; PostgreSQL stores no text
+    // holding one. Read from the body, it would reach the journal, the
+    // effects' discriminants and the read model, and the database's refusal
+    // at the commit would fail every delivery batched with it, again at each
+    // retry. It is kept raw and quarantined instead, on both backends.
+    let app = spawn_app().await;
+    for (n, (payment, currency, reference)) in [
+        ("pay_nul\u{0}1", "EUR", "rr_nul1"),
+        ("pay_nul2", "EU\u{0}R", "rr_nul2"),
+        ("pay_nul3", "EUR", "rr_\u{0}"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let body = serde_json::to_vec(&json!({
+            "type": "refund.created",
+            "payment_id": payment,
+            "amount": 900,
+            "currency": currency,
+            "refund_reference": reference,
+            "sent_at": chrono::Utc::now().to_rfc3339(),
+        }))
+        .unwrap();
+        assert!(String::from_utf8_lossy(&body).contains(r"\u0000"));
+        let other = crate::support::app::refund(&format!("pay_beside_{n}"), 900, Some("rr_b"));
+        let (hostile, beside) = tokio::join!(
+            app.post_signed("hmac", &body),
+            app.post_signed("hmac", &other)
+        );
+        assert_eq!(hostile.status, 202, "{}", hostile.json);
+        assert_eq!(hostile.json["parse"], "nul_character", "{}", hostile.json);
+        assert_eq!(hostile.json["decision"], "quarantine", "{}", hostile.json);
+        assert_eq!(hostile.json["key"], Value::Null, "{}", hostile.json);
+        assert_eq!(beside.status, 202, "{}", beside.json);
+        assert_eq!(beside.json["decision"], "process", "{}", beside.json);
+
+        let id = hostile.json["delivery_id"].as_str().unwrap();
+        let shown = app.delivery(id).await;
+        assert_eq!(shown.status, 200, "{}", shown.json);
+        let stored = app
+            .count(&format!(
+                "SELECT COUNT(*) FROM raw_bodies WHERE sha256 = '{}' AND size = {}",
+                shown.json["body_ref"]["sha256"].as_str().unwrap(),
+                body.len()
+            ))
+            .await;
+        assert_eq!(stored, 1, "the raw body is kept");
+    }
+    // A member name holding NUL is refused the same way.
+    let named = br#"{"type":"refund.created","payment_id":"pay_n","amount":1,"currency":"EUR","x\u0000":1}"#;
+    let reply = app.post_signed("hmac", named).await;
+    assert_eq!(reply.json["parse"], "nul_character", "{}", reply.json);
+
+    // The read model follows: a search waits for the projector.
+    let found = app.get("/api/deliveries?decision=quarantine").await;
+    assert_eq!(found.status, 200, "{}", found.json);
+    assert_eq!(found.json["freshness"]["behind"], 0, "{}", found.json);
+    assert_eq!(found.json["deliveries"].as_array().unwrap().len(), 4);
+    let journaled = app.journal_rows().await;
+    let replayed = projections::rebuild(&app.db)
+        .await
+        .expect("the rebuild reads every row");
+    assert_eq!(replayed.rows as i64, journaled);
+}

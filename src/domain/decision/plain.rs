@@ -145,8 +145,9 @@ impl Decision {
                     " failed after a partial effect, and it is never re-run blindly; {next}."
                 )),
             Reason::UnparseableBody => parts.text(
-                "its body is not readable JSON, so nothing can identify it; it is kept, \
-                 nothing is dropped.",
+                "its body is not readable JSON (or holds a string with the character \
+                 U+0000, which cannot be stored as text), so nothing can identify it; it is \
+                 kept, nothing is dropped.",
             ),
             Reason::BodyTooDeep => parts.text(&format!(
                 "its body nests deeper than {} levels; it is kept raw and never keyed.",

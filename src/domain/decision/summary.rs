@@ -78,7 +78,9 @@ impl Decision {
                 format!("{delivery} failed after a partial effect; never re-run blindly, {then}")
             }
             Reason::UnparseableBody => {
-                "the body could not be parsed; kept, nothing dropped".to_owned()
+                "the body could not be parsed (not UTF-8, not JSON, or a string holding \
+                 U+0000); kept, nothing dropped"
+                    .to_owned()
             }
             Reason::BodyTooDeep => format!(
                 "the body is nested deeper than {} levels; kept raw, never keyed",

@@ -96,7 +96,7 @@ pub enum SkipReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum Unresolved {
-    /// Not UTF-8, or not JSON.
+    /// Not UTF-8, not JSON, or JSON holding U+0000.
     Unparseable,
     /// JSON nested deeper than the body limit.
     BodyTooDeep {
@@ -126,7 +126,9 @@ impl Unresolved {
                 limit: crate::domain::strict_json::MAX_BODY_DEPTH,
             },
             BodyParse::DuplicateMemberNames => Unresolved::DuplicateMemberNames,
-            BodyParse::Json | BodyParse::NotUtf8 | BodyParse::NotJson => Unresolved::Unparseable,
+            BodyParse::Json | BodyParse::NotUtf8 | BodyParse::NotJson | BodyParse::NulCharacter => {
+                Unresolved::Unparseable
+            }
         }
     }
 
