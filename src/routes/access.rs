@@ -17,6 +17,9 @@
 //! session's CSRF token in `X-CSRF-Token` (`csrf_refused`); a browser would
 //! otherwise send the cookie for any site's script.
 //!
+//! A request holding U+0000 (`%00`) in its path, query or form body is
+//! refused with a 400 before anything reads it (`nul`), webhooks apart.
+//!
 //! Refusals: under `/api/`, JSON `401 unauthenticated` / `403 forbidden` /
 //! `403 csrf`; elsewhere, `303` to `/login` when nobody is signed in, else
 //! the HTML 403. Every `/api/` answer is `Cache-Control: no-store`: it holds
@@ -43,12 +46,16 @@ enum Refusal {
     Csrf,
     NoRoute,
     Storage,
+    Nul,
 }
 
 pub async fn guard(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    if !is_hook(&req) && super::nul::held(&mut req).await? {
+        return Ok(refuse(req, Refusal::Nul));
+    }
     let Some(pattern) = routed_pattern(&req) else {
         // No route matches the path the router routes: the same 404 as a
         // route asked with another method, a page with the way back for
@@ -103,12 +110,20 @@ async fn pass(
 /// webhook), by the routed path: refused with a status and JSON, never sent
 /// to sign in.
 fn is_api(req: &ServiceRequest) -> bool {
-    let path = req.match_info().as_str();
-    let under = |prefix: &str| {
-        path.strip_prefix(prefix)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    };
-    under("/api") || under("/hooks") || path == "/metrics"
+    routed_under(req, "/api") || is_hook(req) || req.match_info().as_str() == "/metrics"
+}
+
+/// Whether `req` is a provider's webhook, by the routed path.
+fn is_hook(req: &ServiceRequest) -> bool {
+    routed_under(req, "/hooks")
+}
+
+/// Whether the routed path is `prefix` or below it.
+fn routed_under(req: &ServiceRequest, prefix: &str) -> bool {
+    req.match_info()
+        .as_str()
+        .strip_prefix(prefix)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 fn no_store(headers: &mut header::HeaderMap) {
@@ -182,6 +197,17 @@ fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {
         (true, Refusal::Forbidden) => ApiError::forbidden().error_response(),
         (true, Refusal::Csrf) => ApiError::csrf().error_response(),
         (true, Refusal::Storage) => ApiError::storage_unavailable().error_response(),
+        (true, Refusal::Nul) => ApiError::new(
+            actix_web::http::StatusCode::BAD_REQUEST,
+            "nul_character",
+            "the request holds U+0000 (%00), which Unicity does not accept",
+        )
+        .error_response(),
+        (false, Refusal::Nul) => UiError::new(
+            actix_web::http::StatusCode::BAD_REQUEST,
+            "The request holds the character U+0000 (%00), which Unicity does not accept.",
+        )
+        .error_response(),
         // Back to the page asked for after sign-in, when it is one to read.
         (false, Refusal::Unauthenticated) if req.method() == Method::GET => {
             let asked = req.uri().path_and_query().map_or("/", |p| p.as_str());

@@ -10,6 +10,7 @@ pub mod error;
 pub mod health;
 pub mod hooks;
 pub mod metrics;
+mod nul;
 pub mod openapi;
 pub mod ui;
 

@@ -35,6 +35,7 @@ mod login;
 mod lookups;
 mod masking;
 mod metrics;
+mod nul_characters;
 mod observe;
 mod observe_types;
 mod one_row;

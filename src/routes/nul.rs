@@ -1,0 +1,48 @@
+//! U+0000 in what people and programs send the back office and the API.
+//! PostgreSQL stores no text holding it and refuses any value bound with
+//! one, so a sign-in name, a search or a filter holding `%00` got a 503
+//! "storage unavailable" there and an answer on SQLite. Such a request is
+//! refused up front with a 400 on both backends: in its path, its query, or
+//! a form's body. Webhooks are not checked here: their bodies are kept as
+//! bytes, and a JSON body holding U+0000 is quarantined
+//! (`strict_json::Refused::Nul`).
+
+use std::pin::Pin;
+
+use actix_web::dev::{Payload, ServiceRequest};
+use actix_web::{HttpMessage, web};
+use futures_util::Stream;
+
+/// The percent-encoding of U+0000, the only way it reaches a URI or a form
+/// (a raw NUL byte is not HTTP).
+const ENCODED: &[u8] = b"%00";
+
+/// Whether `req` holds U+0000 in its path, its query or, for a form, its
+/// body (read here and handed back to the request unchanged).
+pub async fn held(req: &mut ServiceRequest) -> Result<bool, actix_web::Error> {
+    let uri = req.uri();
+    if encoded(uri.path().as_bytes()) || uri.query().is_some_and(|q| encoded(q.as_bytes())) {
+        return Ok(true);
+    }
+    if !req
+        .content_type()
+        .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+    {
+        return Ok(false);
+    }
+    let body = req.extract::<web::Bytes>().await?;
+    let found = encoded(&body) || body.contains(&0);
+    req.set_payload(again(body));
+    Ok(found)
+}
+
+fn encoded(text: &[u8]) -> bool {
+    text.windows(ENCODED.len()).any(|w| w == ENCODED)
+}
+
+/// A payload that yields `body` once, for the extractors after this one.
+fn again(body: web::Bytes) -> Payload {
+    let stream: Pin<Box<dyn Stream<Item = Result<web::Bytes, actix_web::error::PayloadError>>>> =
+        Box::pin(futures_util::stream::once(async move { Ok(body) }));
+    Payload::from(stream)
+}
