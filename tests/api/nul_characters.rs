@@ -13,6 +13,7 @@ use unicity::auth::Role;
 use crate::support::app::spawn_app;
 use crate::support::counts::Counts;
 use crate::support::forms::{FormClient, PASSWORD, operator, signed_in};
+use crate::support::pages::Pages;
 
 const CASE_ID: &str = "0190f0e0-0000-7000-8000-000000000000";
 
@@ -107,4 +108,38 @@ async fn a_webhook_is_not_refused_for_the_text_percent_zero_zero() {
     let reply = app.post_signed("hmac", &body).await;
     assert_eq!(reply.status, 202, "{}", reply.json);
     assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+}
+
+#[tokio::test]
+async fn a_resolution_holding_a_nul_character_is_refused_and_leaves_the_case_open() {
+    // Through the API, JSON escapes it: on PostgreSQL the resolution passed
+    // its checks and failed at the commit with a 503.
+    let p = Pages::new().await;
+    let case = p.money_case("pay_nul_resolve").await;
+    let refused = p
+        .app
+        .resolve(
+            &case,
+            json!({
+                "resolution": "process_as_distinct",
+                "note": "the provider lists two",
+                "authoritative_ref": "re_\u{0}2",
+            }),
+        )
+        .await;
+    assert_eq!(refused.status, 400, "{}", refused.json);
+    assert_eq!(refused.json["code"], "nul_character", "{}", refused.json);
+    // A backslash before the text `u0000` is no NUL.
+    let resolved = p
+        .app
+        .resolve(
+            &case,
+            json!({
+                "resolution": "process_as_distinct",
+                "note": "the provider lists two: \\u0000",
+                "authoritative_ref": "re_2",
+            }),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
 }
