@@ -17,8 +17,9 @@
 //! session's CSRF token in `X-CSRF-Token` (`csrf_refused`); a browser would
 //! otherwise send the cookie for any site's script.
 //!
-//! A request holding U+0000 (`%00`) in its path, query or form body is
-//! refused with a 400 before anything reads it (`nul`), webhooks apart.
+//! A request allowed through that holds U+0000 (`%00` in its path, query or
+//! form body, `\u0000` in a JSON body) is refused with a 400 before its
+//! handler reads it (`nul`), webhooks apart.
 //!
 //! Refusals: under `/api/`, JSON `401 unauthenticated` / `403 forbidden` /
 //! `403 csrf`; elsewhere, `303` to `/login` when nobody is signed in, else
@@ -50,12 +51,9 @@ enum Refusal {
 }
 
 pub async fn guard(
-    mut req: ServiceRequest,
+    req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    if !is_hook(&req) && super::nul::held(&mut req).await? {
-        return Ok(refuse(req, Refusal::Nul));
-    }
     let Some(pattern) = routed_pattern(&req) else {
         // No route matches the path the router routes: the same 404 as a
         // route asked with another method, a page with the way back for
@@ -93,11 +91,16 @@ fn routed_pattern(req: &ServiceRequest) -> Option<String> {
     req.resource_map().match_pattern(req.match_info().as_str())
 }
 
-/// Lets `req` through, marking what `/api/` answers as never to be cached.
+/// Lets `req` through, marking what `/api/` answers as never to be cached,
+/// unless it holds U+0000 (a body is read for that only here, once the
+/// caller may reach the handler).
 async fn pass(
-    req: ServiceRequest,
+    mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    if !is_hook(&req) && super::nul::held(&mut req).await? {
+        return Ok(refuse(req, Refusal::Nul));
+    }
     let api = is_api(&req);
     let mut response = next.call(req).await?.map_into_boxed_body();
     if api {
