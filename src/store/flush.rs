@@ -1,18 +1,22 @@
 //! Writing what a transaction deferred, just before its commit: every row of
-//! `Deferred`, one statement per table and chunk, journal rows last. A claim
+//! `Deferred`, one statement per table (`bulk`), journal rows last. A claim
 //! made in memory (a link, a key, a retake, a settlement) that the
 //! database refuses fails the flush, and with it the transaction: nothing of
 //! it commits. This is the one place journal rows are written.
 
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, EntityName, EntityTrait, IntoActiveModel};
+use sea_orm::sea_query::{Query, Value};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityName, IdenStatic,
+    IntoActiveModel,
+};
 
-use super::chunks::statements;
 use super::deferred::Deferred;
+use super::entities::journal;
 use super::journal as journal_store;
-use super::projections;
+use super::{bulk, checkpoint, projections};
 
 impl Deferred {
-    /// Writes every row, one statement per table and chunk, and empties self.
+    /// Writes every row, one statement per table (`bulk`), and empties self.
     /// A claim made in memory that the database refuses fails the flush.
     pub async fn flush<C: ConnectionTrait>(&mut self, conn: &C) -> Result<(), DbErr> {
         let links = std::mem::take(&mut self.links);
@@ -43,7 +47,7 @@ impl Deferred {
         insert_ignoring_existing(conn, std::mem::take(&mut self.deferrals)).await?;
         // Journal rows have no key to collide on: a plain insert, so that a
         // bug can never silently drop an event.
-        journal_store::insert(conn, std::mem::take(&mut self.journal)).await?;
+        insert_journal(conn, std::mem::take(&mut self.journal)).await?;
         Ok(())
     }
 }
@@ -54,20 +58,11 @@ where
     C: ConnectionTrait,
     A: ActiveModelTrait + Send,
 {
-    for chunk in statements(rows.collect()) {
-        let expected = chunk.len() as u64;
-        let inserted = match <A::Entity as EntityTrait>::insert_many(chunk)
-            .on_conflict_do_nothing()
-            .exec_without_returning(conn)
-            .await?
-        {
-            sea_orm::TryInsertResult::Inserted(n) => n,
-            _ => 0,
-        };
-        if inserted != expected {
-            let table = A::Entity::default().table_name();
-            return Err(stale_claim(table, "a batch"));
-        }
+    let rows: Vec<A> = rows.collect();
+    let expected = rows.len() as u64;
+    if bulk::insert(conn, rows).await? != expected {
+        let table = A::Entity::default().table_name();
+        return Err(stale_claim(table, "a batch"));
     }
     Ok(())
 }
@@ -85,11 +80,83 @@ where
     C: ConnectionTrait,
     A: sea_orm::ActiveModelTrait + Send,
 {
-    for chunk in statements(rows) {
-        <A::Entity as EntityTrait>::insert_many(chunk)
-            .on_conflict_do_nothing()
-            .exec_without_returning(conn)
+    bulk::insert(conn, rows).await?;
+    Ok(())
+}
+
+/// Inserts `rows` in order, in one statement on PostgreSQL (`bulk::unnest`),
+/// in as few as `bulk::statements` allows on SQLite. The payload is bound as
+/// text, cast to `json` on PostgreSQL, so that it is kept as written.
+///
+/// On PostgreSQL the transaction first takes the journal's lock shared, until
+/// it ends: a position is then never handed out while the projector's fence
+/// holds it (`checkpoint::fence`).
+pub(super) async fn insert_journal<C: ConnectionTrait>(
+    conn: &C,
+    rows: Vec<journal_store::Row>,
+) -> Result<(), DbErr> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    if conn.get_database_backend() == DbBackend::Postgres {
+        conn.execute_unprepared(&checkpoint::share_the_journal())
             .await?;
+        let expected = rows.len() as u64;
+        let table = journal::Entity.table_name();
+        let inserted = bulk::unnest(conn, table, journal_columns(rows), bulk::Mode::Append).await?;
+        if inserted != expected {
+            return Err(DbErr::Custom(format!(
+                "the journal took {inserted} of {expected} rows: nothing in this batch is committed"
+            )));
+        }
+        return Ok(());
+    }
+    for chunk in bulk::statements(rows) {
+        let mut insert = Query::insert();
+        insert.into_table(journal::Entity).columns([
+            journal::Column::DeliveryId,
+            journal::Column::EventType,
+            journal::Column::EventVersion,
+            journal::Column::Data,
+            journal::Column::RecordedAt,
+        ]);
+        for row in chunk {
+            insert.values_panic([
+                row.delivery_id.into(),
+                row.event_type.into(),
+                row.event_version.into(),
+                row.data.into(),
+                row.recorded_at.into(),
+            ]);
+        }
+        conn.execute(&insert).await?;
     }
     Ok(())
+}
+
+/// `rows` as the columns of a PostgreSQL bulk insert.
+fn journal_columns(rows: Vec<journal_store::Row>) -> Vec<bulk::Column> {
+    let n = rows.len();
+    let mut columns: [Vec<Value>; 5] = std::array::from_fn(|_| Vec::with_capacity(n));
+    for row in rows {
+        columns[0].push(row.delivery_id.into());
+        columns[1].push(row.event_type.into());
+        columns[2].push(row.event_version.into());
+        columns[3].push(row.data.into());
+        columns[4].push(row.recorded_at.into());
+    }
+    let [delivery_id, event_type, event_version, data, recorded_at] = columns;
+    let column = |column: journal::Column, values, cast| bulk::Column {
+        name: column.as_str(),
+        nullable: column.def().is_null(),
+        values,
+        cast,
+    };
+    vec![
+        column(journal::Column::DeliveryId, delivery_id, None),
+        column(journal::Column::EventType, event_type, None),
+        column(journal::Column::EventVersion, event_version, None),
+        column(journal::Column::Data, data, Some("json")),
+        column(journal::Column::RecordedAt, recorded_at, None),
+    ]
 }

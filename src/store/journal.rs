@@ -2,7 +2,7 @@
 //! deleted (the database refuses it); positions are assigned by the database.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter,
     QueryOrder, QuerySelect,
@@ -29,11 +29,11 @@ pub struct StoredEvent {
 /// possible).
 #[derive(Debug, Clone)]
 pub struct Row {
-    delivery_id: Option<String>,
-    event_type: &'static str,
-    event_version: i32,
-    data: String,
-    recorded_at: DateTime<Utc>,
+    pub(super) delivery_id: Option<String>,
+    pub(super) event_type: &'static str,
+    pub(super) event_version: i32,
+    pub(super) data: String,
+    pub(super) recorded_at: DateTime<Utc>,
 }
 
 impl Row {
@@ -144,45 +144,6 @@ fn decided_row(
         data: format!(r#"{{"received":{received},"key":{key}{reserved},"decision":{decision}}}"#),
         recorded_at: at,
     }
-}
-
-/// Inserts `rows` in order, in as few statements as `chunks::statements`
-/// allows. The payload is bound as text, cast to `json` on PostgreSQL.
-///
-/// On PostgreSQL the transaction first takes the journal's lock shared, until
-/// it ends: a position is then never handed out while the projector's fence
-/// holds it (`checkpoint::fence`).
-pub(super) async fn insert<C: ConnectionTrait>(conn: &C, rows: Vec<Row>) -> Result<(), DbErr> {
-    let backend = conn.get_database_backend();
-    if backend == DbBackend::Postgres && !rows.is_empty() {
-        conn.execute_unprepared(&super::checkpoint::share_the_journal())
-            .await?;
-    }
-    for chunk in super::chunks::statements(rows) {
-        let mut insert = Query::insert();
-        insert.into_table(journal::Entity).columns([
-            journal::Column::DeliveryId,
-            journal::Column::EventType,
-            journal::Column::EventVersion,
-            journal::Column::Data,
-            journal::Column::RecordedAt,
-        ]);
-        for row in chunk {
-            let data = match backend {
-                DbBackend::Postgres => Expr::val(row.data).cast_as("json"),
-                _ => Expr::val(row.data),
-            };
-            insert.values_panic([
-                row.delivery_id.into(),
-                row.event_type.into(),
-                row.event_version.into(),
-                data,
-                row.recorded_at.into(),
-            ]);
-        }
-        conn.execute(&insert).await?;
-    }
-    Ok(())
 }
 
 /// Error reading the journal.
@@ -439,7 +400,9 @@ mod tests {
         assert_eq!(spliced, serde_json::to_value(&decided).unwrap());
 
         let (_dir, db) = crate::store::test_database().await;
-        insert(&db, vec![row]).await.unwrap();
+        crate::store::flush::insert_journal(&db, vec![row])
+            .await
+            .unwrap();
         let read: Vec<JournalEvent> = for_delivery(&db, id)
             .await
             .unwrap()

@@ -12,11 +12,13 @@
 
 use std::collections::HashMap;
 
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::sea_query::extension::postgres::PgFunc;
+use sea_orm::sea_query::{ArrayType, Expr, ExprTrait, Value};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter};
 
 use super::entities::{effect, transport_link};
 
-/// Keys per `IN (…)` list, well under either backend's bound-parameter limit.
+/// Keys per `IN (…)` list on SQLite, well under its bound-parameter limit.
 const KEYS_PER_STATEMENT: usize = 500;
 
 /// The keys one delivery's decision reads.
@@ -130,8 +132,10 @@ impl KeyIndex {
     }
 }
 
-/// Reads the rows of `keys` by `column` into `known`, a few hundred keys to a
-/// statement; a key with no row is recorded as known absent.
+/// Reads the rows of `keys` by `column` into `known`; a key with no row is
+/// recorded as known absent. On PostgreSQL in one statement whose text never
+/// changes (`column = ANY($1)`, the keys bound as one array), so that it is
+/// prepared once per connection; on SQLite a few hundred keys to an `IN (…)`.
 async fn read_rows<C, E>(
     conn: &C,
     keys: Vec<String>,
@@ -143,12 +147,26 @@ where
     C: ConnectionTrait,
     E: EntityTrait,
 {
-    for chunk in unique(keys).chunks(KEYS_PER_STATEMENT) {
+    let keys = unique(keys);
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let postgres = conn.get_database_backend() == DbBackend::Postgres;
+    let per_statement = if postgres {
+        keys.len()
+    } else {
+        KEYS_PER_STATEMENT
+    };
+    for chunk in keys.chunks(per_statement) {
         known.extend(chunk.iter().map(|k| (k.clone(), None)));
-        let found = E::find()
-            .filter(column.is_in(chunk.iter().map(String::as_str)))
-            .all(conn)
-            .await?;
+        let filter = if postgres {
+            let array = chunk.iter().cloned().map(Value::from).collect();
+            let array = Value::Array(ArrayType::String, Some(Box::new(array)));
+            Expr::col(column).eq(PgFunc::any(Expr::val(array)))
+        } else {
+            column.is_in(chunk.iter().map(String::as_str))
+        };
+        let found = E::find().filter(filter).all(conn).await?;
         for row in found {
             known.insert(key_of(&row).clone(), Some(row));
         }

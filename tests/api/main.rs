@@ -7,6 +7,7 @@ mod admin_browser;
 mod attempts;
 mod audit;
 mod batches;
+mod bulk_rows;
 mod case_browser;
 mod cases;
 mod clustered_keys;

@@ -23,7 +23,7 @@ use super::cases;
 use super::rows as rows_of;
 use crate::domain::decision::Action;
 use crate::domain::journal::{DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, Origin};
-use crate::store::chunks::statements;
+use crate::store::bulk;
 use crate::store::deferred::Deferred;
 use crate::store::entities::{deferred_delivery, delivery, transport_link};
 
@@ -243,15 +243,7 @@ impl Fold {
             mut rows, updates, ..
         } = self;
         rows.sort_by(|a, b| id_of(a).cmp(id_of(b)));
-        let mut inserted = 0;
-        for chunk in statements(rows) {
-            inserted += rows_of(
-                delivery::Entity::insert_many(chunk)
-                    .on_conflict_do_nothing()
-                    .exec_without_returning(conn)
-                    .await?,
-            );
-        }
+        let inserted = bulk::insert(conn, rows).await?;
         for (id, row) in updates {
             delivery::Entity::update_many()
                 .set(row)
