@@ -145,26 +145,32 @@ async fn open(url: &str, pool: Pool, durability: Durability) -> anyhow::Result<D
     } else {
         // Every new connection: see `nodelay` (sqlx 0.9.0 leaves Nagle on).
         let servers = std::sync::Arc::new(nodelay::server_addresses(url).await);
+        // A writer's statements never change text (`bulk`, `key_index`), so
+        // each connection keeps one generic plan per statement. One made
+        // while a table was nearly empty would read it whole for as long as
+        // the connection lives (measured: key reads at 5 ms each by 20,000
+        // deliveries, 3.5x the database's CPU per delivery). A batch finds
+        // its rows by key or position, through an index; with sequential
+        // scans off the plan uses it whatever the table's size when it was
+        // made (a query no index serves is still planned as a scan). Planning
+        // every execution instead cost ~15 % more CPU. Set after connecting
+        // rather than as a startup option, which some poolers refuse.
+        let writer = pool == Pool::Writer;
         options.map_sqlx_postgres_pool_opts(move |pool| {
             let servers = servers.clone();
-            pool.after_connect(move |_, _| {
+            pool.after_connect(move |conn, _| {
                 nodelay::set_on_connections_to(&servers);
-                Box::pin(async { Ok(()) })
+                Box::pin(async move {
+                    if writer {
+                        use sea_orm::sqlx::Executor as _;
+                        conn.execute("SET enable_seqscan = off").await?;
+                    }
+                    Ok(())
+                })
             })
         });
         if pool == Pool::Shared {
             options.max_connections(POSTGRES_POOL);
-        } else {
-            // A writer's statements never change text (`bulk`, `key_index`),
-            // so each connection keeps one generic plan per statement. One
-            // made while a table was nearly empty would read it whole for as
-            // long as the connection lives (measured: key reads at 5 ms each
-            // by 20000 deliveries, 3.5x the database's CPU per delivery). A
-            // batch finds its rows by key or position, through an index; with
-            // sequential scans off the plan uses it whatever the table's size
-            // when it was made (a query no index serves is still planned as a
-            // scan). Planning every execution instead cost 15 % more CPU.
-            options.map_sqlx_postgres_opts(|o| o.options([("enable_seqscan", "off")]));
         }
     }
     Database::connect(options)
