@@ -43,9 +43,7 @@ where
         return Ok(0);
     }
     if conn.get_database_backend() == DbBackend::Postgres {
-        let table = A::Entity::default().table_name().to_owned();
-        let columns = columns_of(rows)?;
-        return unnest(conn, &table, columns, Mode::SkipTaken).await;
+        return Ok(unnest_all(conn, vec![Part::of(rows)?]).await?[0]);
     }
     let mut inserted = 0;
     for chunk in statements(rows) {
@@ -99,7 +97,7 @@ fn columns_of<A: ActiveModelTrait>(mut rows: Vec<A>) -> Result<Vec<Column>, DbEr
     Ok(columns)
 }
 
-/// How an `unnest` insert treats its rows.
+/// How a part's rows are inserted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
     /// A row whose key is taken is skipped (`ON CONFLICT DO NOTHING`).
@@ -109,35 +107,117 @@ pub(super) enum Mode {
     Append,
 }
 
-/// Inserts the rows `columns` hold into `table` on PostgreSQL in one
-/// statement; returns how many were inserted.
-pub(super) async fn unnest<C: ConnectionTrait>(
+/// One table's rows, for a statement that may insert into several at once
+/// (`unnest_all`).
+pub(super) struct Part {
+    pub table: &'static str,
+    pub columns: Vec<Column>,
+    pub mode: Mode,
+    /// A call the statement makes before the part's first row (a lock to
+    /// hold before a serial column hands out a number), or none.
+    pub first: Option<String>,
+}
+
+impl Part {
+    /// The part inserting `rows`, skipping those whose key is taken.
+    pub(super) fn of<A: ActiveModelTrait>(rows: Vec<A>) -> Result<Self, DbErr> {
+        Ok(Self {
+            table: A::Entity::default().table_name(),
+            columns: columns_of(rows)?,
+            mode: Mode::SkipTaken,
+            first: None,
+        })
+    }
+
+    pub(super) fn rows(&self) -> usize {
+        self.columns.first().map_or(0, |c| c.values.len())
+    }
+}
+
+/// Inserts every part's rows on PostgreSQL in one statement, a
+/// data-modifying `WITH` query per part, in one round trip whatever the
+/// number of tables and rows; returns how many rows each part inserted, in
+/// order. The statement's text depends only on which tables have rows.
+pub(super) async fn unnest_all<C: ConnectionTrait>(
     conn: &C,
-    table: &str,
-    columns: Vec<Column>,
-    mode: Mode,
-) -> Result<u64, DbErr> {
+    parts: Vec<Part>,
+) -> Result<Vec<u64>, DbErr> {
+    let mut inserted = vec![0; parts.len()];
+    let mut queries = Vec::new();
+    let mut counts = Vec::new();
+    let mut values = Vec::new();
+    let mut written = Vec::new();
+    for (p, part) in parts.into_iter().enumerate() {
+        if part.rows() == 0 {
+            continue;
+        }
+        let join = match &part.first {
+            Some(call) => {
+                queries.push(format!("f{p} AS MATERIALIZED (SELECT {call})"));
+                format!(" CROSS JOIN f{p}")
+            }
+            None => String::new(),
+        };
+        queries.push(format!(
+            "p{p} AS ({} RETURNING 1)",
+            insert_sql(part, &join, &mut values)?
+        ));
+        counts.push(format!("(SELECT count(*) FROM p{p}) AS n{p}"));
+        written.push(p);
+    }
+    if written.is_empty() {
+        return Ok(inserted);
+    }
+    let sql = format!("WITH {} SELECT {}", queries.join(", "), counts.join(", "));
+    let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
+    let row = conn
+        .query_one_raw(statement)
+        .await?
+        .ok_or_else(|| DbErr::Custom("a bulk insert returned no counts".to_owned()))?;
+    for p in written {
+        let n: i64 = row.try_get("", &format!("n{p}"))?;
+        inserted[p] = n.unsigned_abs();
+    }
+    Ok(inserted)
+}
+
+/// The `INSERT … SELECT … FROM UNNEST(…)` of `part`, its arrays bound after
+/// `values`.
+fn insert_sql(part: Part, join: &str, values: &mut Vec<Value>) -> Result<String, DbErr> {
+    let Part {
+        table,
+        columns,
+        mode,
+        ..
+    } = part;
     let mut names = Vec::with_capacity(columns.len());
     let mut selected = Vec::with_capacity(columns.len());
     let mut arrays = Vec::with_capacity(columns.len());
     let mut aliases = Vec::with_capacity(columns.len());
-    let mut values = Vec::with_capacity(columns.len());
     for (i, column) in columns.into_iter().enumerate() {
-        names.push(format!("\"{}\"", column.name));
-        let Some(first) = column.values.first() else {
-            return Ok(0);
-        };
-        let (element, sql_type) = array_type(first).ok_or_else(|| {
+        let unsupported = || {
             DbErr::Custom(format!(
-                "column {} has a type bulk inserts do not carry",
-                column.name
+                "column {}.{} has a type bulk inserts do not carry",
+                table, column.name
             ))
-        })?;
+        };
+        let (element, sql_type) = column
+            .values
+            .first()
+            .and_then(array_type)
+            .ok_or_else(unsupported)?;
+        names.push(format!("\"{}\"", column.name));
         let cast = column.cast.map(|c| format!("::{c}")).unwrap_or_default();
-        let mut nulls = Vec::new();
+        let mut nulls = Vec::with_capacity(column.values.len());
         let mut present = Vec::with_capacity(column.values.len());
         for value in column.values {
             let (value, null) = placeholder_if_null(value);
+            if null && !column.nullable {
+                return Err(DbErr::Custom(format!(
+                    "column {}.{} is NOT NULL and a row holds NULL",
+                    table, column.name
+                )));
+            }
             present.push(value);
             nulls.push(Value::Bool(Some(null)));
         }
@@ -160,15 +240,13 @@ pub(super) async fn unnest<C: ConnectionTrait>(
             (" WITH ORDINALITY", " ORDER BY i")
         }
     };
-    let sql = format!(
-        "INSERT INTO \"{table}\" ({}) SELECT {} FROM UNNEST({}){ordinality} AS u({}){tail}",
+    Ok(format!(
+        "INSERT INTO \"{table}\" ({}) SELECT {} FROM UNNEST({}){ordinality} AS u({}){join}{tail}",
         names.join(", "),
         selected.join(", "),
         arrays.join(", "),
         aliases.join(", "),
-    );
-    let statement = Statement::from_sql_and_values(DbBackend::Postgres, sql, values);
-    Ok(conn.execute_raw(statement).await?.rows_affected())
+    ))
 }
 
 /// The array type a column of values like `value` travels as, and its name in

@@ -6,7 +6,7 @@
 //! its commit, so positions commit in order and the journal's head is the
 //! fence. On PostgreSQL transactions commit in any order: every transaction
 //! that appends to the journal holds the journal's advisory lock shared from
-//! before its first position to its commit (`journal::insert`), and the fence
+//! before its first position to its commit (`flush`), and the fence
 //! is the head read while holding that lock exclusively, for an instant.
 
 use chrono::{DateTime, Utc};
@@ -24,10 +24,10 @@ pub const DELIVERIES: &str = "deliveries";
 /// class, 0). Part of the protocol every process on a database shares.
 const JOURNAL_LOCK: (i32, i32) = (0x756e_696a, 0); // "unij"
 
-/// The statement a journal append runs first on PostgreSQL.
+/// The call a journal append makes on PostgreSQL before its first row.
 pub(super) fn share_the_journal() -> String {
     let (class, key) = JOURNAL_LOCK;
-    format!("SELECT pg_advisory_xact_lock_shared({class}, {key})")
+    format!("pg_advisory_xact_lock_shared({class}, {key})")
 }
 
 /// The position of the journal's last row (0 when it is empty).

@@ -1,5 +1,6 @@
 //! Writing what a transaction deferred, just before its commit: every row of
-//! `Deferred`, one statement per table (`bulk`), journal rows last. A claim
+//! `Deferred`: on SQLite one statement per table, journal rows last; on
+//! PostgreSQL every table's rows in one statement (`bulk`). A claim
 //! made in memory (a link, a key, a retake, a settlement) that the
 //! database refuses fails the flush, and with it the transaction: nothing of
 //! it commits. This is the one place journal rows are written.
@@ -10,15 +11,19 @@ use sea_orm::{
     IntoActiveModel,
 };
 
+use super::bulk::{self, Part};
 use super::deferred::Deferred;
 use super::entities::journal;
 use super::journal as journal_store;
-use super::{bulk, checkpoint, projections};
+use super::{checkpoint, projections};
 
 impl Deferred {
-    /// Writes every row, one statement per table (`bulk`), and empties self.
+    /// Writes every row and empties self.
     /// A claim made in memory that the database refuses fails the flush.
     pub async fn flush<C: ConnectionTrait>(&mut self, conn: &C) -> Result<(), DbErr> {
+        if conn.get_database_backend() == DbBackend::Postgres {
+            return self.flush_postgres(conn).await;
+        }
         let links = std::mem::take(&mut self.links);
         claim_all(
             conn,
@@ -31,6 +36,57 @@ impl Deferred {
             keys.into_iter().map(|r| r.into_active_model().reset_all()),
         )
         .await?;
+        self.update_claims(conn).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
+        insert_ignoring_existing(conn, std::mem::take(&mut self.deferrals)).await?;
+        // Journal rows have no key to collide on: a plain insert, so that a
+        // bug can never silently drop an event.
+        insert_journal(conn, std::mem::take(&mut self.journal)).await?;
+        Ok(())
+    }
+}
+
+impl Deferred {
+    /// PostgreSQL: every row in one statement and one round trip
+    /// (`bulk::unnest_all`), or, when keys are retaken or settled (updates
+    /// that must see the rows claimed before them), the claims, the updates,
+    /// then the rest.
+    async fn flush_postgres<C: ConnectionTrait>(&mut self, conn: &C) -> Result<(), DbErr> {
+        let links = std::mem::take(&mut self.links);
+        let keys = std::mem::take(&mut self.keys);
+        let mut parts = vec![
+            (Part::of(active(links))?, Must::Claim),
+            (Part::of(active(keys))?, Must::Claim),
+        ];
+        if !self.retakes.is_empty() || !self.settlements.is_empty() {
+            write_parts(conn, std::mem::take(&mut parts)).await?;
+            self.update_claims(conn).await?;
+        }
+        parts.extend([
+            (
+                Part::of(std::mem::take(&mut self.effect_links))?,
+                Must::Nothing,
+            ),
+            (Part::of(std::mem::take(&mut self.cases))?, Must::Nothing),
+            (Part::of(std::mem::take(&mut self.bodies))?, Must::Nothing),
+            (
+                Part::of(std::mem::take(&mut self.deferrals))?,
+                Must::Nothing,
+            ),
+            (
+                journal_part(std::mem::take(&mut self.journal)),
+                Must::Journal,
+            ),
+        ]);
+        write_parts(conn, parts).await
+    }
+}
+
+impl Deferred {
+    /// Takes keys back and settles them, each update checked.
+    async fn update_claims<C: ConnectionTrait>(&mut self, conn: &C) -> Result<(), DbErr> {
         for (claim, at) in std::mem::take(&mut self.retakes) {
             if projections::retake(conn, &claim, at).await? != 1 {
                 return Err(stale_claim("key", &claim.key));
@@ -41,15 +97,51 @@ impl Deferred {
                 return Err(stale_claim("settlement", &settled.key));
             }
         }
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.deferrals)).await?;
-        // Journal rows have no key to collide on: a plain insert, so that a
-        // bug can never silently drop an event.
-        insert_journal(conn, std::mem::take(&mut self.journal)).await?;
         Ok(())
     }
+}
+
+/// What a part's insert must have done for the flush to go on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Must {
+    /// Inserted every row: they were claimed in memory.
+    Claim,
+    /// Inserted every row: journal rows are never skipped.
+    Journal,
+    /// Nothing: a row already there is the same row (a body, a link).
+    Nothing,
+}
+
+fn active<M: IntoActiveModel<A>, A: ActiveModelTrait>(rows: Vec<M>) -> Vec<A> {
+    rows.into_iter()
+        .map(|r| r.into_active_model().reset_all())
+        .collect()
+}
+
+/// Inserts `parts` in one statement and checks what each must have done.
+async fn write_parts<C: ConnectionTrait>(conn: &C, parts: Vec<(Part, Must)>) -> Result<(), DbErr> {
+    let expected: Vec<(&'static str, usize, Must)> = parts
+        .iter()
+        .map(|(part, must)| (part.table, part.rows(), *must))
+        .collect();
+    let inserted = bulk::unnest_all(conn, parts.into_iter().map(|(p, _)| p).collect()).await?;
+    for ((table, rows, must), inserted) in expected.into_iter().zip(inserted) {
+        if inserted == rows as u64 {
+            continue;
+        }
+        match must {
+            Must::Claim => return Err(stale_claim(table, "a batch")),
+            Must::Journal => return Err(journal_refused(inserted, rows)),
+            Must::Nothing => {}
+        }
+    }
+    Ok(())
+}
+
+fn journal_refused(inserted: u64, expected: usize) -> DbErr {
+    DbErr::Custom(format!(
+        "the journal took {inserted} of {expected} rows: nothing in this batch is committed"
+    ))
 }
 
 /// Inserts rows claimed in memory; every one must take.
@@ -99,15 +191,10 @@ pub(super) async fn insert_journal<C: ConnectionTrait>(
         return Ok(());
     }
     if conn.get_database_backend() == DbBackend::Postgres {
-        conn.execute_unprepared(&checkpoint::share_the_journal())
-            .await?;
-        let expected = rows.len() as u64;
-        let table = journal::Entity.table_name();
-        let inserted = bulk::unnest(conn, table, journal_columns(rows), bulk::Mode::Append).await?;
-        if inserted != expected {
-            return Err(DbErr::Custom(format!(
-                "the journal took {inserted} of {expected} rows: nothing in this batch is committed"
-            )));
+        let expected = rows.len();
+        let inserted = bulk::unnest_all(conn, vec![journal_part(rows)]).await?[0];
+        if inserted != expected as u64 {
+            return Err(journal_refused(inserted, expected));
         }
         return Ok(());
     }
@@ -132,6 +219,17 @@ pub(super) async fn insert_journal<C: ConnectionTrait>(
         conn.execute(&insert).await?;
     }
     Ok(())
+}
+
+/// `rows` as part of a PostgreSQL bulk insert: appended in order, after the
+/// journal's lock is taken shared (`checkpoint::share_the_journal`).
+fn journal_part(rows: Vec<journal_store::Row>) -> Part {
+    Part {
+        table: journal::Entity.table_name(),
+        columns: journal_columns(rows),
+        mode: bulk::Mode::Append,
+        first: Some(checkpoint::share_the_journal()),
+    }
 }
 
 /// `rows` as the columns of a PostgreSQL bulk insert.

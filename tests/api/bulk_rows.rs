@@ -3,7 +3,10 @@
 //! NULL is carried as a placeholder of its type beside a flag: a value equal
 //! to that placeholder (empty text, zero, the epoch, no bytes, JSON `null`)
 //! stays a value and NULL stays NULL; a row whose key is taken is skipped and
-//! counted out; journal rows keep the order they were appended in. The
+//! counted out; journal rows keep the order they were appended in. A batch's
+//! rows of every table go in one statement there, unless a key it claims is
+//! also settled (the update must see the claim): a claim the database
+//! refuses fails the batch with nothing of it committed. The
 //! writer's statements never change text, so PostgreSQL plans each once per
 //! connection: a plan made on an empty table still finds keys by index.
 
@@ -15,8 +18,10 @@ use sea_orm::{
 };
 use serde_json::json;
 use unicity::domain::delivery::DeliveryId;
-use unicity::domain::journal::{CaseCommented, JournalEvent};
-use unicity::store::entities::{effect, raw_body};
+use unicity::domain::journal::{CaseCommented, EffectSettled, JournalEvent, SettlementOutcome};
+use unicity::store::deferred::Deferred;
+use unicity::store::entities::{effect, journal as journal_row, raw_body, transport_link};
+use unicity::store::key_index::KeyIndex;
 use unicity::store::{self, bulk, journal};
 
 use crate::support::app::fresh_database;
@@ -108,6 +113,105 @@ async fn null_and_the_values_standing_for_it_stay_apart_and_taken_keys_are_skipp
         .await
         .unwrap();
     assert_eq!(stored, vec![bare("a"), placeholders, full, bare("d")]);
+}
+
+fn link(key: &str) -> transport_link::Model {
+    transport_link::Model {
+        transport_key: key.to_owned(),
+        first_delivery_id: format!("delivery-{key}"),
+        body_fingerprint: "sha256:00".to_owned(),
+        business_key: None,
+        created_at: at(0),
+    }
+}
+
+fn comment(i: usize) -> (Option<DeliveryId>, JournalEvent) {
+    let event = JournalEvent::CaseCommented(CaseCommented {
+        case_id: uuid::Uuid::now_v7(),
+        commented_by: format!("operator-{i}"),
+        note: String::new(),
+    });
+    (None, event)
+}
+
+#[tokio::test]
+async fn a_claim_the_database_refuses_fails_the_batch_and_nothing_of_it_commits() {
+    let (db, _dir) = migrated().await;
+    // Another writer took a transport key meanwhile.
+    let txn = db.begin().await.unwrap();
+    let mut other = Deferred::with_index(KeyIndex::default());
+    other.link(link("taken"));
+    other.flush(&txn).await.unwrap();
+    txn.commit().await.unwrap();
+
+    // This batch claimed it in memory too, beside rows of other tables.
+    let txn = db.begin().await.unwrap();
+    let mut batch = Deferred::with_index(KeyIndex::default());
+    batch.link(link("new"));
+    batch.link(link("taken"));
+    batch.effect(bare("e"));
+    batch.journal(vec![comment(0), comment(1)], at(1));
+    let refused = batch.flush(&txn).await.unwrap_err();
+    assert!(
+        refused.to_string().contains("refused by the database"),
+        "{refused}"
+    );
+    txn.rollback().await.unwrap();
+
+    let links = transport_link::Entity::find().all(&db).await.unwrap();
+    assert_eq!(links, vec![link("taken")]);
+    assert!(effect::Entity::find().all(&db).await.unwrap().is_empty());
+    assert!(
+        journal_row::Entity::find()
+            .all(&db)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_key_claimed_and_settled_in_one_batch_is_settled() {
+    let (db, _dir) = migrated().await;
+    let reserved = effect::Model {
+        fencing_token: Some(1),
+        lease_until: Some(at(30)),
+        ..bare("s")
+    };
+    let txn = db.begin().await.unwrap();
+    let mut batch = Deferred::with_index(KeyIndex::default());
+    batch.link(link("t"));
+    batch.effect(reserved.clone());
+    batch.settlement(
+        EffectSettled {
+            key: reserved.key.clone(),
+            effect_id: uuid::Uuid::now_v7(),
+            fencing_token: 1,
+            outcome: SettlementOutcome::Applied,
+            result: Some(json!({"refund": "re_9"})),
+            authoritative_ref: Some("re_9".to_owned()),
+            error: None,
+            case_id: None,
+            delivery_id: DeliveryId::from_uuid(uuid::Uuid::now_v7()),
+            call: None,
+        },
+        at(3),
+    );
+    batch.journal(vec![comment(0)], at(3));
+    batch.flush(&txn).await.unwrap();
+    txn.commit().await.unwrap();
+
+    let stored = effect::Entity::find().all(&db).await.unwrap();
+    let settled = effect::Model {
+        state: SettlementOutcome::Applied.state().to_owned(),
+        lease_until: None,
+        result: Some(json!({"refund": "re_9"})),
+        downstream_ref: Some("re_9".to_owned()),
+        settled_at: Some(at(3)),
+        ..reserved
+    };
+    assert_eq!(stored, vec![settled]);
+    assert_eq!(journal_row::Entity::find().all(&db).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
