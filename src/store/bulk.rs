@@ -1,15 +1,17 @@
-//! Inserting many rows of one table at once.
+//! Inserting many rows at once.
 //!
 //! SQLite: multi-row `VALUES`, at most `MAX_ROWS` rows to a statement.
 //!
-//! PostgreSQL: one statement per table whatever the row count,
-//! `INSERT … SELECT … FROM UNNEST($1::text[], …)`. Each column travels as one
-//! typed array, bound in binary as single values are, and the statement's
-//! text depends only on the table: a connection parses and plans it once
-//! (the driver keeps it prepared) instead of once per batch size, and a batch
-//! sends no `Parse` for it. The ORM's binder cannot carry an array holding
-//! NULL, so a nullable column travels as its values (a placeholder where the
-//! value is NULL) beside a `bool[]` saying which are NULL.
+//! PostgreSQL: every table's rows in one statement whatever the row count,
+//! `INSERT … SELECT … FROM UNNEST($1::text[], …)` per table, several tables
+//! as data-modifying `WITH` queries of one statement (`unnest_all`). Each
+//! column travels as one typed array, bound in binary as single values are,
+//! and the statement's text depends only on which tables have rows: a
+//! connection parses and plans it once (the driver keeps it prepared)
+//! instead of once per batch size, and a batch makes one round trip for all
+//! its rows. The ORM's binder cannot carry an array holding NULL, so a
+//! nullable column travels as its values (a placeholder where the value is
+//! NULL) beside a `bool[]` saying which are NULL.
 
 use chrono::DateTime;
 use sea_orm::sea_query::{ArrayType, Value};
