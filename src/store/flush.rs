@@ -24,23 +24,14 @@ impl Deferred {
         if conn.get_database_backend() == DbBackend::Postgres {
             return self.flush_postgres(conn).await;
         }
-        let links = std::mem::take(&mut self.links);
-        claim_all(
-            conn,
-            links.into_iter().map(|r| r.into_active_model().reset_all()),
-        )
-        .await?;
-        let keys = std::mem::take(&mut self.keys);
-        claim_all(
-            conn,
-            keys.into_iter().map(|r| r.into_active_model().reset_all()),
-        )
-        .await?;
+        claim_all(conn, active(std::mem::take(&mut self.links))).await?;
+        claim_all(conn, active(std::mem::take(&mut self.keys))).await?;
         self.update_claims(conn).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.effect_links)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.cases)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.bodies)).await?;
-        insert_ignoring_existing(conn, std::mem::take(&mut self.deferrals)).await?;
+        // A row already there is the same row (a body, a link): skipped.
+        bulk::insert(conn, std::mem::take(&mut self.effect_links)).await?;
+        bulk::insert(conn, std::mem::take(&mut self.cases)).await?;
+        bulk::insert(conn, std::mem::take(&mut self.bodies)).await?;
+        bulk::insert(conn, std::mem::take(&mut self.deferrals)).await?;
         // Journal rows have no key to collide on: a plain insert, so that a
         // bug can never silently drop an event.
         insert_journal(conn, std::mem::take(&mut self.journal)).await?;
@@ -145,12 +136,11 @@ fn journal_refused(inserted: u64, expected: usize) -> DbErr {
 }
 
 /// Inserts rows claimed in memory; every one must take.
-async fn claim_all<C, A>(conn: &C, rows: impl Iterator<Item = A>) -> Result<(), DbErr>
+async fn claim_all<C, A>(conn: &C, rows: Vec<A>) -> Result<(), DbErr>
 where
     C: ConnectionTrait,
     A: ActiveModelTrait + Send,
 {
-    let rows: Vec<A> = rows.collect();
     let expected = rows.len() as u64;
     if bulk::insert(conn, rows).await? != expected {
         let table = A::Entity::default().table_name();
@@ -165,15 +155,6 @@ fn stale_claim(what: &str, key: &str) -> DbErr {
     DbErr::Custom(format!(
         "a {what} claim for {key} was refused by the database: nothing in this batch is committed"
     ))
-}
-
-async fn insert_ignoring_existing<C, A>(conn: &C, rows: Vec<A>) -> Result<(), DbErr>
-where
-    C: ConnectionTrait,
-    A: sea_orm::ActiveModelTrait + Send,
-{
-    bulk::insert(conn, rows).await?;
-    Ok(())
 }
 
 /// Inserts `rows` in order, in one statement on PostgreSQL (`bulk::unnest`),
