@@ -110,7 +110,10 @@ impl Application {
         breakers::refresh(&engine).await?;
         let all: Vec<&crate::config::Source> = settings.sources.iter().collect();
         observe::record_modes(&engine, &all).await?;
-        store::spawn_checkpointer(&engine.db);
+        store::spawn_checkpointer(
+            &engine.db,
+            std::time::Duration::from_millis(engine.config.sqlite_checkpoint_ms.max(1)),
+        );
         sweeper::spawn(engine.clone());
         projector::spawn(engine.clone());
         breakers::spawn(engine.clone());

@@ -53,6 +53,15 @@ pub struct EngineConfig {
     /// deliveries wait for it (small and often kept the p99 lowest,
     /// measured 2026-12-03); 5,000 on PostgreSQL.
     pub read_model_stretch_rows: Option<u64>,
+    /// SQLite: how often a connection of its own copies the WAL's committed
+    /// pages into the database file (a passive checkpoint), so that the
+    /// writer rarely does it inside a commit. Default 70 ms. A longer
+    /// interval copies a page rewritten by several commits once: 5 % fewer
+    /// bytes reach the disk at 1 s, for a p99 some 5 ms higher on a fresh
+    /// database and twice as high with a million deliveries behind
+    /// (measured 2026-12-06); where the disk's write volume matters more
+    /// than the last percent of answers, raise it.
+    pub sqlite_checkpoint_ms: u64,
     /// Serve `GET /api/deliveries/{id}/raw`: the unmasked raw body, to
     /// engineers and admins, each read journaled with who read it. Off by default.
     pub raw_body_reads: bool,
@@ -99,6 +108,7 @@ impl Default for EngineConfig {
             breaker_check_ms: 30_000,
             read_model_pace_ms: None,
             read_model_stretch_rows: None,
+            sqlite_checkpoint_ms: 70,
             raw_body_reads: false,
             rejections_journaled_per_window: 60,
             rejection_window_secs: 60,

@@ -28,9 +28,11 @@ pub mod search;
 pub mod strategy_usage;
 pub mod strategy_versions;
 mod tx;
+mod wal_checkpointer;
 pub mod writer;
 
 pub use tx::{Decided, Tx, transaction};
+pub use wal_checkpointer::spawn_checkpointer;
 pub use writer::transaction_owning_reservations;
 
 use std::time::Duration;
@@ -261,45 +263,6 @@ pub async fn ping(db: &DatabaseConnection) -> bool {
 }
 
 /// Which backend a connection talks to, for the few places that must know.
-/// How often the background checkpointer copies the SQLite WAL into the
-/// database file. Shorter rewrites hot pages more often (fewer deliveries/s);
-/// longer makes each checkpoint's fsync big enough to hold up the writer's
-/// commits (p99). Measured at 32 clients: 30 ms p99 18 ms, ratio 0.84–0.90;
-/// 70 ms p99 21–25 ms, ratio 0.86–1.07; 100 ms p99 25–26 ms, ratio 0.92–1.14;
-/// 300 ms p99 27–28 ms.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(70);
-
-/// On SQLite, copies committed WAL frames into the database file from a
-/// connection of its own, every `CHECKPOINT_INTERVAL`, so that the writer
-/// rarely does it inside a commit. SQLite's automatic checkpoint (every
-/// `wal_autocheckpoint` frames) runs in the committing connection: with the
-/// group-commit writer that stalled every delivery of the batch for tens of
-/// milliseconds (p99 40 ms with it on the writer, 21 ms with no checkpoint at
-/// all). A passive checkpoint waits for nobody; the writer's own automatic one
-/// stays as the backstop and then finds little left to copy.
-pub fn spawn_checkpointer(db: &DatabaseConnection) {
-    if backend(db) != DbBackend::Sqlite {
-        return;
-    }
-    let db = db.clone();
-    crate::tasks::supervise("checkpointer", move || {
-        let db = db.clone();
-        async move {
-            let mut tick = tokio::time::interval(CHECKPOINT_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                if let Err(error) = db
-                    .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
-                    .await
-                {
-                    tracing::warn!(%error, "background checkpoint failed");
-                }
-            }
-        }
-    });
-}
-
 pub fn backend(db: &DatabaseConnection) -> DbBackend {
     db.get_database_backend()
 }
