@@ -334,18 +334,56 @@ async fn begin(
 }
 
 /// Leaves the database as a server that has been running would be: the WAL
-/// checkpointed (SQLite), statistics and a checkpoint done (PostgreSQL), so
-/// the bulk load's deferred I/O does not land in the measured phase.
+/// checkpointed and emptied (SQLite), statistics and a checkpoint done
+/// (PostgreSQL), so the bulk load's deferred I/O does not land in the
+/// measured phase.
 async fn settle(db: &DatabaseConnection, backend: DbBackend) {
     let statements: &[&str] = match backend {
         DbBackend::Postgres => &["ANALYZE", "CHECKPOINT"],
-        _ => &["PRAGMA wal_checkpoint(TRUNCATE)", "ANALYZE"],
+        _ => &["ANALYZE"],
     };
+    if backend == DbBackend::Sqlite {
+        truncate_wal(db).await;
+    }
     for sql in statements {
         if let Err(error) = db.execute_unprepared(sql).await {
             note!("  history: {sql} failed ({error}); continuing");
         }
     }
+}
+
+/// `PRAGMA wal_checkpoint(TRUNCATE)` answers a row rather than an error when
+/// it could not finish (`busy` = 1: a connection still read an older
+/// snapshot); then every frame of the bulk load would stay in the WAL and
+/// the server's checkpointer would copy them into the database during the
+/// measured phase. Tried again until it finishes, or said.
+async fn truncate_wal(db: &DatabaseConnection) {
+    let sql = "PRAGMA wal_checkpoint(TRUNCATE)";
+    for attempt in 1..=20 {
+        let row = db
+            .query_one_raw(sea_orm::Statement::from_string(DbBackend::Sqlite, sql))
+            .await;
+        match row {
+            Ok(Some(row)) => {
+                let busy: i64 = row.try_get_by_index(0).unwrap_or(1);
+                let frames: i64 = row.try_get_by_index(1).unwrap_or(-1);
+                let copied: i64 = row.try_get_by_index(2).unwrap_or(-1);
+                if busy == 0 {
+                    note!(
+                        "  history: WAL checkpointed and emptied ({copied} of {frames} frames copied)"
+                    );
+                    return;
+                }
+                note!(
+                    "  history: checkpoint busy ({copied} of {frames} frames copied), attempt {attempt}"
+                );
+            }
+            Ok(None) => return,
+            Err(error) => note!("  history: {sql} failed ({error})"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    note!("  history: the WAL could not be emptied; the measured phase will copy it");
 }
 
 /// Reads a preloaded delivery back through Unicity's own store: the bulk rows
