@@ -1,12 +1,13 @@
 //! SQLite's WAL copied into the database file by a connection of its own.
 //!
 //! How often it runs (`[engine] sqlite_checkpoint_ms`, 70 ms by default):
-//! shorter rewrites hot pages more often (fewer deliveries/s);
-//! longer makes each checkpoint's fsync big enough to hold up the writer's
-//! commits (p99). Measured at 32 clients: 30 ms p99 18 ms, ratio 0.84–0.90;
-//! 70 ms p99 21–25 ms, ratio 0.86–1.07; 100 ms p99 25–26 ms, ratio 0.92–1.14;
-//! 300 ms p99 27–28 ms. On 2026-12-06, on a quicker machine: 70 ms p99 25–26 ms and 42.4 KiB
-//! written per delivery, 1 s p99 30–31 ms and 40.1 KiB; with a million
+//! shorter rewrites hot pages more often (fewer deliveries/s, more bytes
+//! written); longer makes each checkpoint's fsync big enough to hold up the
+//! writer's commits (p99). Measured at 32 clients on 2026-11-30: 30 ms p99 18
+//! ms, ratio 0.84–0.90; 70 ms p99 21–25 ms, ratio 0.86–1.07; 100 ms p99
+//! 25–26 ms, ratio 0.92–1.14; 300 ms p99 27–28 ms. On 2026-12-06, on a
+//! quicker machine: 30 ms p99 22 ms and 47.9 KiB written per delivery, 70 ms
+//! 25–26 ms and 42–45 KiB, 1 s 30–31 ms and 40.1 KiB; with a million
 //! deliveries behind, p99 57 ms at 70 ms and 111 ms at 1 s.
 
 use std::time::Duration;
