@@ -360,23 +360,23 @@ pub(crate) fn delivery_named_by(
     probe
 }
 
+/// A SQLite pragma's value as `T` (`page_count`, `journal_mode`, …).
+#[cfg(test)]
+pub(crate) async fn pragma<T: sea_orm::TryGetable>(db: &DatabaseConnection, name: &str) -> T {
+    let row = db
+        .query_one_raw(sea_orm::Statement::from_string(
+            DbBackend::Sqlite,
+            format!("PRAGMA {name}"),
+        ))
+        .await
+        .expect("the pragma reads")
+        .expect("one row");
+    row.try_get_by_index(0).expect("a value")
+}
+
 #[cfg(test)]
 mod tests {
-    use sea_orm::{ConnectionTrait, DbBackend, Statement};
-
     use super::*;
-
-    async fn pragma<T: sea_orm::TryGetable>(db: &DatabaseConnection, name: &str) -> T {
-        let row = db
-            .query_one_raw(Statement::from_string(
-                DbBackend::Sqlite,
-                format!("PRAGMA {name}"),
-            ))
-            .await
-            .expect("the pragma reads")
-            .expect("one row");
-        row.try_get_by_index(0).expect("a value")
-    }
 
     #[tokio::test]
     async fn sqlite_syncs_every_commit_to_its_wal_unless_the_database_is_a_scratch_one() {

@@ -49,22 +49,8 @@ pub fn spawn_checkpointer(db: &DatabaseConnection, interval: Duration) {
 
 #[cfg(test)]
 mod tests {
-    use sea_orm::Statement;
-
     use super::*;
-    use crate::store::{connect, test_url};
-
-    async fn pragma(db: &DatabaseConnection, name: &str) -> i64 {
-        let row = db
-            .query_one_raw(Statement::from_string(
-                DbBackend::Sqlite,
-                format!("PRAGMA {name}"),
-            ))
-            .await
-            .expect("the pragma reads")
-            .expect("one row");
-        row.try_get_by_index(0).expect("a value")
-    }
+    use crate::store::{connect, pragma, test_url};
 
     /// Bytes of the database file itself, WAL left out.
     fn file_len(dir: &tempfile::TempDir) -> u64 {
@@ -75,8 +61,8 @@ mod tests {
 
     /// Bytes the database holds, as read through the WAL.
     async fn logical_len(db: &DatabaseConnection) -> u64 {
-        let pages = pragma(db, "page_count").await;
-        let size = pragma(db, "page_size").await;
+        let pages: i64 = pragma(db, "page_count").await;
+        let size: i64 = pragma(db, "page_size").await;
         u64::try_from(pages * size).expect("a size")
     }
 
