@@ -20,6 +20,7 @@ use super::types::{
 };
 use crate::domain::confidence::Strength;
 use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
 use super::types::RAW_BODY_SOURCE;
 
@@ -32,7 +33,9 @@ impl Catalog {
             headers: aliased.as_deref().unwrap_or(facts.headers),
             ..*facts
         };
-        let transport = transport(provider, facts);
+        // One canonical form serves the body fingerprint and every strategy.
+        let canonical = facts.body.map(jcs::canonical_numbers);
+        let transport = transport(provider, facts, canonical.as_ref());
         let mut d = Derivation::empty(facts.provider, transport);
         let Some(provider) = provider else {
             d.unresolved = Some(Unresolved::UnknownProvider {
@@ -45,14 +48,16 @@ impl Catalog {
             return d;
         };
         let Some(items) = provider.batch_items(body) else {
-            d.absorb(self.derive_event(provider, facts, body, secret));
+            let canonical = canonical.as_ref().unwrap_or(body);
+            d.absorb(self.derive_event(provider, facts, body, canonical, secret));
             return d;
         };
         let items: Vec<ItemDerivation> = items
             .iter()
             .enumerate()
             .map(|(i, item)| {
-                let mut one = self.derive_event(provider, facts, item, secret);
+                let canonical = jcs::canonical_numbers(item);
+                let mut one = self.derive_event(provider, facts, item, &canonical, secret);
                 one.index = i;
                 one.event = Some(item.clone());
                 one
@@ -67,6 +72,7 @@ impl Catalog {
         provider: &ProviderDef,
         facts: &DeliveryFacts<'_>,
         body: &Value,
+        canonical: &Value,
         secret: &KeySecret,
     ) -> ItemDerivation {
         let mut out = ItemDerivation::default();
@@ -88,9 +94,11 @@ impl Catalog {
             });
             return out;
         };
+        // Every strategy reads the same canonical form; one without
+        // normalisation or sealing reads it as it is.
         let ctx = Ctx {
             facts,
-            body,
+            body: canonical,
             event_type: &event_type,
             secret,
         };
@@ -135,12 +143,13 @@ impl Catalog {
 
 struct Ctx<'c, 'a> {
     facts: &'c DeliveryFacts<'a>,
+    /// The event body with its numbers in canonical form.
     body: &'c Value,
     event_type: &'c str,
     secret: &'c KeySecret,
 }
 
-impl Ctx<'_, '_> {
+impl<'c> Ctx<'c, '_> {
     fn attempt(&self, s: &StrategyDef) -> Result<BusinessIdentity, SkipReason> {
         if !s.applies_to(self.event_type) {
             return Err(SkipReason::NotApplicable {
@@ -153,7 +162,7 @@ impl Ctx<'_, '_> {
             false if s.kind == super::strategy::Kind::RawHash => {
                 json!({ RAW_BODY_SOURCE: sha256_hex(self.facts.raw_body) })
             }
-            false => json!({ "body": body }),
+            false => Value::Object(Map::from_iter([("body".to_owned(), body.as_ref().clone())])),
         };
         let mut scope = Map::new();
         for item in &s.scope {
@@ -207,14 +216,17 @@ impl Ctx<'_, '_> {
     }
 
     /// The event body after the strategy's normalisation and sealing.
-    fn normalised(&self, s: &StrategyDef) -> Value {
-        let mut body = jcs::canonical_numbers(self.body);
+    fn normalised(&self, s: &StrategyDef) -> Cow<'c, Value> {
+        if s.normalize.is_empty() && s.sensitive.is_empty() {
+            return Cow::Borrowed(self.body);
+        }
+        let mut body = self.body.clone();
         s.normalize.apply_before_sensitive(&mut body);
         for path in &s.sensitive {
             map_all(&mut body, path, &|v| self.secret.seal(v));
         }
         s.normalize.apply_unordered(&mut body);
-        body
+        Cow::Owned(body)
     }
 
     fn read(&self, path: &FieldRef, body: &Value) -> Option<Value> {
@@ -254,7 +266,12 @@ fn missing(name: &str, path: &FieldRef) -> SkipReason {
 
 /// Delivery id (first declared transport reference present) or raw-body hash,
 /// bound to tenant, source, provider and environment.
-fn transport(provider: Option<&ProviderDef>, facts: &DeliveryFacts<'_>) -> TransportIdentity {
+/// `canonical` is the body with its numbers in canonical form.
+fn transport(
+    provider: Option<&ProviderDef>,
+    facts: &DeliveryFacts<'_>,
+    canonical: Option<&Value>,
+) -> TransportIdentity {
     let raw_body_sha256 = sha256_hex(facts.raw_body);
     let declared = provider.into_iter().flat_map(|p| &p.transport);
     let found = declared
@@ -273,12 +290,19 @@ fn transport(provider: Option<&ProviderDef>, facts: &DeliveryFacts<'_>) -> Trans
         "tenant": facts.tenant, "source": facts.source, "provider": facts.provider,
         "environment": facts.environment, "id_source": id_source, "id": id,
     });
-    let body_fingerprint = facts.body.map(|b| {
-        let mut b = jcs::canonical_numbers(b);
-        for v in provider.into_iter().flat_map(|p| &p.volatile) {
-            remove_all(&mut b, &v.path);
-        }
-        sha256_hex(jcs::key_string(&b).as_bytes())
+    let body_fingerprint = canonical.map(|b| {
+        let volatile = provider.map_or(&[][..], |p| &p.volatile[..]);
+        let text = match volatile {
+            [] => jcs::key_string(b),
+            _ => {
+                let mut b = b.clone();
+                for v in volatile {
+                    remove_all(&mut b, &v.path);
+                }
+                jcs::key_string(&b)
+            }
+        };
+        sha256_hex(text.as_bytes())
     });
     TransportIdentity {
         key: sha256_hex(jcs::key_string(&bound).as_bytes()),

@@ -144,6 +144,11 @@ fn cmp_utf16(a: &str, b: &str) -> Ordering {
 }
 
 impl NormalizeRules {
+    /// No rule: the canonical form is the normalised form.
+    pub fn is_empty(&self) -> bool {
+        self.volatile.is_empty() && self.dates.is_empty() && self.unordered.is_empty()
+    }
+
     /// Applies volatile removal and date rewriting (the steps before
     /// sensitive values are replaced).
     pub fn apply_before_sensitive(&self, body: &mut Value) {
