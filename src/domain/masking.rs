@@ -41,8 +41,13 @@ pub const DEFAULT_MASKED_HEADERS: &[&str] = &[
 /// Whether a header (or any other named value: a query parameter, a path
 /// segment) named `name` holds a secret by [`SECRET_WORDS`] alone.
 pub fn is_secret_name(name: &str) -> bool {
-    let name = normalized(name);
-    SECRET_WORDS.iter().any(|word| name.contains(word))
+    holds_secret_word(&normalized(name))
+}
+
+fn holds_secret_word(normalized_name: &str) -> bool {
+    SECRET_WORDS
+        .iter()
+        .any(|word| normalized_name.contains(word))
 }
 
 /// A name as the rule compares it: lower-case, `_` read as `-`.
@@ -103,11 +108,8 @@ impl HeaderMask {
     }
 
     pub fn matches(&self, name: &str) -> bool {
-        if is_secret_name(name) {
-            return true;
-        }
         let name = normalized(name);
-        self.patterns.iter().any(|p| pattern::matches(p, &name))
+        holds_secret_word(&name) || self.patterns.iter().any(|p| pattern::matches(p, &name))
     }
 
     /// The headers with every masked value replaced by [`REDACTED`].
