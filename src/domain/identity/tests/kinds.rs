@@ -326,3 +326,49 @@ fn explain_names_every_step() {
     assert!(text.contains("key: norefid-refund-fingerprint@1:"));
     assert!(text.contains("(strength weak)"));
 }
+
+#[test]
+fn a_fingerprint_without_normalisation_keys_the_canonical_numbers() {
+    // No normalisation and no sensitive field: the strategy reads the
+    // body's canonical form as it is, without a copy of its own.
+    let catalog = Catalog::build(
+        toml::from_str(
+            r#"
+[[providers]]
+name = "meter"
+event_type = [{ parts = [{ field = "$.kind" }] }]
+
+[[strategies]]
+name = "meter-fingerprint"
+version = 1
+provider = "meter"
+event_types = ["usage.*"]
+kind = "canonical_fingerprint"
+strength = "weak"
+horizon = "1d"
+effect_type = "usage.record"
+criticality = "reversible"
+
+[[hierarchies]]
+provider = "meter"
+event_type = "usage.*"
+strategies = ["meter-fingerprint"]
+"#,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let derive = |quantity: &str| {
+        let raw = format!(r#"{{"kind":"usage.reported","meter":"m1","quantity":{quantity}}}"#);
+        Delivery::raw("meter", raw.as_bytes()).derive(&catalog)
+    };
+    let exact = derive("10");
+    let b = exact.business.as_ref().expect("keyed");
+    assert_eq!(b.material["body"]["quantity"], json!(10));
+    assert!(b.material["body"]["quantity"].is_u64());
+    for spelled in ["10.0", "1e1", "100e-1"] {
+        // The same key and the same material shown for it.
+        assert_eq!(derive(spelled).business, exact.business, "{spelled}");
+    }
+    assert_ne!(business_key(&derive("10.5")), business_key(&exact));
+}
