@@ -229,9 +229,10 @@ impl<'c> Ctx<'c, '_> {
         Cow::Owned(body)
     }
 
+    /// A header's text, or what `path` selects in `body`: numbers already in
+    /// canonical form, since every body a strategy reads comes from it.
     fn read(&self, path: &FieldRef, body: &Value) -> Option<Value> {
         path.resolve(self.facts.headers, Some(body))
-            .map(|v| jcs::canonical_numbers(&v))
     }
 
     /// Named values; with `required`, an absent non-optional field skips.
