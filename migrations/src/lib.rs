@@ -29,6 +29,7 @@ mod m20261206_000046_projected_deliveries;
 mod m20261206_000047_clustered_keys;
 mod m20261206_000048_newest_by_id;
 mod m20261206_000049_journal_payload_as_written;
+mod m20261206_000050_keys_owned_then_read;
 mod sql;
 
 pub struct Migrator;
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000047_clustered_keys::Migration),
             Box::new(m20261206_000048_newest_by_id::Migration),
             Box::new(m20261206_000049_journal_payload_as_written::Migration),
+            Box::new(m20261206_000050_keys_owned_then_read::Migration),
         ]
     }
 }

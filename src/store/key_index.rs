@@ -29,6 +29,13 @@ pub struct IndexKeys {
     pub business: Vec<String>,
 }
 
+/// Keys to read: transport links' and business keys'.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Unknown {
+    pub links: Vec<String>,
+    pub business: Vec<String>,
+}
+
 /// Rows known for a set of keys; an entry holding `None` is a key known absent.
 #[derive(Debug, Clone, Default)]
 pub struct KeyIndex {
@@ -54,6 +61,25 @@ impl KeyIndex {
         conn: &C,
         keys: impl IntoIterator<Item = &'k IndexKeys>,
     ) -> Result<(), DbErr> {
+        let Unknown { links, business } = self.unknown(keys);
+        read_rows::<_, transport_link::Entity>(
+            conn,
+            links,
+            transport_link::Column::TransportKey,
+            &mut self.links,
+            |r| &r.transport_key,
+        )
+        .await?;
+        read_rows::<_, effect::Entity>(conn, business, effect::Column::Key, &mut self.keys, |r| {
+            &r.key
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// The keys of `keys` with no row known yet (present or absent), each
+    /// once, sorted.
+    pub fn unknown<'k>(&self, keys: impl IntoIterator<Item = &'k IndexKeys>) -> Unknown {
         let (mut links, mut business) = (Vec::new(), Vec::new());
         for k in keys {
             links.extend(
@@ -69,19 +95,30 @@ impl KeyIndex {
                     .cloned(),
             );
         }
-        read_rows::<_, transport_link::Entity>(
-            conn,
-            links,
-            transport_link::Column::TransportKey,
-            &mut self.links,
-            |r| &r.transport_key,
-        )
-        .await?;
-        read_rows::<_, effect::Entity>(conn, business, effect::Column::Key, &mut self.keys, |r| {
-            &r.key
-        })
-        .await?;
-        Ok(())
+        Unknown {
+            links: unique(links),
+            business: unique(business),
+        }
+    }
+
+    /// Records what a read of the `asked` keys found: the rows given, and
+    /// every other key asked as known absent.
+    pub fn record(
+        &mut self,
+        asked: Unknown,
+        links: Vec<transport_link::Model>,
+        rows: Vec<effect::Model>,
+    ) {
+        self.links
+            .extend(asked.links.into_iter().map(|k| (k, None)));
+        self.keys
+            .extend(asked.business.into_iter().map(|k| (k, None)));
+        for link in links {
+            self.set_link(link);
+        }
+        for row in rows {
+            self.set_row(row);
+        }
     }
 
     /// A copy of what is known about `keys`, for one delivery to work on.
@@ -132,7 +169,7 @@ impl KeyIndex {
     }
 }
 
-/// Reads the rows of `keys` by `column` into `known`; a key with no row is
+/// Reads the rows of `keys` (each once) by `column` into `known`; a key with no row is
 /// recorded as known absent. On PostgreSQL in one statement whose text never
 /// changes (`column = ANY($1)`, the keys bound as one array), so that it is
 /// prepared once per connection; on SQLite a few hundred keys to an `IN (…)`.
@@ -147,7 +184,6 @@ where
     C: ConnectionTrait,
     E: EntityTrait,
 {
-    let keys = unique(keys);
     if keys.is_empty() {
         return Ok(());
     }

@@ -7,7 +7,7 @@
 
 use sea_orm::entity::prelude::*;
 
-#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, serde::Deserialize)]
 #[sea_orm(table_name = "effects")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]

@@ -145,11 +145,13 @@ async fn run_jobs(
     jobs: &mut Vec<Job>,
 ) -> (Vec<Completion>, Result<(), DbErr>) {
     let mut completions = Vec::with_capacity(jobs.len());
-    if let Err(error) = own_writes(&txn, &lock_set(jobs.iter().map(|job| job.keys()))).await {
-        return (completions, Err(error));
-    }
     let keys: Vec<Option<IndexKeys>> = jobs.iter().map(|job| job.keys().cloned()).collect();
     let mut state = Batch::default();
+    let locks = lock_set(keys.iter().map(Option::as_ref));
+    let first = keys.iter().map_while(Option::as_ref);
+    if let Err(error) = own_writes(&txn, &locks, &mut state.index, first).await {
+        return (completions, Err(error));
+    }
     for (i, job) in jobs.drain(..).enumerate() {
         let prepared = match &keys[i] {
             // Load the keys of this job and the indexed jobs after it at once.

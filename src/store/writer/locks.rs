@@ -4,14 +4,16 @@
 //! never in a cycle. The hash and lock numbers are shared by every process on
 //! a database: changing them breaks the protocol.
 
+use sea_orm::sea_query::{ArrayType, Value};
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
-    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+    SqliteTransactionMode, Statement, TransactionOptions, TransactionTrait,
 };
 
 use crate::store::Tx;
 use crate::store::deferred::Deferred;
-use crate::store::key_index::IndexKeys;
+use crate::store::entities::{effect, transport_link};
+use crate::store::key_index::{IndexKeys, KeyIndex};
 
 /// Writers' queues on PostgreSQL: a job goes to the writer of its key's
 /// shard, so that the deliveries of one key meet in one batch. Routing only:
@@ -82,30 +84,78 @@ pub(super) fn lock_set<'k>(jobs: impl IntoIterator<Item = Option<&'k IndexKeys>>
 
 /// Makes the batch the only writer of its keys until it commits. SQLite's
 /// `IMMEDIATE` transaction already owns the whole database; on PostgreSQL the
-/// batch takes `locks` in one statement, in ascending order of key hash (so
-/// that two batches never wait on each other in a cycle), after the shared
-/// hold on `ANY_KEY_LOCK` that keeps work touching any key out meanwhile.
-pub(super) async fn own_writes(txn: &DatabaseTransaction, locks: &LockSet) -> Result<(), DbErr> {
+/// batch takes `locks` in ascending order of key hash (so that two batches
+/// never wait on each other in a cycle), after the shared hold on
+/// `ANY_KEY_LOCK` that keeps work touching any key out meanwhile. A keyed
+/// batch reads, in the same round trip and once its locks are held, the rows
+/// of `first`'s keys (the jobs it runs first) into `index`.
+pub(super) async fn own_writes<'k>(
+    txn: &DatabaseTransaction,
+    locks: &LockSet,
+    index: &mut KeyIndex,
+    first: impl IntoIterator<Item = &'k IndexKeys>,
+) -> Result<(), DbErr> {
     if txn.get_database_backend() != DbBackend::Postgres {
         return Ok(());
     }
-    let (any_class, any_key) = ANY_KEY_LOCK;
-    let statement = match locks {
-        LockSet::Any => format!("SELECT pg_advisory_xact_lock({any_class}, {any_key})"),
-        LockSet::Keys(hashes) if hashes.is_empty() => return Ok(()),
-        LockSet::Keys(hashes) => {
-            let mut calls = vec![format!(
-                "pg_advisory_xact_lock_shared({any_class}, {any_key})"
-            )];
-            calls.extend(
-                hashes
-                    .iter()
-                    .map(|h| format!("pg_advisory_xact_lock({KEY_LOCK_CLASS}, {h})")),
-            );
-            format!("SELECT {}", calls.join(", "))
+    match locks {
+        LockSet::Any => {
+            let (any_class, any_key) = ANY_KEY_LOCK;
+            txn.execute_unprepared(&format!(
+                "SELECT pg_advisory_xact_lock({any_class}, {any_key})"
+            ))
+            .await?;
+            Ok(())
         }
+        LockSet::Keys(hashes) => own_keys_then_read(txn, hashes, index, first).await,
+    }
+}
+
+/// One round trip (`unicity_own_keys_then_read`, migration 050): the locks of
+/// `hashes`, then the rows of `first`'s keys not in `index` yet, read by a
+/// statement whose snapshot is taken once the locks are held. Its text never
+/// changes, so each connection prepares it once.
+async fn own_keys_then_read<'k>(
+    txn: &DatabaseTransaction,
+    hashes: &[i32],
+    index: &mut KeyIndex,
+    first: impl IntoIterator<Item = &'k IndexKeys>,
+) -> Result<(), DbErr> {
+    #[derive(serde::Deserialize)]
+    struct Found {
+        links: Vec<transport_link::Model>,
+        effects: Vec<effect::Model>,
+    }
+    let asked = index.unknown(first);
+    if hashes.is_empty() && asked.links.is_empty() && asked.business.is_empty() {
+        return Ok(());
+    }
+    let (any_class, any_key) = ANY_KEY_LOCK;
+    let strings = |keys: &[String]| {
+        let values = keys.iter().cloned().map(Value::from).collect();
+        Value::Array(ArrayType::String, Some(Box::new(values)))
     };
-    txn.execute_unprepared(&statement).await?;
+    let hash_values = hashes.iter().copied().map(Value::from).collect();
+    let statement = Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        "SELECT unicity_own_keys_then_read($1, $2, $3, $4, $5, $6) AS found",
+        [
+            any_class.into(),
+            any_key.into(),
+            KEY_LOCK_CLASS.into(),
+            Value::Array(ArrayType::Int, Some(Box::new(hash_values))),
+            strings(&asked.links),
+            strings(&asked.business),
+        ],
+    );
+    let row = txn
+        .query_one_raw(statement)
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound("the keys' rows".to_owned()))?;
+    let text: String = row.try_get("", "found")?;
+    let found: Found = serde_json::from_str(&text)
+        .map_err(|error| DbErr::Custom(format!("the keys' rows could not be read: {error}")))?;
+    index.record(asked, found.links, found.effects);
     Ok(())
 }
 
@@ -114,7 +164,7 @@ pub(super) async fn own_writes(txn: &DatabaseTransaction, locks: &LockSet) -> Re
 /// flight is waited for, and the next ones wait. For work outside the writer
 /// that judges every reservation at once (`store::transaction_owning_reservations`).
 async fn own_every_key(txn: &DatabaseTransaction) -> Result<(), DbErr> {
-    own_writes(txn, &LockSet::Any).await
+    own_writes(txn, &LockSet::Any, &mut KeyIndex::default(), []).await
 }
 
 /// Runs `work` as `transaction` does, owning every reservation until it
