@@ -92,6 +92,11 @@ impl Connection {
         Ok((db, self.generation))
     }
 
+    /// The current pool, if it is still that of `generation`.
+    pub fn current(&self, generation: u64) -> Option<DatabaseConnection> {
+        self.db.clone().filter(|_| generation == self.generation)
+    }
+
     /// Presumes the pool of `generation` broken: closes it, if it is still the
     /// current one, so that the next `get` opens a fresh one.
     pub async fn discard(&mut self, generation: u64) {
