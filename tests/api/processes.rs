@@ -17,7 +17,7 @@ use crate::support::app::{self, Reply, STRIPE_SECRETS, TEST_KEY_SECRET, refund, 
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::probe::{Probe, assert_same_projections, text};
-use crate::support::processes::{Deployment, Server, client, free_port, signed, signed_as};
+use crate::support::processes::{Deployment, Server, client, signed, signed_as};
 use crate::support::provider::Provider;
 
 /// Short leases and frequent sweeps, so that expiries happen within a test.
@@ -41,10 +41,10 @@ const FILLED: [&str; 6] = [
 async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listener_of_its_own() {
     const EMAIL: &str = "zoe.private@example.org";
     let deployment = Deployment::new("").await;
-    let metrics = format!("127.0.0.1:{}", free_port());
     let server = deployment
-        .start_with(&["--log-format", "json", "--metrics-listen", &metrics])
+        .start_with(&["--log-format", "json", "--metrics-listen", "{free}"])
         .await;
+    let metrics = server.other_address.clone();
     let hmac = deployment.source("hmac");
     let mut body: Value = serde_json::from_slice(&refund("pay_log", 1200, None)).unwrap();
     body["customer_email"] = Value::String(EMAIL.to_owned());

@@ -132,16 +132,29 @@ impl Deployment {
     }
 
     /// Starts `unicity serve` with `args` too, on a free port, and waits
-    /// until it is ready.
+    /// until it is ready. An argument `{free}` becomes the address of
+    /// another free port, chosen again with the server's own on each attempt
+    /// (a port taken meanwhile by another test is retried, not fatal), and
+    /// kept in `Server::other_address`.
     pub async fn start_with(&self, args: &[&str]) -> Server {
         for attempt in 1..=3 {
             let port = free_port();
+            let other = loop {
+                let other = free_port();
+                if other != port {
+                    break format!("127.0.0.1:{other}");
+                }
+            };
+            let args: Vec<&str> = args
+                .iter()
+                .map(|a| if *a == "{free}" { other.as_str() } else { a })
+                .collect();
             let log = self.dir().join(format!("server-{port}.log"));
             let out = File::create(&log).expect("log file");
             let child = self
                 .command()
                 .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-                .args(args)
+                .args(&args)
                 .stdout(out.try_clone().expect("log file"))
                 .stderr(out)
                 .spawn()
@@ -149,6 +162,7 @@ impl Deployment {
             let mut server = Server {
                 child,
                 address: format!("http://127.0.0.1:{port}"),
+                other_address: other,
                 log,
                 http: client(),
                 database_url: self.database_url.clone(),
@@ -231,6 +245,8 @@ pub fn client() -> reqwest::Client {
 pub struct Server {
     child: Child,
     pub address: String,
+    /// The address `{free}` stood for in the server's arguments.
+    pub other_address: String,
     log: PathBuf,
     http: reqwest::Client,
     database_url: String,
