@@ -46,7 +46,8 @@ pub struct EngineConfig {
     /// How often the deliveries read model (search, lists, the dashboard)
     /// applies what the journal gained since. Pages that read it first apply
     /// it themselves, for two seconds at most, so this sets the lag only
-    /// between readers. Default: 25 ms on SQLite, 100 ms on PostgreSQL.
+    /// between readers. Default: 250 ms on SQLite (25 ms until 2026-12-06),
+    /// 100 ms on PostgreSQL.
     pub read_model_pace_ms: Option<u64>,
     /// Journal rows the read model applies at most per stretch. Default:
     /// 300 on SQLite, where a stretch runs in a writer batch whose
