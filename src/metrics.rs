@@ -22,6 +22,7 @@ pub const EFFECTS: &str = "unicity_effects_total";
 pub const LOOKUPS: &str = "unicity_lookups_total";
 pub const DECISION_SECONDS: &str = "unicity_decision_seconds";
 pub const BATCH_SIZE: &str = "unicity_group_commit_batch_size";
+pub const BATCH_PHASE_SECONDS: &str = "unicity_group_commit_phase_seconds";
 pub const DOWNSTREAM_SECONDS: &str = "unicity_downstream_seconds";
 pub const LOOKUP_SECONDS: &str = "unicity_lookup_seconds";
 
@@ -62,6 +63,11 @@ const DESCRIBED: &[(&str, Option<Unit>, &str)] = &[
         "Jobs committed together by a group-commit writer.",
     ),
     (
+        BATCH_PHASE_SECONDS,
+        Some(Unit::Seconds),
+        "One phase of a group-commit batch: begin (its transaction), own (its keys locked and read, PostgreSQL), jobs (decisions), rows (its rows written), commit (until durable).",
+    ),
+    (
         DOWNSTREAM_SECONDS,
         Some(Unit::Seconds),
         "One call to the downstream service that applies an effect.",
@@ -77,6 +83,10 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0];
+/// A batch's phases take from microseconds to a slow disk's fsync.
+const PHASE_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
 
 const METADATA: Metadata<'static> = Metadata::new("unicity", Level::INFO, None);
 
@@ -198,6 +208,12 @@ impl Metrics {
         self.histogram(BATCH_SIZE, Vec::new())
     }
 
+    /// The histogram a group-commit writer records one of its batches'
+    /// phases in (`store::writer::PHASES`).
+    pub fn batch_phase(&self, phase: &'static str) -> Histogram {
+        self.histogram(BATCH_PHASE_SECONDS, labels(&[("phase", phase)]))
+    }
+
     /// Folds recorded samples into the histograms' buckets; run now and
     /// then (see `tasks`) so that samples do not pile up between scrapes.
     pub fn upkeep(&self) {
@@ -218,6 +234,9 @@ fn buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
     });
     with_latency
         .set_buckets_for_metric(Matcher::Full(BATCH_SIZE.to_owned()), BATCH_BUCKETS)
+        .and_then(|b| {
+            b.set_buckets_for_metric(Matcher::Full(BATCH_PHASE_SECONDS.to_owned()), PHASE_BUCKETS)
+        })
         .unwrap_or_else(|_| unreachable!("the buckets are not empty"))
 }
 

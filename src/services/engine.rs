@@ -21,7 +21,7 @@ use crate::providers::sinks::SinkConfig;
 use crate::services::rejections::{self, Rejections};
 use crate::store;
 use crate::store::Tx;
-use crate::store::writer::{WriteJob, Writer};
+use crate::store::writer::{BatchRecording, PHASES, WriteJob, Writer};
 
 /// Everything deciding and applying effects needs; shared by every request.
 pub struct Engine {
@@ -87,7 +87,10 @@ impl Engine {
             Writer::start_on_threads(
                 database_url,
                 count,
-                metrics.batch_sizes(),
+                BatchRecording {
+                    size: metrics.batch_sizes(),
+                    phases: PHASES.map(|phase| metrics.batch_phase(phase)),
+                },
                 config.durability,
             )
             .await?

@@ -174,7 +174,25 @@ async fn counters_move_with_each_decision_refusal_and_effect_and_gauges_follow_t
         2.0
     );
     assert_eq!(value(&m, "unicity_decision_seconds_count", &[]), 4.0);
-    assert!(value(&m, "unicity_group_commit_batch_size_count", &[]) >= 1.0);
+    let batches = value(&m, "unicity_group_commit_batch_size_count", &[]);
+    assert!(batches >= 1.0);
+    // each batch's phases timed (a batch still running has not timed all),
+    for phase in ["begin", "own", "jobs", "rows", "commit"] {
+        let timed = |what| value(&m, what, &[("phase", phase)]);
+        let count = timed("unicity_group_commit_phase_seconds_count");
+        assert!(
+            count >= 1.0 && count <= batches,
+            "{phase}: {count} of {batches}"
+        );
+        assert!(timed("unicity_group_commit_phase_seconds_sum") >= 0.0);
+    }
+    assert!(
+        value(
+            &m,
+            "unicity_group_commit_phase_seconds_sum",
+            &[("phase", "commit")]
+        ) > 0.0
+    );
     // the held twin is an open case, less than an hour old,
     assert_eq!(
         value(

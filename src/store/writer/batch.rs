@@ -5,7 +5,7 @@
 //! broken and replaced.
 
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::FutureExt as _;
 use sea_orm::{
@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use super::connection::{Connection, Health, probe};
 use super::job::{Batch, Completion, Job};
 use super::locks::{lock_set, own_writes};
+use super::{BatchRecording, PHASES};
 use crate::store::key_index::{IndexKeys, KeyIndex};
 
 /// Most jobs committed together; bounds the latency a batch adds.
@@ -32,7 +33,7 @@ pub(super) async fn write_loop(
     health: &Health,
     name: &str,
     mut jobs: mpsc::Receiver<Job>,
-    batch_sizes: &metrics::Histogram,
+    recording: &BatchRecording,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // The next batch's transaction, when it was begun during this one's commit.
@@ -64,10 +65,17 @@ pub(super) async fn write_loop(
             return;
         }
         let jobs_in_batch = batch.len();
-        batch_sizes.record(jobs_in_batch as f64);
-        let written = AssertUnwindSafe(write_batch(&mut connection, &mut batch, &jobs, &mut next))
-            .catch_unwind()
-            .await;
+        recording.size.record(jobs_in_batch as f64);
+        let mut clock = Clock::start(&recording.phases);
+        let written = AssertUnwindSafe(write_batch(
+            &mut connection,
+            &mut batch,
+            &jobs,
+            &mut next,
+            &mut clock,
+        ))
+        .catch_unwind()
+        .await;
         match written {
             Ok(Ok(())) => health.set(true),
             Ok(Err(error)) => {
@@ -102,6 +110,29 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
         .copied()
         .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(no message)")
+}
+
+/// Times a batch's phases into their histograms (`PHASES`), each from the
+/// end of the one before.
+struct Clock<'a> {
+    phases: &'a [metrics::Histogram; PHASES.len()],
+    since: Instant,
+}
+
+impl<'a> Clock<'a> {
+    fn start(phases: &'a [metrics::Histogram; PHASES.len()]) -> Self {
+        Self {
+            phases,
+            since: Instant::now(),
+        }
+    }
+
+    /// Ends phase `index` of `PHASES` now.
+    fn lap(&mut self, index: usize) {
+        let now = Instant::now();
+        self.phases[index].record((now - self.since).as_secs_f64());
+        self.since = now;
+    }
 }
 
 /// A batch's transaction and the generation of the connection it runs on.
@@ -144,17 +175,19 @@ async fn write_batch(
     jobs: &mut Vec<Job>,
     queue: &mpsc::Receiver<Job>,
     next: &mut Option<Begun>,
+    clock: &mut Clock<'_>,
 ) -> Result<(), DbErr> {
     let (txn, generation) = match next.take() {
         Some(begun) => begun,
         None => begin(connection).await?,
     };
+    clock.lap(0);
     let postgres = txn.get_database_backend() == DbBackend::Postgres;
     let begin_next = connection
         .current(generation)
         .filter(|_| postgres)
         .map(|db| move || (!queue.is_empty()).then_some(db));
-    let (completions, committed, begun) = run_jobs(txn, jobs, begin_next).await;
+    let (completions, committed, begun) = run_jobs(txn, jobs, begin_next, clock).await;
     match &committed {
         Ok(()) => *next = begun.map(|txn| (txn, generation)),
         Err(error) => {
@@ -191,6 +224,7 @@ async fn run_jobs(
     txn: DatabaseTransaction,
     jobs: &mut Vec<Job>,
     begin_next: Option<impl FnOnce() -> Option<DatabaseConnection>>,
+    clock: &mut Clock<'_>,
 ) -> (
     Vec<Completion>,
     Result<(), DbErr>,
@@ -204,6 +238,7 @@ async fn run_jobs(
     if let Err(error) = own_writes(&txn, &locks, &mut state.index, first).await {
         return (completions, Err(error), None);
     }
+    clock.lap(1);
     for (i, job) in jobs.drain(..).enumerate() {
         let prepared = match &keys[i] {
             // Load the keys of this job and the indexed jobs after it at once.
@@ -230,9 +265,12 @@ async fn run_jobs(
             return (completions, Err(error), None);
         }
     }
+    clock.lap(2);
     match state.rows.flush(&txn).await {
         Ok(()) => {
+            clock.lap(3);
             let (committed, begun) = commit(txn, begin_next).await;
+            clock.lap(4);
             (completions, committed, begun)
         }
         Err(error) => (completions, Err(error), None),

@@ -55,6 +55,32 @@ use super::{Durability, Pool};
 /// Jobs waiting for the writer before callers wait to enqueue.
 const QUEUE: usize = 4096;
 
+/// A batch's phases, in order, as `BatchRecording::phases` is indexed:
+/// taking its transaction (nothing when the batch before began it), owning
+/// its keys and reading their rows (PostgreSQL; SQLite's `IMMEDIATE`
+/// transaction owns them already and reads them with the jobs), running its
+/// jobs, writing its rows, and the commit up to its durable flush.
+pub const PHASES: [&str; 5] = ["begin", "own", "jobs", "rows", "commit"];
+
+/// What a writer records of each batch.
+#[derive(Clone)]
+pub struct BatchRecording {
+    /// The jobs it committed together.
+    pub size: metrics::Histogram,
+    /// Seconds spent in each phase, in `PHASES` order.
+    pub phases: [metrics::Histogram; PHASES.len()],
+}
+
+impl BatchRecording {
+    /// Records nothing (tests, tools).
+    pub fn noop() -> Self {
+        Self {
+            size: metrics::Histogram::noop(),
+            phases: std::array::from_fn(|_| metrics::Histogram::noop()),
+        }
+    }
+}
+
 /// Where write transactions run.
 #[derive(Clone)]
 pub enum Writer {
@@ -83,11 +109,11 @@ impl Writer {
     /// the server's runtime thread ran one at a time (measured on PostgreSQL:
     /// two writers on one thread 1456–1519 deliveries/s, on two threads
     /// ~2100).
-    /// Each batch's size is recorded in `batch_sizes`.
+    /// Each batch's size and phases are recorded in `recording`.
     pub async fn start_on_threads(
         url: &str,
         count: usize,
-        batch_sizes: metrics::Histogram,
+        recording: BatchRecording,
         durability: Durability,
     ) -> anyhow::Result<Self> {
         let mut queues = Vec::with_capacity(count);
@@ -99,7 +125,7 @@ impl Writer {
             let name = format!("unicity-writer-{n}");
             let state = Arc::new(Health::default());
             let shared = state.clone();
-            let sizes = batch_sizes.clone();
+            let recording = recording.clone();
             std::thread::Builder::new()
                 .name(name.clone())
                 .spawn(move || {
@@ -117,7 +143,7 @@ impl Writer {
                         match Connection::open(&url, Pool::Writer, durability).await {
                             Ok(connection) => {
                                 let _ = opened.send(Ok(()));
-                                write_loop(connection, &shared, &name, receiver, &sizes).await;
+                                write_loop(connection, &shared, &name, receiver, &recording).await;
                             }
                             Err(error) => {
                                 let _ = opened.send(Err(error));

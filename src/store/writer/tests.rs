@@ -79,7 +79,7 @@ async fn a_job_that_reads_sees_the_rows_deferred_before_it_in_its_batch() {
     let writer = Writer::start_on_threads(
         &crate::store::test_url(&dir),
         1,
-        metrics::Histogram::noop(),
+        BatchRecording::noop(),
         Durability::Full,
     )
     .await
@@ -117,7 +117,7 @@ async fn a_failed_job_leaves_no_deferred_row_and_its_batch_commits() {
     let writer = Writer::start_on_threads(
         &crate::store::test_url(&dir),
         1,
-        metrics::Histogram::noop(),
+        BatchRecording::noop(),
         Durability::Full,
     )
     .await
@@ -154,7 +154,7 @@ async fn a_job_that_panics_fails_its_batch_and_the_writer_goes_on() {
     let writer = Writer::start_on_threads(
         &crate::store::test_url(&dir),
         1,
-        metrics::Histogram::noop(),
+        BatchRecording::noop(),
         Durability::Full,
     )
     .await
