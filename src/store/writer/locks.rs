@@ -153,8 +153,14 @@ async fn own_keys_then_read<'k>(
         .await?
         .ok_or_else(|| DbErr::RecordNotFound("the keys' rows".to_owned()))?;
     let text: String = row.try_get("", "found")?;
-    let found: Found = serde_json::from_str(&text)
-        .map_err(|error| DbErr::Custom(format!("the keys' rows could not be read: {error}")))?;
+    // serde's message may quote a value it did not expect: say where, not what.
+    let found: Found = serde_json::from_str(&text).map_err(|error| {
+        DbErr::Custom(format!(
+            "the keys' rows could not be read ({:?} error at column {})",
+            error.classify(),
+            error.column()
+        ))
+    })?;
     index.record(asked, found.links, found.effects);
     Ok(())
 }
