@@ -30,6 +30,7 @@ mod m20261206_000047_clustered_keys;
 mod m20261206_000048_newest_by_id;
 mod m20261206_000049_journal_payload_as_written;
 mod m20261206_000050_keys_owned_then_read;
+pub mod m20261206_000051_receptions_found_by_read_model;
 mod sql;
 
 pub struct Migrator;
@@ -65,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000048_newest_by_id::Migration),
             Box::new(m20261206_000049_journal_payload_as_written::Migration),
             Box::new(m20261206_000050_keys_owned_then_read::Migration),
+            Box::new(m20261206_000051_receptions_found_by_read_model::Migration),
         ]
     }
 }

@@ -8,7 +8,10 @@ use sea_orm::{
     QueryOrder, QuerySelect,
 };
 
-use super::entities::journal;
+use migration::m20261206_000051_receptions_found_by_read_model::RECEPTIONS;
+
+use super::checkpoint::{DELIVERIES, checkpoint};
+use super::entities::{delivery, journal};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::audit::AUDITED;
 use crate::domain::journal::{
@@ -159,31 +162,93 @@ pub enum ReadError {
     },
 }
 
-/// Every event about one delivery, in journal order.
+/// Every event about one delivery, in journal order: the row that
+/// journaled its reception, found through the deliveries read model
+/// (`received_position`) or, when the projector has not reached it yet, in
+/// the journal's tail past the projector's checkpoint; then the rows that
+/// followed it, through the index of those (`journal_after_reception`). The
+/// reception's row has no entry in any index by delivery: it is written
+/// before every 2xx (migration `receptions_found_by_read_model`).
 pub async fn for_delivery<C: ConnectionTrait>(
     conn: &C,
     id: DeliveryId,
 ) -> Result<Vec<StoredEvent>, ReadError> {
-    let rows = select(conn)
-        .filter(journal::Column::DeliveryId.eq(id.to_string()))
-        .order_by_asc(journal::Column::Position)
-        .into_model::<RawRow>()
-        .all(conn)
-        .await?;
+    let id = id.to_string();
+    let mut rows = reception_rows(conn, &id).await?;
+    rows.extend(
+        later_rows(conn, &id)
+            .into_model::<RawRow>()
+            .all(conn)
+            .await?,
+    );
+    rows.sort_by_key(|row| row.position);
     decode_all(rows)
 }
 
+/// The row that journaled delivery `id`'s reception, if any. The checkpoint
+/// is read before the read model: a row past it is in the tail; a row the
+/// projector applies in between is then in the read model.
+async fn reception_rows<C: ConnectionTrait>(conn: &C, id: &str) -> Result<Vec<RawRow>, DbErr> {
+    let applied = checkpoint(conn, DELIVERIES).await?;
+    let projected: Option<Option<i64>> = delivery::Entity::find_by_id(id.to_owned())
+        .select_only()
+        .column(delivery::Column::ReceivedPosition)
+        .into_tuple()
+        .one(conn)
+        .await?;
+    let query = match projected {
+        Some(Some(position)) => select(conn).filter(journal::Column::Position.eq(position)),
+        Some(None) => return Ok(Vec::new()),
+        None => reception_in_tail(conn, applied, id),
+    };
+    query.into_model::<RawRow>().all(conn).await
+}
+
+/// The reception of delivery `id` among the rows after `applied`. The
+/// position is written literally: bound, it would let a generic plan on
+/// PostgreSQL read the whole journal instead of its tail.
+fn reception_in_tail<C: ConnectionTrait>(
+    conn: &C,
+    applied: i64,
+    id: &str,
+) -> sea_orm::Select<journal::Entity> {
+    select(conn)
+        .filter(Expr::cust(format!("position > {applied}")))
+        .filter(journal::Column::DeliveryId.eq(id))
+        .filter(Expr::cust(format!("event_type IN ({RECEPTIONS})")))
+}
+
+/// The rows about delivery `id` that follow its reception, in journal
+/// order (index `journal_after_reception`).
+fn later_rows<C: ConnectionTrait>(conn: &C, id: &str) -> sea_orm::Select<journal::Entity> {
+    after_reception(select(conn))
+        .filter(journal::Column::DeliveryId.eq(id))
+        .order_by_asc(journal::Column::Position)
+}
+
+/// `query` narrowed to the rows that follow a reception, the condition
+/// written as the partial index's, literally, so that both databases see
+/// the query implies it.
+fn after_reception(query: sea_orm::Select<journal::Entity>) -> sea_orm::Select<journal::Entity> {
+    query.filter(Expr::cust(format!("event_type NOT IN ({RECEPTIONS})")))
+}
+
 /// Every event of `types` journaled for any of `deliveries`, in journal
-/// order (index `journal_delivery_id`).
+/// order (index `journal_after_reception`: `types` are never a reception's).
 pub async fn for_deliveries<C: ConnectionTrait>(
     conn: &C,
     deliveries: &[&str],
     types: &[&str],
 ) -> Result<Vec<StoredEvent>, ReadError> {
+    debug_assert!(
+        types
+            .iter()
+            .all(|t| !RECEPTIONS.contains(&format!("'{t}'")))
+    );
     if deliveries.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = select(conn)
+    let rows = after_reception(select(conn))
         .filter(journal::Column::DeliveryId.is_in(deliveries.iter().copied()))
         .filter(journal::Column::EventType.is_in(types.iter().copied()))
         .order_by_asc(journal::Column::Position)
@@ -438,6 +503,97 @@ mod tests {
             let data: serde_json::Value = serde_json::from_str(&row.data).unwrap();
             assert_eq!(data, event.data());
         }
+    }
+
+    /// A case's resolution about `id`: a row that follows a reception.
+    fn resolution(id: DeliveryId) -> Row {
+        let stored = include_str!("../domain/journal/frozen/CaseResolved.v1.json");
+        let event =
+            JournalEvent::from_stored("CaseResolved", 1, serde_json::from_str(stored).unwrap())
+                .unwrap();
+        row(Some(id), &event, Utc::now())
+    }
+
+    fn positions_and_types(events: &[StoredEvent]) -> Vec<(i64, &'static str)> {
+        events
+            .iter()
+            .map(|e| (e.position, e.event.event_type()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_deliverys_events_are_found_before_and_after_the_read_model_holds_its_reception() {
+        let (_dir, db) = crate::store::test_database().await;
+        let decided = sample();
+        let reception = |id| {
+            let text = ReceptionText::new(&decided.received, &decided.key);
+            decided_row(
+                id,
+                text,
+                decided.reserved.as_ref(),
+                &decided.decision,
+                Utc::now(),
+            )
+        };
+        let id = DeliveryId::from_uuid(uuid::Uuid::now_v7());
+        let other = DeliveryId::from_uuid(uuid::Uuid::now_v7());
+        let applied = crate::store::projector::catch_up(&db, 1_000).await.unwrap();
+        crate::store::flush::insert_journal(
+            &db,
+            vec![reception(id), reception(other), resolution(id)],
+        )
+        .await
+        .unwrap();
+        let first = applied + 1;
+        let mut expected: Vec<(i64, &str)> = decided
+            .parts(id)
+            .unwrap()
+            .iter()
+            .map(|e| (first, e.event_type()))
+            .collect();
+        expected.push((first + 2, "CaseResolved"));
+
+        // Past the projector's checkpoint: the reception is read from the tail.
+        let before = for_delivery(&db, id).await.unwrap();
+        assert_eq!(positions_and_types(&before), expected);
+
+        // The projector reaches it: its row says where the reception is.
+        crate::store::projector::catch_up(&db, 1_000).await.unwrap();
+        let held: Option<i64> = delivery::Entity::find_by_id(id.to_string())
+            .select_only()
+            .column(delivery::Column::ReceivedPosition)
+            .into_tuple()
+            .one(&db)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(held, Some(first));
+        let after = for_delivery(&db, id).await.unwrap();
+        assert_eq!(positions_and_types(&after), expected);
+        let events = |e: Vec<StoredEvent>| e.into_iter().map(|e| e.event).collect::<Vec<_>>();
+        assert_eq!(events(after), events(before));
+
+        // The other delivery's reception alone, through either path.
+        let theirs = for_delivery(&db, other).await.unwrap();
+        assert!(theirs.iter().all(|e| e.position == first + 1), "{theirs:?}");
+        assert_eq!(theirs.len(), expected.len() - 1);
+    }
+
+    #[tokio::test]
+    async fn a_deliverys_rows_are_read_by_position_and_index_never_by_scanning_the_journal() {
+        let (_dir, db) = crate::store::test_database().await;
+        let id = uuid::Uuid::now_v7().to_string();
+        let later = crate::store::sqlite_plan(&db, &later_rows(&db, &id))
+            .await
+            .join("\n");
+        assert!(
+            later.contains("USING INDEX journal_after_reception"),
+            "{later}"
+        );
+        let tail = crate::store::sqlite_plan(&db, &reception_in_tail(&db, 10, &id))
+            .await
+            .join("\n");
+        assert!(tail.contains("INTEGER PRIMARY KEY (rowid>?)"), "{tail}");
     }
 
     #[tokio::test]

@@ -47,7 +47,7 @@ impl Stretch {
                 .delivery_id
                 .map(|d| d.to_string())
                 .unwrap_or_default();
-            fold.add(&id, &stored.event, stored.recorded_at);
+            fold.add(&id, &stored.event, (stored.recorded_at, stored.position));
         }
         Ok(Self {
             from,

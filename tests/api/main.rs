@@ -49,6 +49,7 @@ mod read_model;
 mod readme;
 mod reads;
 mod rebuild;
+mod receptions;
 mod reconcile;
 mod replay_progress;
 mod search;

@@ -47,6 +47,7 @@ async fn history(db: &DatabaseConnection, n: usize) {
                 case_id: None,
                 decided_at: None,
                 resource: Some(format!("pay_{i:08}")),
+                received_position: None,
             };
             sea_orm::IntoActiveModel::into_active_model(row)
         })

@@ -131,6 +131,7 @@ async fn bulk(app: &TestApp, n: usize) {
                 case_id: None,
                 decided_at: None,
                 resource: Some(format!("pay_bulk_{i:05}")),
+                received_position: None,
             };
             sea_orm::IntoActiveModel::into_active_model(row)
         })

@@ -280,6 +280,7 @@ pub async fn preload(database_url: &str, h: usize, seed: u64) -> anyhow::Result<
         outcome.retries += batch.retries;
         outcome.bodies += batch.raw_bodies.rows as u64;
         in_txn += batch.delivered as usize;
+        let before = unicity::store::projector::head(&txn).await?;
         for table in batch.tables() {
             if let Some(statement) = table.statement(backend) {
                 txn.execute_raw(statement)
@@ -287,6 +288,14 @@ pub async fn preload(database_url: &str, h: usize, seed: u64) -> anyhow::Result<
                     .context("history bulk insert failed")?;
             }
         }
+        // Each delivery's read-model row says where its reception is
+        // journaled, as the projector's would.
+        txn.execute_unprepared(&format!(
+            "UPDATE deliveries SET received_position = j.position FROM journal j \
+             WHERE j.position > {before} AND j.delivery_id = deliveries.delivery_id"
+        ))
+        .await
+        .context("history read-model positions failed")?;
         if in_txn >= ROWS_PER_TRANSACTION {
             txn.commit().await?;
             txn = begin(&db, backend).await?;

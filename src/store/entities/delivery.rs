@@ -28,6 +28,11 @@ pub struct Model {
     pub decided_at: Option<DateTimeUtc>,
     /// The resource the delivery is about (a payment id), `hmac:…` when sensitive.
     pub resource: Option<String>,
+    /// The position of the journal row that holds the delivery's reception
+    /// (`DeliveryDecided`, `DeliveryReceived` or `DeliveryRejected`): how its
+    /// events are found, that row having no entry in the journal's index by
+    /// delivery (`store::journal::for_delivery`).
+    pub received_position: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

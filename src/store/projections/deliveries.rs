@@ -103,7 +103,7 @@ impl Arrival {
 fn received_columns(
     id: &str,
     origin: &Origin,
-    received_at: DateTime<Utc>,
+    (received_at, position): (DateTime<Utc>, i64),
     status: &str,
 ) -> delivery::ActiveModel {
     delivery::ActiveModel {
@@ -128,6 +128,7 @@ fn received_columns(
         case_id: Set(None),
         decided_at: Set(None),
         resource: Set(None),
+        received_position: Set(Some(position)),
     }
 }
 
@@ -179,6 +180,7 @@ fn untouched() -> delivery::ActiveModel {
         case_id: NotSet,
         decided_at: NotSet,
         resource: NotSet,
+        received_position: NotSet,
     }
 }
 
@@ -194,21 +196,17 @@ pub struct Fold {
 }
 
 impl Fold {
-    /// Folds one event of delivery `id` journaled at `at` (events the read
-    /// model does not show are ignored).
-    pub fn add(&mut self, id: &str, event: &JournalEvent, at: DateTime<Utc>) {
+    /// Folds one event of delivery `id`, journaled at `at` in the row at
+    /// `position` (events the read model does not show are ignored).
+    pub fn add(&mut self, id: &str, event: &JournalEvent, (at, position): (DateTime<Utc>, i64)) {
         match event {
             JournalEvent::DeliveryReceived(e) => {
-                self.insert(
-                    id,
-                    received_columns(id, &e.origin, e.received_at, "received"),
-                );
+                let received = (e.received_at, position);
+                self.insert(id, received_columns(id, &e.origin, received, "received"));
             }
             JournalEvent::DeliveryRejected(e) => {
-                self.insert(
-                    id,
-                    received_columns(id, &e.origin, e.received_at, "rejected"),
-                );
+                let received = (e.received_at, position);
+                self.insert(id, received_columns(id, &e.origin, received, "rejected"));
             }
             JournalEvent::KeyDerived(e) => self.update(id, |row| set_key_columns(row, e)),
             JournalEvent::DecisionMade(e) => {

@@ -174,21 +174,24 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
         if events.is_empty() {
             break;
         }
+        // The page's read-model rows go first: replaying a deferral reads
+        // its delivery's reception, found through them
+        // (`journal::for_delivery`).
         let mut read_model = deliveries::Fold::default();
+        for stored in events.iter().filter(|s| s.position <= fence) {
+            let id = stored.delivery_id.map(|d| d.to_string());
+            let id = id.unwrap_or_default();
+            read_model.add(&id, &stored.event, (stored.recorded_at, stored.position));
+        }
+        read_model.write(&txn).await?;
         for stored in events {
             if stored.position != after {
                 replayed.rows += 1;
             }
             after = stored.position;
             apply(&txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
-            if stored.position <= fence {
-                let id = stored.delivery_id.map(|d| d.to_string());
-                let id = id.unwrap_or_default();
-                read_model.add(&id, &stored.event, stored.recorded_at);
-            }
             replayed.events += 1;
         }
-        read_model.write(&txn).await?;
     }
     super::checkpoint::reset(&txn, super::checkpoint::DELIVERIES, fence).await?;
     txn.commit().await?;

@@ -262,6 +262,7 @@ pub(crate) fn sample(id: &str, at: DateTime<Utc>) -> delivery::Model {
         case_id: None,
         decided_at: None,
         resource: None,
+        received_position: None,
     }
 }
 
