@@ -31,6 +31,7 @@ mod m20261206_000048_newest_by_id;
 mod m20261206_000049_journal_payload_as_written;
 mod m20261206_000050_keys_owned_then_read;
 pub mod m20261206_000051_receptions_found_by_read_model;
+mod m20261206_000052_horizons_after_the_commit;
 mod sql;
 
 pub struct Migrator;
@@ -67,6 +68,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000049_journal_payload_as_written::Migration),
             Box::new(m20261206_000050_keys_owned_then_read::Migration),
             Box::new(m20261206_000051_receptions_found_by_read_model::Migration),
+            Box::new(m20261206_000052_horizons_after_the_commit::Migration),
         ]
     }
 }

@@ -118,7 +118,10 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
 
 /// Purges from the fast index the applied keys whose horizon ended before
 /// `now`: their row is flagged purged and stays as the effects ledger's.
+/// The horizons are the projector's, caught up first (at most `READ_WAIT`:
+/// a key it has not reached is purged on a later round).
 pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<usize, DbErr> {
+    super::projector::caught_up(engine, super::projector::READ_WAIT).await?;
     let keys = reservations::past_horizon(&engine.db, now, BATCH).await?;
     if keys.is_empty() {
         return Ok(0);

@@ -1,4 +1,5 @@
-//! The deliveries read model's projector, its storage side: the stretch of
+//! The deliveries read model's projector (the keys' horizons follow with
+//! it), its storage side: the stretch of
 //! the journal it applies next, applied with its checkpoint in one
 //! transaction (`checkpoint` says how far it is and may go), and what this
 //! process knows of its progress. The task that drives it is
@@ -14,13 +15,16 @@ use super::entities::projector_checkpoint;
 use super::journal::{self, ReadError};
 use super::projections::deliveries::Fold;
 
-/// The event types that shape the deliveries read model.
-const SHAPING: [&str; 5] = [
+/// The event types that shape the deliveries read model and the keys'
+/// horizons.
+const SHAPING: [&str; 7] = [
     "DeliveryDecided",
     "DeliveryReceived",
     "DeliveryRejected",
     "KeyDerived",
     "DecisionMade",
+    "KeyReserved",
+    "KeysPurged",
 ];
 
 /// The next stretch of the journal for the deliveries read model: the rows

@@ -86,7 +86,8 @@ async fn an_upgrade_clusters_the_keyed_tables_and_keeps_their_rows_indexes_and_c
             .await,
         1
     );
-    for index in ["effects_horizon", "effects_leased", "effects_provider_ref"] {
+    // (Their horizons have an index of their own since migration 052.)
+    for index in ["effects_leased", "effects_provider_ref"] {
         assert!(catalog(&db, index).await.is_some(), "{index} is missing");
     }
     // The key stays the atomic barrier, and a provider's operation justifies

@@ -25,6 +25,7 @@ mod fixture_purges;
 mod fixture_settlements;
 mod fixtures;
 mod floods;
+mod horizons;
 mod hostile;
 mod identity;
 mod ingest;

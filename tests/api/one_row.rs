@@ -10,7 +10,7 @@ use sea_orm::{
     ColumnTrait, ConnectionTrait, Database, DatabaseConnection, DbBackend, EntityTrait,
     QueryFilter, Statement, Value,
 };
-use unicity::store::entities::effect;
+use unicity::store::entities::{effect, effect_horizon};
 
 use crate::support::app::fresh_database;
 
@@ -146,9 +146,10 @@ async fn live_reservations_and_purged_keys_keep_their_meaning_in_one_row_per_key
             .await
             .unwrap()
     );
+    // The horizons the merge kept moved to the projector's table since.
     assert!(
         manager
-            .has_index("effects", "effects_horizon")
+            .has_index("effect_horizons", "effect_horizons_expiring")
             .await
             .unwrap()
     );
@@ -188,6 +189,22 @@ async fn live_reservations_and_purged_keys_keep_their_meaning_in_one_row_per_key
         (None, None, None)
     );
     assert_eq!(all_rows(&db).await.len(), 5, "one row per key, none added");
+    // Every key but the purged one keeps its horizon, for the sweeper.
+    let mut with_horizon = effect_horizon::Entity::find()
+        .all(&db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.effect_id, h.expires_at))
+        .collect::<Vec<_>>();
+    with_horizon.sort();
+    let mut expected = Vec::new();
+    for key in ["k:running", "k:applied", "k:failed", "k:unknown"] {
+        let r = row(&db, key).await;
+        expected.push((r.effect_id, r.expires_at.expect("a horizon")));
+    }
+    expected.sort();
+    assert_eq!(with_horizon, expected);
 
     // Running it again (a SQLite process that lost the race) changes nothing.
     let before = all_rows(&db).await;

@@ -174,6 +174,9 @@ impl Generator {
             business_key.clone().into(),
             row.received_at.into(),
         ]);
+        batch
+            .effect_horizons
+            .push([effect_id.clone().into(), far.into()]);
         batch.effects.push([
             effect_id.clone().into(),
             business_key.into(),

@@ -66,6 +66,7 @@ pub struct Batch {
     pub deliveries: Table,
     pub transport_links: Table,
     pub effects: Table,
+    pub effect_horizons: Table,
     pub effect_deliveries: Table,
     pub delivered: u64,
     pub retries: u64,
@@ -114,6 +115,11 @@ impl Batch {
                 },
                 "",
             ),
+            effect_horizons: Table::new(
+                "INSERT INTO effect_horizons (effect_id, expires_at) VALUES ",
+                "({}, {})",
+                "",
+            ),
             effect_deliveries: Table::new(
                 "INSERT INTO effect_deliveries (effect_id, delivery_id, linked_at) VALUES ",
                 "({}, {}, {})",
@@ -125,13 +131,14 @@ impl Batch {
     }
 
     /// Tables in insertion order.
-    pub fn tables(self) -> [Table; 6] {
+    pub fn tables(self) -> [Table; 7] {
         [
             self.raw_bodies,
             self.journal,
             self.deliveries,
             self.transport_links,
             self.effects,
+            self.effect_horizons,
             self.effect_deliveries,
         ]
     }

@@ -125,7 +125,7 @@ fn postgres_cpu_s() -> f64 {
 }
 
 /// The tables written after the commit, from the journal, not before the 2xx.
-const READ_MODEL: [&str; 2] = ["deliveries", "projector_checkpoints"];
+const READ_MODEL: [&str; 3] = ["deliveries", "effect_horizons", "projector_checkpoints"];
 
 /// What the database holds, as far as cost goes.
 #[derive(Debug, Clone, Default)]

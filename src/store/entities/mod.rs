@@ -7,6 +7,7 @@ pub mod deferred_delivery;
 pub mod delivery;
 pub mod effect;
 pub mod effect_delivery;
+pub mod effect_horizon;
 pub mod journal;
 pub mod migrated_key;
 pub mod operator;

@@ -20,6 +20,7 @@ use sea_orm::{
 use std::collections::HashMap;
 
 use super::cases;
+use super::horizons::Horizons;
 use super::rows as rows_of;
 use crate::domain::decision::Action;
 use crate::domain::journal::{DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, Origin};
@@ -187,18 +188,21 @@ fn untouched() -> delivery::ActiveModel {
 /// The read model's rows for a stretch of the journal, folded in journal
 /// order: the rows of deliveries first seen in the stretch are completed in
 /// memory and inserted many to a statement, in primary-key order; events on
-/// deliveries inserted before it become updates, in journal order.
+/// deliveries inserted before it become updates, in journal order. The
+/// keys' horizons the stretch adds and removes go with them (`Horizons`).
 #[derive(Debug, Default)]
 pub struct Fold {
     rows: Vec<delivery::ActiveModel>,
     new: HashMap<String, usize>,
     updates: Vec<(String, delivery::ActiveModel)>,
+    horizons: Horizons,
 }
 
 impl Fold {
     /// Folds one event of delivery `id`, journaled at `at` in the row at
     /// `position` (events the read model does not show are ignored).
     pub fn add(&mut self, id: &str, event: &JournalEvent, (at, position): (DateTime<Utc>, i64)) {
+        self.horizons.add(event);
         match event {
             JournalEvent::DeliveryReceived(e) => {
                 let received = (e.received_at, position);
@@ -238,7 +242,10 @@ impl Fold {
     /// Writes the folded rows; returns how many deliveries it inserted.
     pub async fn write<C: ConnectionTrait>(self, conn: &C) -> Result<u64, DbErr> {
         let Self {
-            mut rows, updates, ..
+            mut rows,
+            updates,
+            horizons,
+            ..
         } = self;
         rows.sort_by(|a, b| id_of(a).cmp(id_of(b)));
         let inserted = bulk::insert(conn, rows).await?;
@@ -249,6 +256,7 @@ impl Fold {
                 .exec(conn)
                 .await?;
         }
+        horizons.write(conn).await?;
         Ok(inserted)
     }
 }

@@ -13,6 +13,7 @@ mod breakers;
 mod cases;
 pub mod deliveries;
 mod effects;
+mod horizons;
 pub mod migrations;
 mod reconcile;
 
@@ -26,8 +27,9 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{EffectSettled, JournalEvent};
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
-pub const TABLES: [&str; 10] = [
+pub const TABLES: [&str; 11] = [
     "deliveries",
+    "effect_horizons",
     "deferred_deliveries",
     "transport_links",
     "effects",
