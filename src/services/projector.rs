@@ -154,7 +154,7 @@ fn stretch_rows(engine: &Engine) -> u64 {
 }
 
 /// The pause between two rounds of the task.
-fn pace(engine: &Engine) -> Duration {
+pub(super) fn pace(engine: &Engine) -> Duration {
     let default = match engine.db.get_database_backend() {
         DbBackend::Postgres => 100,
         // SQLite: every round's stretches run in writer batches and commit

@@ -14,7 +14,7 @@ use crate::domain::journal::{JournalEvent, KeysPurged, ReservationExpired};
 use crate::domain::plan::base_key;
 use crate::store::entities::deferred_delivery;
 use crate::store::projections::deliveries;
-use crate::store::reservations;
+use crate::store::{projector, reservations};
 
 const BATCH: u64 = 200;
 
@@ -118,10 +118,20 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
 
 /// Purges from the fast index the applied keys whose horizon ended before
 /// `now`: their row is flagged purged and stays as the effects ledger's.
-/// The horizons are the projector's, caught up first (at most `READ_WAIT`:
-/// a key it has not reached is purged on a later round).
+/// The horizons are the projector's, written after the commit. When the
+/// journal it has not applied goes back further before `now` than its own
+/// pace and a sweep's interval (a projector held up), the sweeper applies
+/// it first, for `READ_WAIT` at most; otherwise a key the projector has not
+/// reached is purged on a later round, and the sweeper adds no rounds to a
+/// projector on its schedule.
 pub async fn purge_horizon(engine: &SharedEngine, now: DateTime<Utc>) -> Result<usize, DbErr> {
-    super::projector::caught_up(engine, super::projector::READ_WAIT).await?;
+    let lag = projector::lag(&engine.db).await?;
+    let patience =
+        super::projector::pace(engine).max(Duration::from_millis(engine.config.sweep_interval_ms));
+    let patience = chrono::Duration::from_std(patience).unwrap_or(chrono::Duration::MAX);
+    if lag.since.is_some_and(|since| now - since > patience) {
+        super::projector::caught_up(engine, super::projector::READ_WAIT).await?;
+    }
     let keys = reservations::past_horizon(&engine.db, now, BATCH).await?;
     if keys.is_empty() {
         return Ok(0);

@@ -283,7 +283,7 @@ pub async fn preload(database_url: &str, h: usize, seed: u64) -> anyhow::Result<
         outcome.retries += batch.retries;
         outcome.bodies += batch.raw_bodies.rows as u64;
         in_txn += batch.delivered as usize;
-        let before = unicity::store::projector::head(&txn).await?;
+        let journaled = batch.journal.rows;
         for table in batch.tables() {
             if let Some(statement) = table.statement(backend) {
                 txn.execute_raw(statement)
@@ -292,10 +292,13 @@ pub async fn preload(database_url: &str, h: usize, seed: u64) -> anyhow::Result<
             }
         }
         // Each delivery's read-model row says where its reception is
-        // journaled, as the projector's would.
+        // journaled, as the projector's would: the batch's journal rows are
+        // the last ones (read after the writes: on SQLite a read first would
+        // pin a snapshot that another connection's commit makes unwritable).
         txn.execute_unprepared(&format!(
             "UPDATE deliveries SET received_position = j.position FROM journal j \
-             WHERE j.position > {before} AND j.delivery_id = deliveries.delivery_id"
+             WHERE j.position > (SELECT MAX(position) FROM journal) - {journaled} \
+             AND j.delivery_id = deliveries.delivery_id"
         ))
         .await
         .context("history read-model positions failed")?;
