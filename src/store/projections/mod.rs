@@ -167,6 +167,13 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
     let txn = db.begin().await?;
     super::checkpoint::hold(&txn).await?;
     clear(&txn).await?;
+    // A stretch the projector committed after the fence was read is kept
+    // (its end was a fence too): the checkpoint never moves back, which
+    // `journal::for_delivery` relies on (a reception at or before it is in
+    // the read model). Read once the projector can no longer move it: held
+    // on PostgreSQL, and on SQLite behind the write `clear` made.
+    let fence =
+        fence.max(super::checkpoint::checkpoint(&txn, super::checkpoint::DELIVERIES).await?);
     let mut replayed = Replayed::default();
     let mut after = i64::MIN;
     loop {
