@@ -4,35 +4,16 @@
 //! sweeper then purges through the table what it purged through the index.
 
 use migration::{Migrator, MigratorTrait};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::ConnectionTrait;
 
 use crate::support::app::fresh_database;
+use crate::support::schema::{first_column, has_index};
 
 /// The migrations up to and including 051.
 const BEFORE_HORIZONS: u32 = 28;
 
 const EFFECT: &str = "INSERT INTO effects (effect_id, key, effect_type, criticality, state, \
      sink, first_delivery_id, discriminants, created_at, expires_at, key_purged) VALUES ";
-
-/// `sql`'s rows, every column read as text, as they are (no waiting for a
-/// read model that no projector moves here).
-async fn texts(db: &DatabaseConnection, sql: &str) -> Vec<String> {
-    let statement = Statement::from_string(db.get_database_backend(), sql.to_owned());
-    let rows = db.query_all_raw(statement).await.expect(sql);
-    rows.iter()
-        .map(|row| row.try_get_by_index::<String>(0).expect(sql))
-        .collect()
-}
-
-async fn has_index(db: &DatabaseConnection, name: &str) -> bool {
-    let sql = match db.get_database_backend() {
-        DbBackend::Postgres => {
-            format!("SELECT indexname FROM pg_indexes WHERE indexname = '{name}'")
-        }
-        _ => format!("SELECT name FROM sqlite_master WHERE name = '{name}'"),
-    };
-    !texts(db, &sql).await.is_empty()
-}
 
 #[tokio::test]
 async fn an_upgrade_moves_the_horizons_of_the_keys_in_the_fast_index_to_the_projectors_table() {
@@ -65,7 +46,7 @@ async fn an_upgrade_moves_the_horizons_of_the_keys_in_the_fast_index_to_the_proj
 
     assert!(!has_index(&db, "effects_horizon").await);
     assert!(has_index(&db, "effect_horizons_expiring").await);
-    let mut moved = texts(&db, "SELECT effect_id FROM effect_horizons").await;
+    let mut moved = first_column::<String>(&db, "SELECT effect_id FROM effect_horizons").await;
     moved.sort();
     let mut expected = vec![past.clone(), within.clone()];
     expected.sort();

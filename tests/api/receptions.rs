@@ -5,11 +5,12 @@
 //! same afterwards, folded or not, with what followed them.
 
 use migration::{Migrator, MigratorTrait};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection};
 use unicity::domain::delivery::DeliveryId;
 use unicity::domain::journal::JournalEvent;
 
 use crate::support::app::fresh_database;
+use crate::support::schema::{first_column, has_index};
 
 /// The migrations up to and including 050.
 const BEFORE_RECEPTIONS: u32 = 27;
@@ -44,26 +45,6 @@ async fn delivery(db: &DatabaseConnection, id: &str) {
     .expect("a read-model row");
 }
 
-/// The integers of `sql`'s first column, read as they are: no waiting
-/// for a read model that, here, no projector moves.
-async fn integers(db: &DatabaseConnection, sql: &str) -> Vec<i64> {
-    let statement = Statement::from_string(db.get_database_backend(), sql.to_owned());
-    let rows = db.query_all_raw(statement).await.expect(sql);
-    rows.iter()
-        .map(|row| row.try_get_by_index::<i64>(0).expect(sql))
-        .collect()
-}
-
-async fn index_named(db: &DatabaseConnection, name: &str) -> bool {
-    let sql = match db.get_database_backend() {
-        DbBackend::Postgres => {
-            format!("SELECT COUNT(*) FROM pg_indexes WHERE indexname = '{name}'")
-        }
-        _ => format!("SELECT COUNT(*) FROM sqlite_master WHERE name = '{name}'"),
-    };
-    integers(db, &sql).await == [1]
-}
-
 async fn types_of(db: &DatabaseConnection, id: &str) -> Vec<(i64, &'static str)> {
     let id: DeliveryId = id.parse().unwrap();
     unicity::store::journal::for_delivery(db, id)
@@ -81,7 +62,7 @@ async fn an_upgrade_finds_each_reception_through_the_read_model_and_keeps_every_
     Migrator::up(&db, Some(BEFORE_RECEPTIONS))
         .await
         .expect("the migrations before apply");
-    assert!(index_named(&db, "journal_delivery_id").await);
+    assert!(has_index(&db, "journal_delivery_id").await);
 
     // A folded reception and a case resolved after it; a reception in rows
     // of its own; a reception the read model had not reached.
@@ -96,7 +77,7 @@ async fn an_upgrade_finds_each_reception_through_the_read_model_and_keeps_every_
     journal(&db, &unprojected, ("DeliveryReceived", 1, RECEIVED)).await;
     delivery(&db, &folded).await;
     delivery(&db, &apart).await;
-    let at = integers(&db, "SELECT position FROM journal ORDER BY position").await;
+    let at = first_column::<i64>(&db, "SELECT position FROM journal ORDER BY position").await;
     db.execute_unprepared(&format!(
         "UPDATE projector_checkpoints SET position = {} WHERE name = 'deliveries'",
         at[4]
@@ -108,11 +89,11 @@ async fn an_upgrade_finds_each_reception_through_the_read_model_and_keeps_every_
         .await
         .expect("the rest applies");
 
-    assert!(!index_named(&db, "journal_delivery_id").await);
-    assert!(index_named(&db, "journal_after_reception").await);
+    assert!(!has_index(&db, "journal_delivery_id").await);
+    assert!(has_index(&db, "journal_after_reception").await);
     for (id, position) in [(&folded, at[0]), (&apart, at[1])] {
         let held = format!("SELECT received_position FROM deliveries WHERE delivery_id = '{id}'");
-        assert_eq!(integers(&db, &held).await, [position], "{id}");
+        assert_eq!(first_column::<i64>(&db, &held).await, [position], "{id}");
     }
 
     let mut expected_folded: Vec<(i64, &str)> = [

@@ -247,7 +247,7 @@ impl Fold {
             horizons,
             ..
         } = self;
-        rows.sort_by(|a, b| id_of(a).cmp(id_of(b)));
+        rows.sort_by(|a, b| super::text_of(&a.delivery_id).cmp(super::text_of(&b.delivery_id)));
         let inserted = bulk::insert(conn, rows).await?;
         for (id, row) in updates {
             delivery::Entity::update_many()
@@ -258,13 +258,6 @@ impl Fold {
         }
         horizons.write(conn).await?;
         Ok(inserted)
-    }
-}
-
-fn id_of(row: &delivery::ActiveModel) -> &str {
-    match &row.delivery_id {
-        sea_orm::ActiveValue::Set(id) | sea_orm::ActiveValue::Unchanged(id) => id,
-        sea_orm::ActiveValue::NotSet => "",
     }
 }
 

@@ -52,7 +52,7 @@ impl Horizons {
     /// and the delete finds the effect by its key.
     pub async fn write<C: ConnectionTrait>(self, conn: &C) -> Result<(), DbErr> {
         let mut reserved: Vec<_> = self.reserved.into_iter().map(|(_, row)| row).collect();
-        reserved.sort_by(|a, b| id_of(a).cmp(id_of(b)));
+        reserved.sort_by(|a, b| super::text_of(&a.effect_id).cmp(super::text_of(&b.effect_id)));
         bulk::insert(conn, reserved).await?;
         for keys in bulk::statements(self.purged) {
             let effects = Query::select()
@@ -66,13 +66,6 @@ impl Horizons {
                 .await?;
         }
         Ok(())
-    }
-}
-
-fn id_of(row: &effect_horizon::ActiveModel) -> &str {
-    match &row.effect_id {
-        sea_orm::ActiveValue::Set(id) | sea_orm::ActiveValue::Unchanged(id) => id,
-        sea_orm::ActiveValue::NotSet => "",
     }
 }
 

@@ -207,6 +207,15 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
     Ok(replayed)
 }
 
+/// The text a key column of a row to insert holds (empty when not set),
+/// to insert rows in key order.
+fn text_of(value: &sea_orm::ActiveValue<String>) -> &str {
+    match value {
+        sea_orm::ActiveValue::Set(text) | sea_orm::ActiveValue::Unchanged(text) => text,
+        sea_orm::ActiveValue::NotSet => "",
+    }
+}
+
 /// Rows written by an insert that may have done nothing.
 pub(super) fn rows(result: sea_orm::TryInsertResult<u64>) -> u64 {
     match result {

@@ -3,7 +3,8 @@
 //! there row by row (`probe`), what its servers log (`logs`), the binary run
 //! as child processes (`processes`), a form client without JavaScript
 //! (`forms`), a real browser (`chromium`), the queue and case pages' set-up
-//! (`pages`), and the services on either side of Unicity: a provider's API
+//! (`pages`), a database read as it is for upgrade tests (`schema`), and the
+//! services on either side of Unicity: a provider's API
 //! (`provider`) and the downstream that applies effects (`downstream`).
 
 pub mod app;
@@ -16,3 +17,4 @@ pub mod pages;
 pub mod probe;
 pub mod processes;
 pub mod provider;
+pub mod schema;
