@@ -6,6 +6,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod memory;
 pub mod metrics;
 pub mod providers;
 pub mod routes;

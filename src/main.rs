@@ -11,7 +11,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
+    let small_pages = unicity::memory::small_pages_only();
     let cli = Cli::parse();
     unicity::telemetry::init(cli.log_format);
+    if let Err(error) = small_pages {
+        tracing::debug!(%error, "transparent huge pages left to the host's setting");
+    }
     unicity::cli::run(cli).await
 }

@@ -159,6 +159,26 @@ async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listen
     }
 }
 
+/// Huge pages count whole in the resident set as soon as a byte of them is
+/// touched (`unicity::memory`): a server turns them off for itself, whatever
+/// the host's setting.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_server_keeps_its_heap_off_transparent_huge_pages() {
+    let deployment = Deployment::new("").await;
+    let server = deployment.start().await;
+    let hmac = deployment.source("hmac");
+    let body = refund("pay_pages", 700, None);
+    let decided = server.send("hmac", body.clone(), signed(hmac, &body)).await;
+    assert_eq!(decided.json["decision"], "process", "{}", decided.json);
+    let status = server.kernel_status();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("THP_enabled:"))
+        .unwrap_or_else(|| panic!("no THP_enabled line in:\n{status}"));
+    assert_eq!(line.split_whitespace().nth(1), Some("0"), "{line}");
+}
+
 #[tokio::test]
 async fn two_server_processes_on_one_database_apply_a_burst_exactly_once() {
     let downstream = Downstream::start(Behaviour::Apply { delay_ms: 200 }).await;

@@ -160,6 +160,10 @@ struct Cli {
 const PRELOAD_URL_ENV: &str = "UNICITY_BENCH_PRELOAD_URL";
 
 fn main() -> ExitCode {
+    // As the server does: its figures are the server's.
+    if let Err(error) = unicity::memory::small_pages_only() {
+        eprintln!("unicity-bench: transparent huge pages left to the host's setting: {error}");
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .thread_name(work::CLIENT_THREAD)

@@ -308,6 +308,13 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// What the kernel says of the running process (`/proc/<pid>/status`).
+    #[cfg(target_os = "linux")]
+    pub fn kernel_status(&self) -> String {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's /proc status")
+    }
+
     /// An owned handle for requests that outlive a borrow of the server.
     pub fn poster(&self) -> Poster {
         Poster {
