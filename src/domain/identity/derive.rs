@@ -35,7 +35,7 @@ impl Catalog {
         };
         // One canonical form serves the body fingerprint and every strategy.
         let canonical = facts.body.map(jcs::canonical_numbers);
-        let transport = transport(provider, facts, canonical.as_ref());
+        let transport = transport(provider, facts, canonical.as_deref());
         let mut d = Derivation::empty(facts.provider, transport);
         let Some(provider) = provider else {
             d.unresolved = Some(Unresolved::UnknownProvider {
@@ -48,7 +48,7 @@ impl Catalog {
             return d;
         };
         let Some(items) = provider.batch_items(body) else {
-            let canonical = canonical.as_ref().unwrap_or(body);
+            let canonical = canonical.as_deref().unwrap_or(body);
             d.absorb(self.derive_event(provider, facts, body, canonical, secret));
             return d;
         };

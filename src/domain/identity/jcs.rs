@@ -16,6 +16,7 @@
 //! NaN and ±Infinity cannot be represented: [`format_double`] rejects them.
 
 use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// How integers are written. See the module header.
@@ -146,35 +147,55 @@ fn write_string(out: &mut String, s: &str) {
 /// Numbers rewritten so that equal numeric values are equal `Value`s:
 /// `10`, `10.0` and `1e1` all become the integer 10, `-0.0` becomes 0.
 /// Doubles that are whole and fit an i64/u64 become that exact integer;
-/// other doubles and exact integers are left as they are.
-pub fn canonical_numbers(value: &Value) -> Value {
+/// other doubles and exact integers are left as they are. Most bodies have
+/// no such double: they are returned as they are, without a copy.
+pub fn canonical_numbers(value: &Value) -> Cow<'_, Value> {
+    if numbers_are_canonical(value) {
+        Cow::Borrowed(value)
+    } else {
+        Cow::Owned(rewrite_numbers(value))
+    }
+}
+
+fn numbers_are_canonical(value: &Value) -> bool {
     match value {
-        Value::Number(n) => Value::Number(canonical_number(n)),
-        Value::Array(items) => Value::Array(items.iter().map(canonical_numbers).collect()),
+        Value::Number(n) => canonical_number(n).is_none(),
+        Value::Array(items) => items.iter().all(numbers_are_canonical),
+        Value::Object(map) => map.values().all(numbers_are_canonical),
+        _ => true,
+    }
+}
+
+fn rewrite_numbers(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => Value::Number(canonical_number(n).unwrap_or_else(|| n.clone())),
+        Value::Array(items) => Value::Array(items.iter().map(rewrite_numbers).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), canonical_numbers(v)))
+                .map(|(k, v)| (k.clone(), rewrite_numbers(v)))
                 .collect(),
         ),
         other => other.clone(),
     }
 }
 
-fn canonical_number(n: &Number) -> Number {
+/// The integer a whole double stands for, or `None` when `n` is already
+/// in canonical form.
+fn canonical_number(n: &Number) -> Option<Number> {
     if n.is_i64() || n.is_u64() {
-        return n.clone();
+        return None;
     }
     match n.as_f64() {
         Some(d) if d.fract() == 0.0 && d.is_finite() => {
             // 2^64 and -2^63 are exact doubles, so these bounds are exact.
             if (0.0..18_446_744_073_709_551_616.0).contains(&d) {
-                Number::from(d as u64)
+                Some(Number::from(d as u64))
             } else if (-9_223_372_036_854_775_808.0..0.0).contains(&d) {
-                Number::from(d as i64)
+                Some(Number::from(d as i64))
             } else {
-                n.clone()
+                None
             }
         }
-        _ => n.clone(),
+        _ => None,
     }
 }

@@ -159,3 +159,22 @@ fn non_finite_numbers_are_rejected() {
         assert!(format_double(d).is_err());
     }
 }
+
+#[test]
+fn a_body_whose_numbers_are_canonical_is_read_without_a_copy() {
+    use super::super::jcs::canonical_numbers;
+    use std::borrow::Cow;
+    let plain: Value =
+        serde_json::from_str(r#"{"amount":1050,"rate":4.5,"items":[{"n":-3}],"s":"10.0"}"#)
+            .unwrap();
+    assert!(matches!(canonical_numbers(&plain), Cow::Borrowed(v) if std::ptr::eq(v, &plain)));
+    // One whole double, deep inside: the copy rewrites it and nothing else.
+    let whole: Value =
+        serde_json::from_str(r#"{"amount":1050,"items":[{"n":-3},{"n":-0.0,"m":1e1}]}"#).unwrap();
+    let canonical = canonical_numbers(&whole);
+    assert!(matches!(canonical, Cow::Owned(_)));
+    assert_eq!(
+        *canonical,
+        serde_json::json!({"amount":1050,"items":[{"n":-3},{"n":0,"m":10}]})
+    );
+}
