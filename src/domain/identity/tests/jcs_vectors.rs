@@ -178,3 +178,25 @@ fn a_body_whose_numbers_are_canonical_is_read_without_a_copy() {
         serde_json::json!({"amount":1050,"items":[{"n":-3},{"n":0,"m":10}]})
     );
 }
+
+#[test]
+fn strings_escape_as_json_stringify_does_around_every_ascii_character() {
+    use super::super::jcs::key_string;
+    // serde_json escapes exactly the characters ES6's JSON.stringify does
+    // (RFC 8785 §3.2.2.2), lowercase hex included.
+    for byte in 0u8..0x80 {
+        let c = char::from(byte);
+        for s in [
+            format!("{c}"),
+            format!("a{c}b"),
+            format!("é{c}{c}€"),
+            format!("{c}😀{c}"),
+        ] {
+            assert_eq!(
+                key_string(&Value::String(s.clone())),
+                serde_json::to_string(&s).unwrap(),
+                "{s:?}"
+            );
+        }
+    }
+}
