@@ -532,6 +532,55 @@ async fn a_provider_operation_cited_once_cannot_justify_a_second_effect() {
 }
 
 #[tokio::test]
+async fn over_http_a_cited_operation_padded_with_spaces_is_the_same_operation() {
+    use reqwest::Method;
+    // Given a weak-match case processed as distinct citing re_provider_2
+    let s = Setup::new().await;
+    let (_, first_case, _) = s.weak_match_case().await;
+    let (status, body) = as_role(
+        &s,
+        Role::Finance,
+        Method::POST,
+        &format!("/api/cases/{first_case}/resolve"),
+        Some(
+            serde_json::json!({"resolution": "process_as_distinct", "note": "a second refund",
+                    "authoritative_ref": "re_provider_2"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    s.downstream.wait_calls(2).await;
+    // When a third look-alike's case is resolved over the API citing the
+    // same operation with a space before and after it
+    let third = s
+        .app
+        .post_signed("hmac", &refund("pay_case", 700, None))
+        .await;
+    let case_id = third.json["case_id"].as_str().expect("a case").to_owned();
+    let (status, body) = as_role(
+        &s,
+        Role::Finance,
+        Method::POST,
+        &format!("/api/cases/{case_id}/resolve"),
+        Some(
+            serde_json::json!({"resolution": "process_as_distinct", "note": "yet another",
+                    "authoritative_ref": " re_provider_2 "}),
+        ),
+    )
+    .await;
+    // Then it is refused as already consumed and nothing more is applied
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "operation_consumed", "{body}");
+    assert_eq!(
+        s.case_column(case_id.parse().unwrap(), "status").await,
+        "open"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2);
+    assert_eq!(s.app.effects_for_operation("re_provider_2").await, 1);
+}
+
+#[tokio::test]
 async fn two_processes_citing_the_same_operation_for_two_cases_apply_one_effect() {
     // Given two look-alike cases on one payment, each resolved at once by
     // another process, both citing the provider's operation re_provider_2

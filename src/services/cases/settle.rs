@@ -292,7 +292,11 @@ impl Context {
             (Resolution::ProcessAsDistinct, Some(key)) => Some(key),
             _ => None,
         };
-        let reference = reference.filter(|r| !r.trim().is_empty());
+        // One spelling of the operation cited, whichever door it came in by:
+        // the ledger and its unique index compare references exactly.
+        let reference = reference
+            .map(|r| r.trim().to_owned())
+            .filter(|r| !r.is_empty());
         let effect_id = match resolution {
             Resolution::ProcessAsDistinct if distinct.is_some() => Some(Uuid::now_v7()),
             Resolution::ConfirmDuplicate => self.existing,
