@@ -13,6 +13,7 @@ use crate::domain::delivery::{Headers, REDACTED};
 use crate::domain::identity::normalize::map_all;
 use crate::domain::identity::pattern;
 use crate::domain::identity::{FieldRef, KeySecret, mask as masked_tag};
+use crate::domain::uri;
 
 /// A header whose name holds one of these words (case-insensitive, `-` and
 /// `_` alike) is masked on every source: credentials, keys, tokens, session
@@ -170,7 +171,8 @@ impl SensitiveMask {
     }
 
     /// Replaces every clear sensitive value in `value`: whole values by their
-    /// tag, text embedded in a longer string by the tag's text.
+    /// tag, text embedded in a longer string by the tag's text, and so is
+    /// its percent-encoded form (as a look-up's URL carries it).
     pub fn scrub(&self, value: &mut Value) {
         if self.found.is_empty() {
             return;
@@ -184,9 +186,14 @@ impl SensitiveMask {
                 for (clear, tag) in &self.found {
                     if let (Value::String(c), Value::String(t)) = (clear, tag)
                         && c.chars().count() >= MIN_EMBEDDED_LEN
-                        && text.contains(c.as_str())
                     {
-                        *text = text.replace(c.as_str(), t);
+                        if text.contains(c.as_str()) {
+                            *text = text.replace(c.as_str(), t);
+                        }
+                        let encoded = uri::encode(c);
+                        if encoded != *c && text.contains(&encoded) {
+                            *text = text.replace(&encoded, t);
+                        }
                     }
                 }
             }

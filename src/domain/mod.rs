@@ -19,3 +19,4 @@ pub mod rejection;
 pub mod reservation;
 pub mod search;
 pub mod strict_json;
+pub mod uri;

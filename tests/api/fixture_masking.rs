@@ -274,6 +274,58 @@ async fn the_resolution_note_and_the_look_ups_are_scrubbed_of_sensitive_values()
     assert_eq!(differences(&fixture, &base).await, Vec::<String>::new());
 }
 
+#[tokio::test]
+async fn a_sensitive_value_in_a_look_ups_url_is_masked_on_every_page_that_shows_it() {
+    const EMAIL: &str = "ines.privada@example.org";
+    const ENCODED: &str = "ines.privada%40example.org";
+    // Given a look-up journaled with the customer's email in its URL,
+    // percent-encoded as the provider's API is asked with it
+    let provider = ProviderApi::start(200, json!({ "refunds": [] })).await;
+    let app = spawn_app_with(&provider.config_with(
+        "/payments/{payment_id}/refunds?email={customer_email}",
+        "payment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n",
+    ))
+    .await;
+    let body = |sent: &str| {
+        serde_json::to_vec(&json!({
+            "type": "refund.created", "payment_id": "pay_views", "amount": 700,
+            "currency": "EUR", "sent_at": sent, "customer_email": EMAIL,
+        }))
+        .unwrap()
+    };
+    let one = app.post_signed("hmac", &body("2026-12-02T10:00:00Z")).await;
+    assert_eq!(one.json["decision"], "process", "{}", one.json);
+    app.wait_applied(1).await;
+    let two = app.post_signed("hmac", &body("2026-12-02T10:00:05Z")).await;
+    assert_eq!(two.json["reason"], "weak_match_critical", "{}", two.json);
+    let case_id = two.json["case_id"].as_str().expect("a case").to_owned();
+    let delivery_id = two.json["delivery_id"].as_str().expect("an id").to_owned();
+    app.wait_journal("LookupPerformed", 1).await;
+    assert_eq!(
+        app.journal_count_containing("LookupPerformed", ENCODED)
+            .await,
+        1
+    );
+    // When the case and the delivery are read, in the API and in the pages
+    for path in [
+        format!("/api/cases/{case_id}"),
+        format!("/cases/{case_id}"),
+        format!("/api/deliveries/{delivery_id}"),
+        format!("/deliveries/{delivery_id}"),
+    ] {
+        let page = app.get(&path).await;
+        assert_eq!(page.status, 200, "{path}: {}", page.json);
+        let text = page.json.to_string();
+        // Then the look-up is there, its URL masked, the email nowhere
+        assert!(
+            text.contains("/payments/pay_views/refunds?email=hmac:"),
+            "{path}"
+        );
+        assert!(!text.contains(ENCODED), "{path}");
+        assert!(!text.contains(EMAIL), "{path}");
+    }
+}
+
 /// An unsigned source of the `norefid` provider, with `extra` lines.
 fn partner_source(extra: &str) -> String {
     format!(

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+pub(crate) use crate::domain::uri::encode;
+
 use super::values::{field, text};
 
 /// The URL with each `{name}` replaced by the delivery's field, encoded; the
@@ -41,18 +43,6 @@ pub(super) fn routes_as_written(url: &str) -> bool {
     let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
     let path = path.split(['?', '#']).next().unwrap_or(path);
     parsed.path() == path
-}
-
-/// Percent-encodes all but unreserved characters (RFC 3986).
-pub(crate) fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[cfg(test)]
