@@ -326,6 +326,37 @@ async fn a_sensitive_value_in_a_look_ups_url_is_masked_on_every_page_that_shows_
     }
 }
 
+#[tokio::test]
+async fn a_body_that_is_not_json_leaves_masked_whole_and_replays_as_it_was_decided() {
+    const EMAIL: &[u8] = b"ines.privada@example.org";
+    // Given a refund whose body is not UTF-8 (one Latin-1 byte), so that no
+    // sensitive path can be found in it, quarantined with a case
+    let app = spawn_app().await;
+    let body = b"{\"type\":\"refund.created\",\"payment_id\":\"pay_latin\",\"amount\":700,\"currency\":\"EUR\",\"customer_email\":\"ines.privada@example.org\",\"name\":\"Jos\xE9\"}";
+    let reply = app.post_signed("hmac", body).await;
+    assert_eq!(reply.json["reason"], "unparseable_body", "{}", reply.json);
+    let case_id = reply.json["case_id"].as_str().expect("a case").to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            json!({"resolution": "reject", "note": "not a refund we can read"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // When the case is exported
+    let (text, fixture) = exported(&app, &case_id).await;
+    // Then the email is in the file neither as text nor in the body's bytes,
+    assert!(!text.contains("ines.privada"), "{text}");
+    let bytes = fixture.deliveries[0].bytes().expect("base64");
+    assert!(!bytes.windows(EMAIL.len()).any(|w| w == EMAIL));
+    assert!(!bytes.windows(9).any(|w| w == b"pay_latin"));
+    // the byte that made it unreadable is still there,
+    assert!(bytes.windows(2).any(|w| w == b"\xE9\""));
+    // and the fixture replays as it was decided and resolved.
+    let base = unicity::config::FileConfig::read(None).unwrap();
+    assert_eq!(differences(&fixture, &base).await, Vec::<String>::new());
+}
+
 /// An unsigned source of the `norefid` provider, with `extra` lines.
 fn partner_source(extra: &str) -> String {
     format!(
