@@ -581,6 +581,51 @@ async fn over_http_a_cited_operation_padded_with_spaces_is_the_same_operation() 
 }
 
 #[tokio::test]
+async fn over_http_an_age_filter_out_of_range_is_a_clear_error_not_a_dropped_connection() {
+    use reqwest::Method;
+    // Given a case opened just now
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+    let listed = |body: &serde_json::Value| -> Vec<String> {
+        body["cases"]
+            .as_array()
+            .map(|cases| {
+                cases
+                    .iter()
+                    .map(|c| c["case_id"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // When the queue is asked for cases older than ages in and out of range
+    for (age, expected) in [
+        ("9223372036854775807", 400),
+        ("-9223372036854775808", 400),
+        ("-1", 400),
+        ("3153600001", 400),
+        ("0", 200),
+        ("3600", 200),
+    ] {
+        let (status, body) = as_role(
+            &s,
+            Role::Support,
+            Method::GET,
+            &format!("/api/cases?older_than_secs={age}"),
+            None,
+        )
+        .await;
+        // Then each answers, in range with the cases that old, else with a
+        // stable error
+        assert_eq!(status, expected, "{age}: {body}");
+        match (status, age) {
+            (400, _) => assert_eq!(body["code"], "invalid_older_than_secs", "{body}"),
+            (_, "0") => assert_eq!(listed(&body), vec![case_id.to_string()], "{body}"),
+            _ => assert!(listed(&body).is_empty(), "{body}"),
+        }
+    }
+}
+
+#[tokio::test]
 async fn two_processes_citing_the_same_operation_for_two_cases_apply_one_effect() {
     // Given two look-alike cases on one payment, each resolved at once by
     // another process, both citing the provider's operation re_provider_2

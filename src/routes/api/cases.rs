@@ -66,12 +66,13 @@ pub struct ReasonCount {
         ("event_type" = Option<String>, Query, description = "Only this event type"),
         ("effect_type" = Option<String>, Query, description = "Only cases about this effect type"),
         ("critical" = Option<bool>, Query, description = "Only money cases (true), or only the others (false)"),
-        ("older_than_secs" = Option<i64>, Query, description = "Only cases opened longer ago than this"),
+        ("older_than_secs" = Option<i64>, Query, description = "Only cases opened longer ago than this many seconds (0 to 3153600000; else `invalid_older_than_secs`)"),
         ("limit" = Option<u32>, Query, description = "At most 200 (default 50)"),
         ("offset" = Option<u32>, Query, description = "Where the page starts"),
     ),
     responses(
         (status = 200, description = "Cases oldest first, with the counts per reason", body = QueueBody),
+        (status = 400, description = "An age out of range (`invalid_older_than_secs`)", body = ApiError),
         (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 403, description = "The caller's role does not allow it (`forbidden`); a session without its CSRF token (`csrf`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
     ),
     security(("bearer" = []))
@@ -86,6 +87,16 @@ pub async fn list(
     let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
     let offset = query.offset.unwrap_or(0);
     let status = query.status.unwrap_or_else(|| "open".to_owned());
+    let opened_before = match query.older_than_secs {
+        None => None,
+        Some(secs) => Some(opened_before(secs).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_older_than_secs",
+                "older_than_secs is a number of seconds from 0 to 3153600000 (a century)",
+            )
+        })?),
+    };
     let filter = CaseFilter {
         queue: QueueFilter {
             status: Some(status),
@@ -93,9 +104,7 @@ pub async fn list(
             source: query.source,
             provider: query.provider,
             event_type: query.event_type,
-            opened_before: query
-                .older_than_secs
-                .map(|secs| chrono::Utc::now() - chrono::Duration::seconds(secs)),
+            opened_before,
             assignee: None,
             keys: None,
         },
@@ -114,6 +123,14 @@ pub async fn list(
             .collect(),
         next_offset: page.next_offset,
     }))
+}
+
+/// The moment `secs` ago, for an age from none to a century.
+fn opened_before(secs: i64) -> Option<chrono::DateTime<chrono::Utc>> {
+    const CENTURY: i64 = 100 * 365 * 24 * 3600;
+    (0..=CENTURY)
+        .contains(&secs)
+        .then(|| chrono::Utc::now() - chrono::Duration::seconds(secs))
 }
 
 #[utoipa::path(
