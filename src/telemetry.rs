@@ -74,8 +74,10 @@ pub struct RequestSpan;
 
 impl RootSpanBuilder for RequestSpan {
     fn on_request_start(request: &ServiceRequest) -> Span {
-        let route = request.match_pattern();
-        let target = logged_target(request.path(), route.as_deref());
+        // The route and the path as the router sees them (percent-decoded),
+        // so that `/p%61ssword/{token}` is redacted as `/password/{token}`.
+        let route = crate::routes::access::routed_pattern(request);
+        let target = logged_target(request.match_info().as_str(), route.as_deref());
         let request_id = request
             .extensions()
             .get::<RequestId>()
@@ -117,23 +119,31 @@ pub fn logged_target(path: &str, route: Option<&str>) -> String {
     let names: Vec<&str> = route.split('/').collect();
     let segments: Vec<&str> = path.split('/').collect();
     if names.len() != segments.len() {
-        return path.to_owned();
+        // Not the route's shape: nothing to line up, nothing kept of a path
+        // whose route names a secret.
+        return if names.iter().any(|name| secret_param(name).is_some()) {
+            REDACTED.to_owned()
+        } else {
+            path.to_owned()
+        };
     }
     names
         .iter()
         .zip(&segments)
-        .map(|(name, segment)| {
-            let param = name
-                .strip_prefix('{')
-                .and_then(|n| n.strip_suffix('}'))
-                .map(|n| n.split(':').next().unwrap_or(n));
-            match param {
-                Some(param) if is_secret_name(param) => REDACTED,
-                _ => segment,
-            }
+        .map(|(name, segment)| match secret_param(name) {
+            Some(_) => REDACTED,
+            None => segment,
         })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// The name of the route segment `name` (`{token}`) when it names a secret.
+fn secret_param(name: &str) -> Option<&str> {
+    name.strip_prefix('{')
+        .and_then(|n| n.strip_suffix('}'))
+        .map(|n| n.split(':').next().unwrap_or(n))
+        .filter(|n| is_secret_name(n))
 }
 
 #[cfg(test)]
@@ -151,6 +161,10 @@ mod tests {
             "/cases/0193-a/resolve"
         );
         assert_eq!(logged_target("/nowhere", None), "/nowhere");
+        assert_eq!(
+            logged_target("/setup/abc/123", Some("/setup/{token}")),
+            "[redacted]"
+        );
     }
 
     #[test]

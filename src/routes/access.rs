@@ -87,7 +87,7 @@ pub async fn guard(
 /// The pattern of the route the router will give `req` to: matched on the
 /// path as the router sees it (percent-decoded but for `%`, `/` and `+`),
 /// not on the raw request path.
-fn routed_pattern(req: &ServiceRequest) -> Option<String> {
+pub(crate) fn routed_pattern(req: &ServiceRequest) -> Option<String> {
     req.resource_map().match_pattern(req.match_info().as_str())
 }
 

@@ -148,6 +148,39 @@ async fn a_query_string_is_never_logged() {
 }
 
 #[tokio::test]
+async fn a_one_time_link_is_logged_redacted_however_its_path_is_spelled() {
+    let logs = logs();
+    let app = spawn_app().await;
+    for (spelling, route) in [
+        ("/p%61ssword", "/password"),
+        ("/s%65tup", "/setup"),
+        ("/password", "/password"),
+    ] {
+        // Given a link's token, in a path the router decodes to its route
+        let token = format!("linktoken{}", uuid::Uuid::new_v4().simple());
+        let page = app
+            .client
+            .get(format!("{}{spelling}/{token}", app.address))
+            .send()
+            .await
+            .expect("request sent");
+        // When the page answers (an unknown link's page)
+        assert!(
+            page.status().is_client_error(),
+            "{spelling}: {}",
+            page.status()
+        );
+        // Then the request is logged under the route, its token redacted
+        let logged = logs.text();
+        assert!(
+            logged.contains(&format!("http.target={route}/[redacted]")),
+            "{spelling}"
+        );
+        assert!(!logged.contains(&token), "{spelling}: token logged");
+    }
+}
+
+#[tokio::test]
 async fn a_client_cannot_choose_the_address_it_is_logged_under() {
     let logs = logs();
     let app = spawn_app().await;
