@@ -4,7 +4,7 @@
 //! "storage unavailable" there and an answer on SQLite, and a case resolved
 //! through the API with `\u0000` in its reference a 503 after its checks.
 //! Such a request is refused up front with a 400 on both backends: in its
-//! path, its query, a form's body or a JSON body. Webhooks are not checked
+//! path, its query, or its body, whatever content type it claims. Webhooks are not checked
 //! here: their bodies are kept as bytes, and a JSON body holding U+0000 is
 //! quarantined (`strict_json::Refused::Nul`).
 
@@ -18,17 +18,21 @@ use futures_util::Stream;
 /// (a raw NUL byte is not HTTP).
 const ENCODED: &[u8] = b"%00";
 
-/// Whether `req` holds U+0000 in its path, its query or, for a form or
-/// JSON, its body (read here and handed back to the request unchanged).
+/// Whether `req` holds U+0000 in its path, its query or its body (read
+/// here and handed back to the request unchanged). A body is read as the
+/// extractors will read it, whatever type it names: as JSON when its type is
+/// one actix's `Json` accepts (`*/json`, `*/*+json`), else as a form, which
+/// the back office's forms parse whatever the type.
 pub async fn held(req: &mut ServiceRequest) -> Result<bool, actix_web::Error> {
     let uri = req.uri();
     if encoded(uri.path().as_bytes()) || uri.query().is_some_and(|q| encoded(q.as_bytes())) {
         return Ok(true);
     }
-    let held_by: fn(&[u8]) -> bool = match req.content_type().to_ascii_lowercase().as_str() {
-        "application/x-www-form-urlencoded" => encoded,
-        "application/json" => escaped,
-        _ => return Ok(false),
+    let kind = req.content_type().to_ascii_lowercase();
+    let held_by: fn(&[u8]) -> bool = if kind.ends_with("/json") || kind.ends_with("+json") {
+        escaped
+    } else {
+        encoded
     };
     let body = req.extract::<web::Bytes>().await?;
     let found = body.contains(&0) || held_by(&body);

@@ -143,3 +143,39 @@ async fn a_resolution_holding_a_nul_character_is_refused_and_leaves_the_case_ope
         .await;
     assert_eq!(resolved.status, 200, "{}", resolved.json);
 }
+
+#[tokio::test]
+async fn a_nul_character_is_refused_whatever_content_type_the_body_claims() {
+    // actix's JSON extractor also reads `text/json` and `*/*+json`: a check
+    // made only for `application/json` let U+0000 through to the commit.
+    let p = Pages::new().await;
+    let case = p.money_case("pay_nul_types").await;
+    for kind in [
+        "text/json",
+        "application/merge-patch+json",
+        "Application/JSON",
+    ] {
+        let refused = p
+            .app
+            .client
+            .post(format!("{}/api/cases/{case}/resolve", p.app.address))
+            .header("content-type", kind)
+            .body(
+                json!({
+                    "resolution": "process_as_distinct",
+                    "note": "the provider lists two",
+                    "authoritative_ref": "re_\u{0}2",
+                })
+                .to_string(),
+            )
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{kind}");
+        let body: serde_json::Value = refused.json().await.expect("json");
+        assert_eq!(body["code"], "nul_character", "{kind}: {body}");
+    }
+    // The case is still open: none of them resolved it.
+    let shown = p.app.get(&format!("/api/cases/{case}")).await;
+    assert_eq!(shown.json["status"], "open", "{}", shown.json);
+}
