@@ -102,3 +102,61 @@ async fn resolved_cases_read_the_same_after_a_rebuild_in_every_table() {
         "the duplicate is linked rebuilt"
     );
 }
+
+#[tokio::test]
+async fn a_rebuild_while_effects_settle_loses_no_settlement_and_equals_the_live_state() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    // Given a downstream that answers each refund 100 ms after it is asked,
+    // and the projections rebuilt again and again from another connection
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 100 }).await;
+    let app = spawn_app_with(&downstream.sink_toml(5000)).await;
+    let running = Arc::new(AtomicBool::new(true));
+    let rebuilt = Arc::new(AtomicU32::new(0));
+    let rebuilds = tokio::spawn({
+        let (db, running, rebuilt) = (app.db.clone(), running.clone(), rebuilt.clone());
+        async move {
+            while running.load(Ordering::Relaxed) {
+                // SQLite: busy beside a writer's batch now and then.
+                if unicity::services::projections::rebuild(&db).await.is_ok() {
+                    rebuilt.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    });
+    // When refunds arrive meanwhile, each retried as a provider would until
+    // it is acknowledged, and the downstream applies every one
+    const REFUNDS: i64 = 12;
+    for n in 0..REFUNDS {
+        let body = refund(&format!("pay_rbl_{n}"), 700, Some(&format!("rr_rbl_{n}")));
+        let mut reply = app.post_signed("hmac", &body).await;
+        for _ in 0..50 {
+            if reply.status == 202 {
+                break;
+            }
+            assert_eq!(reply.status, 503, "{}", reply.json);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            reply = app.post_signed("hmac", &body).await;
+        }
+        assert_eq!(reply.status, 202, "{}", reply.json);
+    }
+    downstream.wait_calls(REFUNDS as usize).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    running.store(false, Ordering::Relaxed);
+    rebuilds.await.expect("rebuild loop");
+    assert!(rebuilt.load(Ordering::Relaxed) > 0, "a rebuild ran");
+    // Then every settlement was recorded: each refund applied once, none
+    // left reserved to expire as unknown,
+    app.wait_applied(REFUNDS).await;
+    assert_eq!(app.live_effects().await, REFUNDS);
+    assert_eq!(downstream.calls().len(), REFUNDS as usize);
+    // and one more rebuild reads as the live state did.
+    let probe = Probe::of(&app.db);
+    let live = probe.snapshot().await;
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    let again = probe.snapshot().await;
+    assert_same_projections(&live, &again, &["deliveries", "effects"]);
+}

@@ -156,15 +156,19 @@ pub struct Replayed {
 /// deliveries read model through its fold, page by page), in one
 /// transaction: readers see the old state or the rebuilt one. The read
 /// model's checkpoint is then the fence it was replayed to.
+///
+/// Servers may run meanwhile: the transaction owns every reservation (as a
+/// keyless writer batch does), so no batch of any process reserves, settles
+/// or journals beside it; they wait on PostgreSQL, and on SQLite find the
+/// database busy and answer 503 (providers retry). Without that, a
+/// settlement's update found its row deleted under it and was refused.
 pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr> {
-    use sea_orm::TransactionTrait;
-
     // The read model is replayed up to a fence, as its projector would be:
     // on PostgreSQL a row with a lower position may commit after a page was
     // read. The projector applies what follows from the fence, and waits on
     // its checkpoint's row until the rebuild ends.
     let fence = super::checkpoint::fence(db).await?;
-    let txn = db.begin().await?;
+    let txn = super::writer::begin_owning_reservations(db).await?;
     super::checkpoint::hold(&txn).await?;
     clear(&txn).await?;
     // A stretch the projector committed after the fence was read is kept

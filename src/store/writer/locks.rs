@@ -173,6 +173,25 @@ async fn own_every_key(txn: &DatabaseTransaction) -> Result<(), DbErr> {
     own_writes(txn, &LockSet::Any, &mut KeyIndex::default(), []).await
 }
 
+/// A transaction owning every reservation until it ends, as
+/// `transaction_owning_reservations` runs its work in; also for rebuilding
+/// the projections, which clears and rewrites them while processes run.
+pub async fn begin_owning_reservations(
+    db: &DatabaseConnection,
+) -> Result<DatabaseTransaction, DbErr> {
+    let immediate = TransactionOptions {
+        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+        ..TransactionOptions::default()
+    };
+    let txn = db.begin_with_options(immediate).await?;
+    if txn.get_database_backend() == DbBackend::Postgres {
+        own_every_key(&txn).await?;
+        txn.execute_unprepared("LOCK TABLE effects IN SHARE ROW EXCLUSIVE MODE")
+            .await?;
+    }
+    Ok(txn)
+}
+
 /// Runs `work` as `transaction` does, owning every reservation until it
 /// commits: for the rare work that judges them all at once (retiring a
 /// strategy version), so that what it reads of them stays true until its
@@ -190,16 +209,7 @@ pub async fn transaction_owning_reservations<T, E>(
 where
     E: From<DbErr>,
 {
-    let immediate = TransactionOptions {
-        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-        ..TransactionOptions::default()
-    };
-    let txn = db.begin_with_options(immediate).await?;
-    if txn.get_database_backend() == DbBackend::Postgres {
-        own_every_key(&txn).await?;
-        txn.execute_unprepared("LOCK TABLE effects IN SHARE ROW EXCLUSIVE MODE")
-            .await?;
-    }
+    let txn = begin_owning_reservations(db).await?;
     let mut tx = Tx::new(&txn, Deferred::default());
     let value = work(&mut tx).await?;
     tx.into_rows().flush(&txn).await?;

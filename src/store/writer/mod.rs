@@ -49,7 +49,7 @@ pub use self::direct::Direct;
 pub use self::job::{Batch, Queued, WriteJob};
 use self::job::{Job, Pending};
 use self::locks::shard;
-pub use self::locks::transaction_owning_reservations;
+pub use self::locks::{begin_owning_reservations, transaction_owning_reservations};
 use super::{Durability, Pool};
 
 /// Jobs waiting for the writer before callers wait to enqueue.
