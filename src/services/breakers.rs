@@ -35,8 +35,9 @@ pub fn spawn(engine: SharedEngine) {
 pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
     // Collisions are counted on the deliveries read model: on one behind the
     // journal the window would hold fewer of them than happened. The
-    // evaluation waits for the next check rather than judge on it.
-    let freshness = super::projector::before_reading(engine).await;
+    // evaluation waits for the next check rather than judge on it, and so
+    // it does when how far behind it is cannot be read.
+    let freshness = super::projector::caught_up(engine, super::projector::READ_WAIT).await?;
     if freshness.behind > 0 {
         tracing::error!(
             behind = freshness.behind,
