@@ -89,6 +89,18 @@ pub struct BodyRef {
 /// Header names and values as received, names lower-cased, in arrival order.
 pub type Headers = Vec<(String, String)>;
 
+/// The value `name` was sent with: its first non-empty one, trimmed, the
+/// name matched whatever its case. An empty value counts as not sent, as
+/// the signature schemes count it, so that a key never reads a header value
+/// other than the one a signature was checked with.
+pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .filter(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+        .find(|v| !v.is_empty())
+}
+
 /// The placeholder stored instead of a secret header value (see
 /// [`masking`](crate::domain::masking)).
 pub const REDACTED: &str = "[redacted]";

@@ -77,3 +77,45 @@ async fn a_svix_delivery_with_a_wrong_signature_is_refused_as_such() {
     assert_eq!(reply.status, 401, "{}", reply.json);
     assert_eq!(reply.json["code"], "invalid_signature");
 }
+
+#[tokio::test]
+async fn an_empty_id_header_beside_the_signed_one_keys_as_the_signed_one() {
+    // Given a message processed once
+    let app = spawn_app().await;
+    let secret = secret_of(app.source("std"));
+    let now = chrono::Utc::now().timestamp();
+    let first = post_as_svix(&app, &secret, "msg_svix_e", now).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let scheme = &app.source("std").scheme;
+    let signed = |ts: i64| signature::sign(scheme, &secret, "msg_svix_e", ts, BODY).unwrap();
+    let svix = |ts: i64| -> Vec<(String, String)> {
+        signed(ts)
+            .into_iter()
+            .map(|(name, value)| (name.replace("webhook-", "svix-"), value))
+            .collect()
+    };
+    // When it is sent again, its signature valid, with an empty id header
+    // before the one it was signed with, in either family of names
+    let empty = |name: &str| vec![(name.to_owned(), String::new())];
+    for (n, headers) in [
+        [empty("webhook-id"), svix(now + 10)].concat(),
+        [empty("webhook-id"), signed(now + 20)].concat(),
+        [empty("svix-id"), svix(now + 30)].concat(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let again = app.post_raw("std", BODY.to_vec(), &headers).await;
+        // Then it is keyed by the id that was signed: a duplicate, ignored
+        assert_eq!(again.status, 200, "{n}: {}", again.json);
+        assert_eq!(again.json["decision"], "ignore", "{n}: {}", again.json);
+        assert_eq!(again.json["key"], first.json["key"], "{n}");
+        assert_eq!(
+            again.json["transport_key"], first.json["transport_key"],
+            "{n}"
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(app.live_effects().await, 1);
+}

@@ -68,10 +68,9 @@ impl FieldRef {
     /// The selected value, or `None` when absent (nothing selected, or only nulls).
     pub fn resolve(&self, headers: &[(String, String)], body: Option<&Value>) -> Option<Value> {
         match &self.source {
-            Source::Header(name) => headers
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| Value::String(v.clone())),
+            Source::Header(name) => {
+                crate::domain::delivery::header(headers, name).map(|v| Value::String(v.to_owned()))
+            }
             Source::Body { path, singular } => {
                 let nodes: Vec<Value> = path
                     .query(body?)

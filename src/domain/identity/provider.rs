@@ -122,12 +122,12 @@ impl ProviderDef {
         &self,
         headers: &[(String, String)],
     ) -> Option<Vec<(String, String)>> {
-        let find = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name));
+        let find = |name: &str| crate::domain::delivery::header(headers, name);
         let added: Vec<(String, String)> = self
             .header_aliases
             .iter()
             .filter(|(name, _)| find(name).is_none())
-            .filter_map(|(name, alias)| Some((name.to_ascii_lowercase(), find(alias)?.1.clone())))
+            .filter_map(|(name, alias)| Some((name.to_ascii_lowercase(), find(alias)?.to_owned())))
             .collect();
         if added.is_empty() {
             return None;
