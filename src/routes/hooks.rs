@@ -30,7 +30,7 @@ use crate::state::AppState;
         (status = 200, description = "A duplicate (`ignore`): nothing more will happen", body = DecisionAnswer),
         (status = 202, description = "Journaled and decided: processed, deferred, quarantined or sent to reconciliation", body = DecisionAnswer),
         (status = 400, description = "The body could not be read (`body_read_failed`)", body = ApiError),
-        (status = 401, description = "`missing_signature`, `missing_timestamp`, `malformed_signature_header`, `invalid_signature`, `timestamp_out_of_tolerance`", body = ApiError),
+        (status = 401, description = "`missing_signature`, `missing_timestamp`, `malformed_signature_header`, `invalid_signature`, `ambiguous_signed_field`, `timestamp_out_of_tolerance`", body = ApiError),
         (status = 404, description = "No source has this slug (`unknown_source`)", body = ApiError),
         (status = 413, description = "The body is over the source's limit (`payload_too_large`)", body = ApiError),
         (status = 429, description = "A rate limit (`rate_limited`), with `Retry-After`", body = ApiError),

@@ -60,6 +60,41 @@ pub(super) fn data_to_sign(item: &Value) -> String {
     .join(":")
 }
 
+/// Whether `item`'s signed fields are in the one form Adyen sends them, the
+/// only one a key may read: the signed text cannot tell `"true"` from
+/// `true`, `"1500"` from `1500`, a missing field from `""`, nor where a colon
+/// inside a field ends it. So every signed field present is a string but
+/// `amount.value`, an integer; `success` is `"true"` or `"false"`;
+/// `originalReference` is not empty; and no field but `merchantReference`
+/// (the merchant's own text) holds a colon, which leaves one way to split
+/// the signed text.
+fn in_sent_form(item: &Value) -> bool {
+    let amount = item.get("amount");
+    let strings = [
+        item.get("pspReference"),
+        item.get("originalReference"),
+        item.get("merchantAccountCode"),
+        amount.and_then(|a| a.get("currency")),
+        item.get("eventCode"),
+        item.get("success"),
+    ];
+    let plain = strings
+        .iter()
+        .flatten()
+        .all(|v| v.as_str().is_some_and(|s| !s.contains(':')));
+    plain
+        && item.get("merchantReference").is_none_or(Value::is_string)
+        && amount
+            .and_then(|a| a.get("value"))
+            .is_none_or(|v| v.as_i64().is_some())
+        && item
+            .get("success")
+            .is_none_or(|v| matches!(v.as_str(), Some("true" | "false")))
+        && item
+            .get("originalReference")
+            .is_none_or(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+}
+
 /// The item objects of a classic notification.
 fn items(doc: &Value) -> Result<Vec<&Value>, SignatureError> {
     let list = doc
@@ -88,7 +123,8 @@ pub(super) fn verify(
     let keys = common::keys(secrets, key)?;
     let doc: Value = serde_json::from_slice(body).map_err(|_| SignatureError::MalformedHeader)?;
     let mut signed = Vec::new();
-    for item in items(&doc)? {
+    let signed_items = items(&doc)?;
+    for item in signed_items.iter().copied() {
         let tag = item
             .get("additionalData")
             .and_then(|a| a.get("hmacSignature"))
@@ -105,6 +141,11 @@ pub(super) fn verify(
             all &= common::matches_any(&expected, candidates);
         }
         if all {
+            // Checked once the items are known to be Adyen's: a forged body
+            // is refused as such, whatever its fields.
+            if !signed_items.iter().all(|item| in_sent_form(item)) {
+                return Err(SignatureError::AmbiguousSignedField);
+            }
             return Ok(Verified {
                 secret_index: Some(index),
                 signed_at: None,

@@ -97,6 +97,10 @@ pub enum SignatureError {
     TimestampOutOfTolerance,
     #[error("no signature matched")]
     InvalidSignature,
+    #[error(
+        "a signed field is not in the form the provider sends it, so the signature cannot tell it from another value"
+    )]
+    AmbiguousSignedField,
     #[error("no secret configured")]
     NoSecretConfigured,
     #[error("a configured secret is not valid for this scheme")]
@@ -115,6 +119,7 @@ impl SignatureError {
             Self::MalformedHeader => "malformed_signature_header",
             Self::TimestampOutOfTolerance => "timestamp_out_of_tolerance",
             Self::InvalidSignature => "invalid_signature",
+            Self::AmbiguousSignedField => "ambiguous_signed_field",
             Self::NoSecretConfigured => "no_secret_configured",
             Self::InvalidSecret => "invalid_secret",
             Self::InvalidTimestamp => "invalid_timestamp",

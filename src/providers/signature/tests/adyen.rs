@@ -249,3 +249,50 @@ fn batches_rotation_and_malformed_bodies() {
     // Lower-case hex key is the same key.
     assert!(verify(&AD, &secrets(&[&key_b.to_lowercase()]), &[], &body, 0, 0).is_ok());
 }
+
+#[test]
+fn a_signed_field_in_another_form_than_adyens_is_refused_though_the_tag_still_matches() {
+    let key = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+    let item = json!({"pspReference": "8815", "merchantAccountCode": "M",
+        "merchantReference": "order:7", "amount": {"value": 1500, "currency": "EUR"},
+        "eventCode": "REFUND", "success": "true"});
+    let body = sign_adyen_notification(key, &batch(&[item])).expect("sign");
+    assert_eq!(
+        verify(&AD, &secrets(&[key]), &[], &body, 0, 0).map(|x| x.secret_index),
+        Ok(Some(0))
+    );
+    let signed: Value = serde_json::from_slice(&body).expect("json");
+    let original = signed["notificationItems"][0]["NotificationRequestItem"].clone();
+    type Change = fn(&mut Value);
+    let changes: [(&str, Change); 5] = [
+        ("success as a boolean", |i| i["success"] = json!(true)),
+        ("the amount as text", |i| {
+            i["amount"]["value"] = json!("1500")
+        }),
+        ("an empty original reference", |i| {
+            i["originalReference"] = json!("")
+        }),
+        ("a colon moved into the account", |i| {
+            i["merchantAccountCode"] = json!("M:order");
+            i["merchantReference"] = json!("7");
+        }),
+        ("the reference as a number", |i| {
+            i["merchantReference"] = json!(7);
+            i["merchantAccountCode"] = json!("M:order");
+        }),
+    ];
+    for (what, change) in changes {
+        let mut doc = signed.clone();
+        change(&mut doc["notificationItems"][0]["NotificationRequestItem"]);
+        let changed = &doc["notificationItems"][0]["NotificationRequestItem"];
+        // The tag cannot tell them apart,
+        assert_eq!(data_to_sign(changed), data_to_sign(&original), "{what}");
+        // so the delivery is refused rather than keyed on what changed.
+        let bytes = serde_json::to_vec(&doc).expect("json");
+        assert_eq!(
+            verify(&AD, &secrets(&[key]), &[], &bytes, 0, 0),
+            Err(SignatureError::AmbiguousSignedField),
+            "{what}"
+        );
+    }
+}

@@ -78,6 +78,7 @@ fn error_codes_and_messages() {
         (MalformedHeader, "malformed_signature_header"),
         (TimestampOutOfTolerance, "timestamp_out_of_tolerance"),
         (InvalidSignature, "invalid_signature"),
+        (AmbiguousSignedField, "ambiguous_signed_field"),
         (NoSecretConfigured, "no_secret_configured"),
         (InvalidSecret, "invalid_secret"),
         (InvalidTimestamp, "invalid_timestamp"),
