@@ -432,3 +432,67 @@ async fn the_last_admin_cannot_be_demoted_or_disabled_and_a_demoted_admin_change
     assert_eq!(page.status, StatusCode::FORBIDDEN, "{}", page.body);
     assert_eq!(app.journal_count("OperatorRoleChanged").await, 1);
 }
+
+#[tokio::test]
+async fn a_request_let_in_as_an_admins_does_nothing_once_its_author_is_no_longer_one() {
+    use unicity::domain::journal::Actor;
+    use unicity::services::access::{self, AccessError};
+    // Given bob, an admin, and an admin token, both let in as admins' ...
+    let app = spawn_app().await;
+    crate::support::forms::operator(&app, "ada", Role::Admin).await;
+    let bob_id = crate::support::forms::operator(&app, "bob", Role::Admin).await;
+    crate::support::forms::operator(&app, "cy", Role::Support).await;
+    let bob = Actor::Operator {
+        id: bob_id,
+        name: "bob".to_owned(),
+    };
+    access::issue_token(&app.db, "ops", Role::Admin, None, Actor::Cli)
+        .await
+        .expect("issued");
+    let ops_id = access::tokens(&app.db).await.expect("tokens")[0]
+        .id
+        .parse()
+        .unwrap();
+    let ops = Actor::Token {
+        id: ops_id,
+        name: "ops".to_owned(),
+    };
+    // ... when, their requests still in flight, bob is demoted and the
+    // token revoked
+    access::set_role(&app.db, "bob", Role::Finance, Actor::Cli)
+        .await
+        .expect("demoted");
+    access::revoke_token(&app.db, "ops", Actor::Cli)
+        .await
+        .expect("revoked");
+    // Then what they asked for is refused where it would be written
+    for by in [bob, ops] {
+        let invited = access::invite_operator(&app.db, "mallory", Role::Admin, by.clone()).await;
+        assert!(
+            matches!(invited, Err(AccessError::NoLongerAdmin)),
+            "{invited:?}"
+        );
+        let link = access::password_link(&app.db, "cy", by.clone()).await;
+        assert!(matches!(link, Err(AccessError::NoLongerAdmin)), "{link:?}");
+        let token = access::issue_token(&app.db, "later", Role::Admin, None, by.clone()).await;
+        assert!(
+            matches!(token, Err(AccessError::NoLongerAdmin)),
+            "{token:?}"
+        );
+    }
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM operators WHERE name = 'mallory'")
+            .await,
+        0
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM api_tokens WHERE name = 'later'")
+            .await,
+        0
+    );
+    assert_eq!(app.journal_count("PasswordLinkIssued").await, 0);
+    // while the host's own commands still act.
+    access::invite_operator(&app.db, "dee", Role::Support, Actor::Cli)
+        .await
+        .expect("the host invites");
+}

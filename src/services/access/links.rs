@@ -10,7 +10,7 @@ use secrecy::SecretString;
 use uuid::Uuid;
 
 use super::errors::{AccessError, PASSWORD_LINK_VALIDITY, check_name, uuid_of};
-use super::operators::insert_operator;
+use super::operators::{insert_operator, still_admin};
 use crate::auth::password::{self};
 use crate::auth::{Role, secrets};
 use crate::domain::journal::{Actor, JournalEvent, OperatorPasswordChanged, PasswordLinkIssued};
@@ -59,6 +59,7 @@ pub async fn password_link(
     let token = secrets::random_hex();
     let now = Utc::now();
     transaction(db, async |tx| {
+        still_admin(tx.connection(), &by).await?;
         let operator = store::operator_by_name(tx.connection(), name)
             .await?
             .ok_or_else(|| AccessError::UnknownOperator(name.to_owned()))?;

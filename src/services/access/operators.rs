@@ -41,6 +41,7 @@ pub(super) async fn insert_operator(
     password_hash: String,
     by: Actor,
 ) -> Result<Uuid, AccessError> {
+    still_admin(tx.connection(), &by).await?;
     let now = Utc::now();
     let id = Uuid::now_v7();
     let row = OperatorRow {
@@ -72,6 +73,33 @@ async fn existing<C: sea_orm::ConnectionTrait>(
     store::operator_by_name(conn, name)
         .await?
         .ok_or_else(|| AccessError::UnknownOperator(name.to_owned()))
+}
+
+/// Refuses what an operator or a token no longer an enabled admin's asks
+/// for: read in the transaction that acts, admins locked as a demotion locks
+/// them (`store::enabled_admins`), so that a request let in as an admin's
+/// while an admin demoted or disabled its author does nothing. The host's
+/// command line and the first-run setup act as themselves.
+pub(super) async fn still_admin<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    by: &Actor,
+) -> Result<(), AccessError> {
+    let admin = match by {
+        Actor::Operator { id, .. } => store::enabled_admins(conn).await?.contains(&id.to_string()),
+        Actor::Token { id, .. } => store::token_by_id(conn, &id.to_string())
+            .await?
+            .is_some_and(|t| {
+                t.revoked_at.is_none()
+                    && t.expires_at.is_none_or(|at| at > Utc::now())
+                    && t.role == Role::Admin.as_str()
+            }),
+        _ => true,
+    };
+    if admin {
+        Ok(())
+    } else {
+        Err(AccessError::NoLongerAdmin)
+    }
 }
 
 /// Refuses a change to operator `changed` (a new `role`, or `None`:

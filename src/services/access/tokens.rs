@@ -6,6 +6,7 @@ use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
 use super::errors::{AccessError, check_name, role_of, taken, uuid_of};
+use super::operators::still_admin;
 use crate::auth::{Principal, PrincipalKind, Role, secrets};
 use crate::domain::journal::{Actor, JournalEvent, TokenIssued, TokenRevoked};
 use crate::store::access::{self as store, TokenRow};
@@ -38,6 +39,7 @@ pub async fn issue_token(
         revoked_at: None,
     };
     transaction(db, async |tx| {
+        still_admin(tx.connection(), &by).await?;
         store::insert_token(tx.connection(), row)
             .await
             .map_err(|e| taken(e, name))?;
@@ -63,6 +65,7 @@ pub async fn revoke_token(
 ) -> Result<bool, AccessError> {
     let now = Utc::now();
     transaction(db, async |tx| {
+        still_admin(tx.connection(), &by).await?;
         let token = store::token_by_name(tx.connection(), name)
             .await?
             .ok_or_else(|| AccessError::UnknownToken(name.to_owned()))?;
