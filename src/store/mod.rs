@@ -33,7 +33,7 @@ pub mod writer;
 
 pub use tx::{Decided, Tx, transaction};
 pub use wal_checkpointer::spawn_checkpointer;
-pub use writer::transaction_owning_reservations;
+pub use writer::{begin_owning_reservations, transaction_owning_reservations};
 
 use std::time::Duration;
 

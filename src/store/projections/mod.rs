@@ -153,35 +153,31 @@ pub struct Replayed {
 }
 
 /// Clears every projection and replays the journal through `apply` (and the
-/// deliveries read model through its fold, page by page), in one
-/// transaction: readers see the old state or the rebuilt one. The read
-/// model's checkpoint is then the fence it was replayed to.
+/// deliveries read model through its fold, page by page), in `txn`, which
+/// the caller commits: readers see the old state or the rebuilt one. The
+/// read model's checkpoint is then the fence it was replayed to.
 ///
-/// Servers may run meanwhile: the transaction owns every reservation (as a
-/// keyless writer batch does), so no batch of any process reserves, settles
-/// or journals beside it; they wait on PostgreSQL, and on SQLite find the
-/// database busy and answer 503 (providers retry). Without that, a
-/// settlement's update found its row deleted under it and was refused.
-pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr> {
-    // The read model is replayed up to a fence, as its projector would be:
-    // on PostgreSQL a row with a lower position may commit after a page was
-    // read. The projector applies what follows from the fence, and waits on
-    // its checkpoint's row until the rebuild ends.
-    let fence = super::checkpoint::fence(db).await?;
-    let txn = super::writer::begin_owning_reservations(db).await?;
-    super::checkpoint::hold(&txn).await?;
-    clear(&txn).await?;
+/// `txn` owns every reservation (`store::begin_owning_reservations`), so no
+/// batch of any process reserves, settles or journals beside it: servers
+/// may run meanwhile. Without that, a settlement's update found its row
+/// deleted under it and was refused. The read model is replayed up to
+/// `fence` (`checkpoint::fence`, read before `txn` began), as its projector
+/// would be: on PostgreSQL a row with a lower position may commit after a
+/// page was read. The projector applies what follows from the fence, and
+/// waits on its checkpoint's row until the rebuild ends.
+pub async fn rebuild_in(txn: &sea_orm::DatabaseTransaction, fence: i64) -> Result<Replayed, DbErr> {
+    super::checkpoint::hold(txn).await?;
+    clear(txn).await?;
     // A stretch the projector committed after the fence was read is kept
     // (its end was a fence too): the checkpoint never moves back, which
     // `journal::for_delivery` relies on (a reception at or before it is in
     // the read model). Read once the projector can no longer move it: held
     // on PostgreSQL, and on SQLite behind the write `clear` made.
-    let fence =
-        fence.max(super::checkpoint::checkpoint(&txn, super::checkpoint::DELIVERIES).await?);
+    let fence = fence.max(super::checkpoint::checkpoint(txn, super::checkpoint::DELIVERIES).await?);
     let mut replayed = Replayed::default();
     let mut after = i64::MIN;
     loop {
-        let events = super::journal::page_after(&txn, after, PAGE)
+        let events = super::journal::page_after(txn, after, PAGE)
             .await
             .map_err(|e| DbErr::Custom(e.to_string()))?;
         if events.is_empty() {
@@ -196,18 +192,17 @@ pub async fn rebuild(db: &sea_orm::DatabaseConnection) -> Result<Replayed, DbErr
             let id = id.unwrap_or_default();
             read_model.add(&id, &stored.event, (stored.recorded_at, stored.position));
         }
-        read_model.write(&txn).await?;
+        read_model.write(txn).await?;
         for stored in events {
             if stored.position != after {
                 replayed.rows += 1;
             }
             after = stored.position;
-            apply(&txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
+            apply(txn, stored.delivery_id, &stored.event, stored.recorded_at).await?;
             replayed.events += 1;
         }
     }
-    super::checkpoint::reset(&txn, super::checkpoint::DELIVERIES, fence).await?;
-    txn.commit().await?;
+    super::checkpoint::reset(txn, super::checkpoint::DELIVERIES, fence).await?;
     Ok(replayed)
 }
 
