@@ -128,6 +128,10 @@ pub enum Refusal {
     NothingToConfirm,
     #[error("this provider operation already justified another effect")]
     OperationConsumed,
+    #[error(
+        "another case under this key was already processed as distinct citing no provider operation: cite the operation this one is"
+    )]
+    CiteAnOperation,
     #[error("this case is a reconciliation finding: it can only be closed with a reason")]
     CloseOnly,
     #[error("a person resolves a case as process_as_distinct, confirm_duplicate or reject")]
@@ -148,6 +152,7 @@ impl Refusal {
             Self::OutcomeUnknown => "outcome_unknown",
             Self::NothingToConfirm => "nothing_to_confirm",
             Self::OperationConsumed => "operation_consumed",
+            Self::CiteAnOperation => "cite_an_operation",
             Self::CloseOnly => "close_only",
             Self::NotAPersonsResolution => "not_a_persons_resolution",
             Self::NoSuchOperator => "no_such_operator",

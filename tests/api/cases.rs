@@ -626,6 +626,59 @@ async fn over_http_an_age_filter_out_of_range_is_a_clear_error_not_a_dropped_con
 }
 
 #[tokio::test]
+async fn a_second_look_alike_processed_as_distinct_must_cite_the_operation_it_is() {
+    // Given two look-alikes of one refund, each held in a case, and the
+    // first processed as distinct by a person who cited nothing
+    let s = Setup::new().await;
+    let (_, first_case, _) = s.weak_match_case().await;
+    let other = s
+        .app
+        .post_signed("hmac", &refund("pay_case", 700, None))
+        .await;
+    assert_eq!(
+        other.json["reason"], "weak_match_critical",
+        "{}",
+        other.json
+    );
+    let second_case: uuid::Uuid = other.json["case_id"].as_str().unwrap().parse().unwrap();
+    let engine = s.engine().await;
+    let uncited = |case_id| Resolve {
+        authoritative_ref: None,
+        ..request(
+            case_id,
+            Resolution::ProcessAsDistinct,
+            "the provider lists two",
+        )
+    };
+    cases::resolve(&engine, uncited(first_case))
+        .await
+        .expect("resolved");
+    s.downstream.wait_calls(2).await;
+    // When another person processes the second as distinct citing nothing
+    let refused = cases::resolve(&engine, uncited(second_case)).await;
+    // Then it is refused, open, and nothing more is applied,
+    assert!(
+        matches!(refused, Err(CaseError::Refused(Refusal::CiteAnOperation))),
+        "{refused:?}"
+    );
+    assert_eq!(s.case_column(second_case, "status").await, "open");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2);
+    // and citing the provider's operation it is applies it.
+    cases::resolve(
+        &engine,
+        request(
+            second_case,
+            Resolution::ProcessAsDistinct,
+            "the provider lists three",
+        ),
+    )
+    .await
+    .expect("resolved citing re_provider_2");
+    s.downstream.wait_calls(3).await;
+}
+
+#[tokio::test]
 async fn two_processes_citing_the_same_operation_for_two_cases_apply_one_effect() {
     // Given two look-alike cases on one payment, each resolved at once by
     // another process, both citing the provider's operation re_provider_2

@@ -188,7 +188,7 @@ pub struct ResolvedBody {
         (status = 400, description = "An unknown resolution (`invalid_resolution`), a note missing (`note_required`), or not a UUID (`invalid_case_id`)", body = ApiError),
         (status = 403, description = "The role may not resolve this case (`forbidden`: money cases are finance's or an admin's), or a session without its CSRF token (`csrf`)", body = ApiError),
         (status = 404, description = "No such case (`case_not_found`)", body = ApiError),
-        (status = 409, description = "`case_already_resolved`, `outcome_unknown`, `nothing_to_apply`, `nothing_to_confirm`, `operation_consumed` (the operation cited justified another effect), `close_only` (a reconciliation finding is only closed)", body = ApiError),
+        (status = 409, description = "`case_already_resolved`, `outcome_unknown`, `nothing_to_apply`, `nothing_to_confirm`, `operation_consumed` (the operation cited justified another effect), `cite_an_operation` (another case under the key was processed as distinct citing none), `close_only` (a reconciliation finding is only closed)", body = ApiError),
         (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
     ),
     security(("bearer" = []))

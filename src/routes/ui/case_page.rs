@@ -105,7 +105,7 @@ pub struct CasePage {
     pub close_only: bool,
 }
 
-const NOTICES: [(&str, &str); 19] = [
+const NOTICES: [(&str, &str); 20] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -145,6 +145,10 @@ const NOTICES: [(&str, &str); 19] = [
     (
         "operation_consumed",
         "The provider operation cited already justified another effect: nothing was applied. Cite another operation, or confirm the duplicate.",
+    ),
+    (
+        "cite_an_operation",
+        "Another case under this key was already processed as distinct without citing the provider's operation: nothing was applied. Cite the operation this delivery is (its id in the provider's dashboard), or confirm the duplicate.",
     ),
     (
         "not_asked",

@@ -152,6 +152,9 @@ pub(crate) async fn settle(
             Err(DbErr::Custom(why)) if why == CONSUMED => {
                 return Err(Refusal::OperationConsumed.into());
             }
+            Err(DbErr::Custom(why)) if why == UNCITED => {
+                return Err(Refusal::CiteAnOperation.into());
+            }
             other => break other?,
         }
     };
@@ -200,6 +203,7 @@ impl Settler {
 /// The error a settlement job ends with when the operation it cites is
 /// consumed: its writes roll back.
 const CONSUMED: &str = "the provider operation cited is already consumed";
+const UNCITED: &str = "another effect under the key cites no provider operation";
 
 /// Whether a settlement lost a race for the provider operation it cited:
 /// another process's effect took it between this one's read and its commit.
@@ -329,6 +333,16 @@ impl Context {
                 return Err(DbErr::Custom(CONSUMED.to_owned()));
             }
         }
+        // Two effects beside the key's own that no provider operation
+        // justifies: two people may each have processed a look-alike of
+        // the same retry as distinct. The second must say which operation
+        // it is, so that the ledger's one-use rule can hold; its claim is
+        // rolled back with it.
+        if let (Some(key), None) = (distinct, &reference)
+            && uncited_distinct(tx, key).await?
+        {
+            return Err(DbErr::Custom(UNCITED.to_owned()));
+        }
         let resolved = Resolved {
             case_id: self.case_id,
             resolution,
@@ -378,6 +392,21 @@ impl WriteJob for ResolveCase {
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Outcome, DbErr>> {
         Box::pin(async move { self.context.settle(tx, &self.engine, self.settler).await })
     }
+}
+
+/// Whether an effect applied as distinct under `key` (under `key~…`, not
+/// the key's own) that may have moved money cites no provider operation.
+async fn uncited_distinct(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbErr> {
+    let bases: Vec<String> = key
+        .in_force()
+        .iter()
+        .map(|k| plan::base_key(k).to_owned())
+        .collect();
+    Ok(tx
+        .live_effects(&bases)
+        .await?
+        .iter()
+        .any(|e| !bases.contains(&e.key) && e.provider_ref.is_none()))
 }
 
 /// What the transaction sees under `key`: every effect that may have moved
