@@ -19,7 +19,9 @@ use unicity::store::search::{
 use crate::support::app::spawn_app;
 
 /// `n` searchable deliveries, as the history of a busy day holds them.
-async fn history(db: &DatabaseConnection, n: usize) {
+/// Returns the moment row 0 was received; row i was received i seconds
+/// before it.
+async fn history(db: &DatabaseConnection, n: usize) -> chrono::DateTime<Utc> {
     let now = Utc::now();
     let rows: Vec<delivery::ActiveModel> = (0..n)
         .map(|i| {
@@ -59,6 +61,7 @@ async fn history(db: &DatabaseConnection, n: usize) {
             .expect("rows written");
     }
     db.execute_unprepared("ANALYZE").await.expect("statistics");
+    now
 }
 
 /// The plan of `statement`, one line a step. On PostgreSQL sequential scans
@@ -148,10 +151,11 @@ async fn a_prefix_its_count_and_its_neighbours_read_the_searched_indexes() {
 async fn newest_first_and_a_window_of_reception_times_read_the_primary_key() {
     let app = spawn_app().await;
     let db = &app.db;
-    history(db, 3000).await;
+    // Half a second after the history's own `now`, whatever the preload
+    // took: row i is i + 0.5 seconds old, never on a window's edge.
+    let now = history(db, 3000).await + Duration::milliseconds(500);
     let backend = db.get_database_backend();
     let order = TextOrder::Indexed;
-    let now = Utc::now();
     let window = Filter {
         from: Some(now - Duration::seconds(1500)),
         to: Some(now - Duration::seconds(1000)),
@@ -181,8 +185,7 @@ async fn newest_first_and_a_window_of_reception_times_read_the_primary_key() {
         );
     }
     // The window holds the deliveries received in it, newest first, and no
-    // other: row i was received i seconds before `now` (the history's own
-    // `now` came a moment earlier).
+    // other: row i was received i + 0.5 seconds before `now`.
     let found = page(db, &window, Window::Newest, 1000)
         .await
         .expect("a page");
