@@ -200,12 +200,15 @@ async fn a_sensitive_value_sent_with_json_escapes_is_masked_and_the_fixture_stil
     assert_eq!(differences(&fixture, &base).await, Vec::<String>::new());
 }
 
-#[tokio::test]
-async fn the_resolution_note_and_the_look_ups_are_scrubbed_of_sensitive_values() {
-    const EMAIL: &str = "ines.privada@example.org";
-    const ENCODED: &str = "ines.privada%40example.org";
-    // The provider's API lists no refund, asked with the customer's email:
-    // the case stays for a person, the look-up journaled with its URL.
+const EMAIL: &str = "ines.privada@example.org";
+const ENCODED: &str = "ines.privada%40example.org";
+
+/// An app whose look-ups ask the provider's API (which lists no refund) with
+/// the customer's email, and two look-alike refunds on `payment` carrying
+/// it: the case stays for a person, the look-up journaled with the email
+/// percent-encoded in its URL. The provider's API (kept alive), the app,
+/// the case and its delivery.
+async fn looked_up_with_email(payment: &str) -> (ProviderApi, TestApp, String, String) {
     let provider = ProviderApi::start(200, json!({ "refunds": [] })).await;
     let app = spawn_app_with(&provider.config_with(
         "/payments/{payment_id}/refunds?email={customer_email}",
@@ -214,24 +217,32 @@ async fn the_resolution_note_and_the_look_ups_are_scrubbed_of_sensitive_values()
     .await;
     let body = |sent: &str| {
         serde_json::to_vec(&json!({
-            "type": "refund.created", "payment_id": "pay_note", "amount": 700,
+            "type": "refund.created", "payment_id": payment, "amount": 700,
             "currency": "EUR", "sent_at": sent, "customer_email": EMAIL,
         }))
         .unwrap()
     };
-    let case_id = weak_match(
-        &app,
-        "hmac",
-        &body("2026-12-02T10:00:00Z"),
-        &body("2026-12-02T10:00:05Z"),
-    )
-    .await;
+    let one = app.post_signed("hmac", &body("2026-12-02T10:00:00Z")).await;
+    assert_eq!(one.json["decision"], "process", "{}", one.json);
+    app.wait_applied(1).await;
+    let two = app.post_signed("hmac", &body("2026-12-02T10:00:05Z")).await;
+    assert_eq!(two.json["reason"], "weak_match_critical", "{}", two.json);
+    let case_id = two.json["case_id"].as_str().expect("a case").to_owned();
+    let delivery_id = two.json["delivery_id"].as_str().expect("an id").to_owned();
     app.wait_journal("LookupPerformed", 1).await;
     assert_eq!(
         app.journal_count_containing("LookupPerformed", ENCODED)
             .await,
         1
     );
+    (provider, app, case_id, delivery_id)
+}
+
+#[tokio::test]
+async fn the_resolution_note_and_the_look_ups_are_scrubbed_of_sensitive_values() {
+    // The provider's API lists no refund, asked with the customer's email:
+    // the case stays for a person, the look-up journaled with its URL.
+    let (_provider, app, case_id, _) = looked_up_with_email("pay_note").await;
     // A person resolves it, naming the customer in the note;
     let resolved = app
         .resolve(
@@ -276,36 +287,9 @@ async fn the_resolution_note_and_the_look_ups_are_scrubbed_of_sensitive_values()
 
 #[tokio::test]
 async fn a_sensitive_value_in_a_look_ups_url_is_masked_on_every_page_that_shows_it() {
-    const EMAIL: &str = "ines.privada@example.org";
-    const ENCODED: &str = "ines.privada%40example.org";
     // Given a look-up journaled with the customer's email in its URL,
     // percent-encoded as the provider's API is asked with it
-    let provider = ProviderApi::start(200, json!({ "refunds": [] })).await;
-    let app = spawn_app_with(&provider.config_with(
-        "/payments/{payment_id}/refunds?email={customer_email}",
-        "payment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n",
-    ))
-    .await;
-    let body = |sent: &str| {
-        serde_json::to_vec(&json!({
-            "type": "refund.created", "payment_id": "pay_views", "amount": 700,
-            "currency": "EUR", "sent_at": sent, "customer_email": EMAIL,
-        }))
-        .unwrap()
-    };
-    let one = app.post_signed("hmac", &body("2026-12-02T10:00:00Z")).await;
-    assert_eq!(one.json["decision"], "process", "{}", one.json);
-    app.wait_applied(1).await;
-    let two = app.post_signed("hmac", &body("2026-12-02T10:00:05Z")).await;
-    assert_eq!(two.json["reason"], "weak_match_critical", "{}", two.json);
-    let case_id = two.json["case_id"].as_str().expect("a case").to_owned();
-    let delivery_id = two.json["delivery_id"].as_str().expect("an id").to_owned();
-    app.wait_journal("LookupPerformed", 1).await;
-    assert_eq!(
-        app.journal_count_containing("LookupPerformed", ENCODED)
-            .await,
-        1
-    );
+    let (_provider, app, case_id, delivery_id) = looked_up_with_email("pay_views").await;
     // When the case and the delivery are read, in the API and in the pages
     for path in [
         format!("/api/cases/{case_id}"),
@@ -328,7 +312,6 @@ async fn a_sensitive_value_in_a_look_ups_url_is_masked_on_every_page_that_shows_
 
 #[tokio::test]
 async fn a_body_that_is_not_json_leaves_masked_whole_and_replays_as_it_was_decided() {
-    const EMAIL: &[u8] = b"ines.privada@example.org";
     // Given a refund whose body is not UTF-8 (one Latin-1 byte), so that no
     // sensitive path can be found in it, quarantined with a case
     let app = spawn_app().await;
@@ -348,7 +331,8 @@ async fn a_body_that_is_not_json_leaves_masked_whole_and_replays_as_it_was_decid
     // Then the email is in the file neither as text nor in the body's bytes,
     assert!(!text.contains("ines.privada"), "{text}");
     let bytes = fixture.deliveries[0].bytes().expect("base64");
-    assert!(!bytes.windows(EMAIL.len()).any(|w| w == EMAIL));
+    let email = EMAIL.as_bytes();
+    assert!(!bytes.windows(email.len()).any(|w| w == email));
     assert!(!bytes.windows(9).any(|w| w == b"pay_latin"));
     // the byte that made it unreadable is still there,
     assert!(bytes.windows(2).any(|w| w == b"\xE9\""));

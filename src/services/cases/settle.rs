@@ -394,14 +394,18 @@ impl WriteJob for ResolveCase {
     }
 }
 
+/// The base keys of `key`'s keys in force: what effects under it are found by.
+fn bases(key: &KeySummary) -> Vec<String> {
+    key.in_force()
+        .iter()
+        .map(|k| plan::base_key(k).to_owned())
+        .collect()
+}
+
 /// Whether an effect applied as distinct under `key` (under `key~…`, not
 /// the key's own) that may have moved money cites no provider operation.
 async fn uncited_distinct(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbErr> {
-    let bases: Vec<String> = key
-        .in_force()
-        .iter()
-        .map(|k| plan::base_key(k).to_owned())
-        .collect();
+    let bases = bases(key);
     Ok(tx
         .live_effects(&bases)
         .await?
@@ -417,11 +421,7 @@ async fn accounted(
     key: &KeySummary,
     matching: &[String],
 ) -> Result<Accounted, DbErr> {
-    let bases: Vec<String> = key
-        .in_force()
-        .iter()
-        .map(|k| plan::base_key(k).to_owned())
-        .collect();
+    let bases = bases(key);
     let live = tx.live_effects(&bases).await?;
     let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();
     let cited_elsewhere = tx
