@@ -273,6 +273,18 @@ pub async fn delete_sessions_of<C: ConnectionTrait>(
         .rows_affected)
 }
 
+/// Serialises the first-run setup within the caller's transaction: on
+/// PostgreSQL a lock on the setup links that two setups cannot both hold
+/// (reads go on), so the second sees the admin the first made. SQLite's
+/// write transactions are serial already.
+pub async fn lock_setup<C: ConnectionTrait>(conn: &C) -> Result<(), DbErr> {
+    if conn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        conn.execute_unprepared("LOCK TABLE setup_tokens IN SHARE ROW EXCLUSIVE MODE")
+            .await?;
+    }
+    Ok(())
+}
+
 /// Replaces every unused setup link with this one.
 pub async fn replace_setup_token<C: ConnectionTrait>(
     conn: &C,
@@ -304,7 +316,7 @@ pub async fn setup_token<C: ConnectionTrait>(
         .await
 }
 
-/// Marks a setup link used; true for the one caller that did it.
+/// Marks a live setup link used; true for the one caller that did it.
 pub async fn claim_setup_token<C: ConnectionTrait>(
     conn: &C,
     token_hash: &str,
@@ -314,6 +326,7 @@ pub async fn claim_setup_token<C: ConnectionTrait>(
         .col_expr(setup_token::Column::UsedAt, Expr::value(Some(at)))
         .filter(setup_token::Column::TokenHash.eq(token_hash))
         .filter(setup_token::Column::UsedAt.is_null())
+        .filter(setup_token::Column::ExpiresAt.gt(at))
         .exec(conn)
         .await?;
     Ok(result.rows_affected == 1)

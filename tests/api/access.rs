@@ -562,3 +562,93 @@ async fn the_first_run_setup_link_works_once_and_then_never_again() {
         "an admin exists: no new link"
     );
 }
+
+/// Two servers started at once on one empty database each print a setup
+/// link (on PostgreSQL both can be live: each replaced the unused links it
+/// saw, before the other inserted its own). Used at once, they still make
+/// one first admin: the second finds the first's admin, or its link used.
+#[tokio::test]
+async fn setup_links_used_at_once_make_one_first_admin() {
+    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+
+    let app = spawn_app().await;
+    let printed = app.setup_url.clone().expect("a setup link");
+    let mut tokens = vec![printed.rsplit('/').next().expect("a token").to_owned()];
+    let backend = app.db.get_database_backend();
+    let insert = match backend {
+        sea_orm::DbBackend::Postgres => {
+            "INSERT INTO setup_tokens (token_hash, created_at, expires_at) VALUES ($1, $2, $3)"
+        }
+        _ => "INSERT INTO setup_tokens (token_hash, created_at, expires_at) VALUES (?, ?, ?)",
+    };
+    for _ in 0..7 {
+        let token = unicity::auth::secrets::random_hex();
+        let now = chrono::Utc::now();
+        let values = [
+            unicity::auth::secrets::digest(&token).into(),
+            now.into(),
+            (now + chrono::Duration::hours(1)).into(),
+        ];
+        app.db
+            .execute_raw(Statement::from_sql_and_values(backend, insert, values))
+            .await
+            .expect("a second server's link");
+        tokens.push(token);
+    }
+    assert!(
+        access::setup_open(&app.db, &tokens[1]).await.unwrap(),
+        "the inserted links are live"
+    );
+
+    // On PostgreSQL the race is made certain: the operators table is held
+    // (reads go on, inserts wait) until every setup waits on a lock.
+    let held = if backend == sea_orm::DbBackend::Postgres {
+        let other = sea_orm::Database::connect(app.database_url.as_str())
+            .await
+            .expect("a second connection");
+        let txn = other.begin().await.expect("a transaction");
+        txn.execute_unprepared("LOCK TABLE operators IN SHARE MODE")
+            .await
+            .expect("operators held");
+        Some((other, txn))
+    } else {
+        None
+    };
+
+    let attempts = tokens.iter().enumerate().map(|(n, token)| {
+        let db = app.db.clone();
+        let token = token.clone();
+        tokio::spawn(async move {
+            let name = format!("root{n}");
+            access::complete_setup(&db, &token, &name, PASSWORD.to_owned().into()).await
+        })
+    });
+    let attempts: Vec<_> = attempts.collect();
+    if let Some((_other, txn)) = held {
+        let waiting = "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND database = \
+                       (SELECT oid FROM pg_database WHERE datname = current_database())";
+        let started = std::time::Instant::now();
+        while app.count(waiting).await < tokens.len() as i64 {
+            assert!(started.elapsed() < Duration::from_secs(30), "setups wait");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        txn.commit().await.expect("operators released");
+    }
+    let outcomes = futures_util::future::join_all(attempts).await;
+    let made = outcomes
+        .into_iter()
+        .map(|joined| joined.expect("no panic"))
+        .filter(|outcome| match outcome {
+            Ok(_) => true,
+            Err(access::AccessError::SetupClosed) => false,
+            Err(other) => panic!("closed or done, not {other}"),
+        })
+        .count();
+    assert_eq!(made, 1, "one first admin");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM operators WHERE role = 'admin'")
+            .await,
+        1
+    );
+    assert_eq!(app.journal_count("SetupCompleted").await, 1);
+}

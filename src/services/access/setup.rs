@@ -17,13 +17,19 @@ use crate::store::transaction;
 /// When no enabled admin exists: a new one-time setup token (replacing any
 /// unused one), valid `SETUP_LINK_VALIDITY`. Its hash only is stored.
 pub async fn open_setup(db: &DatabaseConnection) -> Result<Option<String>, AccessError> {
-    if store::any_enabled_admin(db).await? {
-        return Ok(None);
-    }
     let token = secrets::random_hex();
     let now = Utc::now();
-    store::replace_setup_token(db, secrets::digest(&token), now, now + SETUP_LINK_VALIDITY).await?;
-    Ok(Some(token))
+    transaction(db, async |tx| {
+        let conn = tx.connection();
+        store::lock_setup(conn).await?;
+        if store::any_enabled_admin(conn).await? {
+            return Ok(None);
+        }
+        let expires = now + SETUP_LINK_VALIDITY;
+        store::replace_setup_token(conn, secrets::digest(&token), now, expires).await?;
+        Ok(Some(token))
+    })
+    .await
 }
 
 /// Whether a setup token may still be used.
@@ -48,6 +54,7 @@ pub async fn complete_setup(
     let hash = password::hash(password).await?;
     let now: DateTime<Utc> = Utc::now();
     transaction(db, async |tx| {
+        store::lock_setup(tx.connection()).await?;
         if store::any_enabled_admin(tx.connection()).await?
             || !store::claim_setup_token(tx.connection(), &secrets::digest(token), now).await?
         {
