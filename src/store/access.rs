@@ -69,6 +69,29 @@ pub async fn operator_by_id<C: ConnectionTrait>(
     operator::Entity::find_by_id(id.to_owned()).one(conn).await
 }
 
+/// An operator's row that, on PostgreSQL, no one may change until the
+/// caller's transaction ends: an action decided on the role it holds
+/// commits before a demotion, or reads the demoted role.
+pub async fn operator_held<C: ConnectionTrait>(
+    conn: &C,
+    id: &str,
+) -> Result<Option<OperatorRow>, DbErr> {
+    let mut query = operator::Entity::find_by_id(id.to_owned());
+    if conn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        query = query.lock_shared();
+    }
+    query.one(conn).await
+}
+
+/// A token's row, held as `operator_held` holds an operator's.
+pub async fn token_held<C: ConnectionTrait>(conn: &C, id: &str) -> Result<Option<TokenRow>, DbErr> {
+    let mut query = api_token::Entity::find_by_id(id.to_owned());
+    if conn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        query = query.lock_shared();
+    }
+    query.one(conn).await
+}
+
 pub async fn operators<C: ConnectionTrait>(conn: &C) -> Result<Vec<OperatorRow>, DbErr> {
     operator::Entity::find()
         .order_by_asc(operator::Column::Name)

@@ -625,8 +625,8 @@ async fn setup_links_used_at_once_make_one_first_admin() {
     });
     let attempts: Vec<_> = attempts.collect();
     if let Some((_other, txn)) = held {
-        let waiting = "SELECT COUNT(*) FROM pg_locks WHERE NOT granted AND database = \
-                       (SELECT oid FROM pg_database WHERE datname = current_database())";
+        let waiting = "SELECT COUNT(*) FROM pg_stat_activity \
+                       WHERE datname = current_database() AND wait_event_type = 'Lock'";
         let started = std::time::Instant::now();
         while app.count(waiting).await < tokens.len() as i64 {
             assert!(started.elapsed() < Duration::from_secs(30), "setups wait");

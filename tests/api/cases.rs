@@ -772,3 +772,67 @@ async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_
     .await
     .expect("finance resolves");
 }
+
+/// A person demoted while their resolution waits its turn for the writer
+/// resolves nothing: the role that allows it is read in the transaction
+/// that resolves, not before it.
+#[tokio::test]
+async fn a_resolution_that_waited_while_its_author_was_demoted_resolves_nothing() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    // Given a money case, and ann of finance asking to resolve it
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    // While an admin's transaction demoting her holds what the resolution
+    // needs (SQLite: the database's write lock; PostgreSQL: the case's row)
+    let admin = sea_orm::Database::connect(s.url.as_str())
+        .await
+        .expect("a connection");
+    let postgres = admin.get_database_backend() == sea_orm::DbBackend::Postgres;
+    let immediate = sea_orm::TransactionOptions {
+        sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
+        ..Default::default()
+    };
+    let demoting = admin.begin_with_options(immediate).await.expect("begun");
+    if postgres {
+        demoting
+            .execute_unprepared(&format!(
+                "SELECT 1 FROM cases WHERE case_id = '{case_id}' FOR UPDATE"
+            ))
+            .await
+            .expect("the case held");
+    }
+    demoting
+        .execute_unprepared("UPDATE operators SET role = 'support' WHERE name = 'ann'")
+        .await
+        .expect("ann demoted");
+    let resolving = tokio::spawn(async move {
+        cases::resolve(
+            &engine,
+            request(case_id, Resolution::ProcessAsDistinct, "two refunds"),
+        )
+        .await
+    });
+    // When the demotion commits once the resolution waits on it
+    if postgres {
+        let waiting = "SELECT COUNT(*) FROM pg_stat_activity \
+                       WHERE datname = current_database() AND wait_event_type = 'Lock'";
+        let started = std::time::Instant::now();
+        while s.app.count(waiting).await == 0 {
+            assert!(started.elapsed().as_secs() < 30, "the resolution waits");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    } else {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    }
+    demoting.commit().await.expect("demotion committed");
+    // Then she resolves nothing, and nothing is applied
+    let outcome = resolving.await.expect("no panic");
+    assert!(
+        matches!(outcome, Err(CaseError::Forbidden { critical: true })),
+        "{outcome:?}"
+    );
+    assert_eq!(s.case_column(case_id, "status").await, "open");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 1);
+}

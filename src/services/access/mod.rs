@@ -19,21 +19,27 @@ pub use setup::{complete_setup, open_setup, setup_open};
 pub use sign_in::{SignedIn, login, logout, operator, session_operator};
 pub use tokens::{issue_token, revoke_token, token, tokens};
 
-use sea_orm::DatabaseConnection;
+use sea_orm::ConnectionTrait;
 
 use crate::auth::{Principal, PrincipalKind};
+use crate::store::access as store;
 
 /// `caller` as it stands now: its current role, or `None` once the
 /// operator is disabled or the token revoked or expired. For an action
-/// decided long after the request was let in (each case of a bulk
-/// resolution), where the guard's reading may be out of date.
-pub async fn still(
-    db: &DatabaseConnection,
+/// decided after the request was let in (a case's resolution, each case of
+/// a bulk one), where the guard's reading may be out of date: read in the
+/// transaction that acts, the row held there on PostgreSQL, the action
+/// commits before a demotion or sees it.
+pub async fn still<C: ConnectionTrait>(
+    conn: &C,
     caller: &Principal,
 ) -> Result<Option<Principal>, AccessError> {
     let id = caller.id.to_string();
     match caller.kind {
-        PrincipalKind::Operator => operator(db, &id).await,
-        PrincipalKind::Token => tokens::token_by_id(db, &id).await,
+        PrincipalKind::Operator => {
+            let row = store::operator_held(conn, &id).await?;
+            sign_in::enabled(row)
+        }
+        PrincipalKind::Token => tokens::live(store::token_held(conn, &id).await?),
     }
 }

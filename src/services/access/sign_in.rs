@@ -113,17 +113,19 @@ async fn operator_with(
     id: &str,
     opened_with: Option<&str>,
 ) -> Result<Option<Principal>, AccessError> {
-    let Some(row) = store::operator_by_id(db, id).await? else {
+    let row = store::operator_by_id(db, id).await?.filter(|row| {
+        row.enabled
+            && opened_with
+                .is_none_or(|opened| secrets::same(opened, &credential(&row.password_hash)))
+    });
+    enabled(row)
+}
+
+/// The principal an enabled operator's row stands for.
+pub(super) fn enabled(row: Option<store::OperatorRow>) -> Result<Option<Principal>, AccessError> {
+    let Some(row) = row.filter(|row| row.enabled) else {
         return Ok(None);
     };
-    if !row.enabled {
-        return Ok(None);
-    }
-    if let Some(opened_with) = opened_with
-        && !secrets::same(opened_with, &credential(&row.password_hash))
-    {
-        return Ok(None);
-    }
     Ok(Some(Principal {
         kind: PrincipalKind::Operator,
         id: uuid_of(&row.id)?,

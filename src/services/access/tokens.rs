@@ -89,16 +89,7 @@ pub async fn token(db: &DatabaseConnection, token: &str) -> Result<Option<Princi
     live(row)
 }
 
-/// The token with this id as a caller, if it is still live (its role as
-/// it is now).
-pub async fn token_by_id(
-    db: &DatabaseConnection,
-    id: &str,
-) -> Result<Option<Principal>, AccessError> {
-    live(store::token_by_id(db, id).await?)
-}
-
-fn live(row: Option<store::TokenRow>) -> Result<Option<Principal>, AccessError> {
+pub(super) fn live(row: Option<store::TokenRow>) -> Result<Option<Principal>, AccessError> {
     let Some(row) = row else {
         return Ok(None);
     };

@@ -19,7 +19,6 @@ use chrono::Utc;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
-use super::access;
 use super::effects::Journaled;
 use super::engine::{SharedEngine, WriteEvent};
 use crate::auth::{Action, Principal};
@@ -67,17 +66,16 @@ pub async fn may_resolve(
 /// caller's role may resolve the case (`resolving`).
 pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved, CaseError> {
     let critical = is_critical(engine, request.case_id).await?;
-    // The caller as it stands now: disabled or demoted since the request
-    // (or since a bulk resolution began), it resolves nothing more.
-    let now = access::still(&engine.db, &request.by)
-        .await
-        .map_err(|error| CaseError::Db(DbErr::Custom(error.to_string())))?;
-    if !now.is_some_and(|by| by.may(resolving(critical))) {
+    let needs = resolving(critical);
+    if !request.by.may(needs) {
         return Err(CaseError::Forbidden { critical });
     }
+    // The caller's role is read again in the transaction that resolves.
     let settler = Settler::Person {
         resolution: request.resolution,
         reference: request.authoritative_ref,
+        caller: request.by.clone(),
+        needs,
     };
     let by = request.by.signature();
     let operator = request.by.id;

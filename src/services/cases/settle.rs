@@ -11,6 +11,7 @@ use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
+use crate::auth::{Action, Principal};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
@@ -20,6 +21,7 @@ use crate::domain::journal::{
 use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::domain::plan::{self, Claim, EffectJob};
 use crate::providers::sinks;
+use crate::services::access;
 use crate::services::effects::reserve_effect;
 use crate::services::effects::{self, Journaled};
 use crate::services::engine::{Engine, SharedEngine};
@@ -57,6 +59,10 @@ pub(crate) enum Settler {
     Person {
         resolution: Resolution,
         reference: Option<String>,
+        /// Who asks, and what their role must allow: read again in the
+        /// transaction that resolves (`access::still`).
+        caller: Principal,
+        needs: Action,
     },
     /// The provider's answer: the operations that match the delivery (or
     /// why none can be compared), judged against the effects under the key
@@ -130,6 +136,13 @@ pub(crate) async fn settle(
         by,
         note,
     };
+    let critical = matches!(
+        settler,
+        Settler::Person {
+            needs: Action::ResolveCriticalCases,
+            ..
+        }
+    );
     let mut settler = Some(settler);
     let mut tries = 0;
     let outcome = loop {
@@ -159,6 +172,7 @@ pub(crate) async fn settle(
         }
     };
     let (settled, job) = match outcome {
+        Outcome::Forbidden => return Err(CaseError::Forbidden { critical }),
         Outcome::Refused(refusal) => return Err(refusal.into()),
         Outcome::ForAPerson(verdict) => return Ok(Settled::ForAPerson(verdict)),
         Outcome::Resolved(resolved, job) => (resolved, job),
@@ -185,9 +199,13 @@ impl Settler {
             Self::Person {
                 resolution,
                 reference,
+                caller,
+                needs,
             } => Self::Person {
                 resolution: *resolution,
                 reference: reference.clone(),
+                caller: caller.clone(),
+                needs: *needs,
             },
             Self::LookUp {
                 performed,
@@ -215,6 +233,8 @@ fn consumed_meanwhile(error: &DbErr) -> bool {
 }
 
 enum Outcome {
+    /// The caller's role, read in the transaction, does not allow it.
+    Forbidden,
     Refused(Refusal),
     ForAPerson(LookupVerdict),
     Resolved(Resolved, Option<EffectJob>),
@@ -248,7 +268,19 @@ impl Context {
             Settler::Person {
                 resolution,
                 reference,
-            } => (resolution, reference),
+                caller,
+                needs,
+            } => {
+                // Disabled or demoted since the request was let in (or since
+                // a bulk resolution began): it resolves nothing more.
+                let now = access::still(tx.connection(), &caller)
+                    .await
+                    .map_err(|error| DbErr::Custom(error.to_string()))?;
+                if !now.is_some_and(|caller| caller.may(needs)) {
+                    return Ok(Outcome::Forbidden);
+                }
+                (resolution, reference)
+            }
             Settler::LookUp {
                 mut performed,
                 matching,
