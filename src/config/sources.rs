@@ -246,8 +246,11 @@ impl SourceFile {
     }
 }
 
+/// The secrets of a rotation, current first: separated by commas or lines.
+/// A space is part of a secret (GitHub's documented one has four): split
+/// on spaces, each word would verify a signature on its own.
 fn split_secrets(list: &str) -> Vec<SecretString> {
-    list.split([',', ' ', '\n'])
+    list.split([',', '\n'])
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| SecretString::from(s.to_owned()))
@@ -295,6 +298,47 @@ mod tests {
             .map(|s| s.expose_secret().to_owned())
             .collect();
         assert_eq!(secrets, ["new", "old"]);
+    }
+
+    /// GitHub's documented secret has spaces: it is one secret, with which
+    /// GitHub's published signature verifies, and none of its words is a
+    /// key of its own that a forger could guess.
+    #[test]
+    fn a_secret_with_spaces_is_one_secret_and_commas_or_lines_separate_secrets() {
+        use crate::providers::signature;
+        let text = "[[sources]]\nslug = \"x\"\nprovider = \"github\"\nsecrets_env = \"GH\"\nsignature = { scheme = \"github\" }\n";
+        let env = |name: &str| {
+            (name == "GH").then(|| "It's a Secret to Everybody, older one\noldest".to_owned())
+        };
+        let sources = FileConfig::parse(text).unwrap().resolve(env).unwrap();
+        let secrets: Vec<_> = sources[0]
+            .secrets
+            .iter()
+            .map(|s| s.expose_secret().to_owned())
+            .collect();
+        assert_eq!(
+            secrets,
+            ["It's a Secret to Everybody", "older one", "oldest"]
+        );
+
+        let verify = |signature: &str| {
+            let headers = [("x-hub-signature-256".to_owned(), signature.to_owned())];
+            signature::verify(
+                &sources[0].scheme,
+                &sources[0].secrets,
+                &headers,
+                b"Hello, World!",
+                0,
+                300,
+            )
+        };
+        let published = "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+        assert_eq!(verify(published).unwrap().secret_index, Some(0));
+        for word in ["It's", "a", "Secret", "to", "Everybody"] {
+            let forged = signature::sign(&sources[0].scheme, word, "", 0, b"Hello, World!");
+            let forged = forged.unwrap();
+            assert!(verify(&forged[0].1).is_err(), "keyed on {word:?}");
+        }
     }
 
     #[test]
