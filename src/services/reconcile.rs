@@ -237,8 +237,8 @@ impl WriteJob for JournalRun {
     }
 }
 
-/// Runs reconciliation every `interval_secs` over the window that ended
-/// `delay_secs` ago, while some look-up can list.
+/// Runs reconciliation every `interval_secs` over what is due
+/// (`run_due`), while some look-up can list; the first run at start.
 pub fn spawn(engine: SharedEngine, config: ReconciliationConfig) {
     if config.interval_secs == 0 || !engine.lookups.iter().any(|l| l.listing.is_some()) {
         return;
@@ -248,24 +248,64 @@ pub fn spawn(engine: SharedEngine, config: ReconciliationConfig) {
         let (engine, config) = (engine.clone(), config.clone());
         async move {
             loop {
-                tokio::time::sleep(every).await;
-                let window = due_window(&config, Utc::now());
-                let slack = seconds(config.slack_secs);
-                if let Err(error) = run_all(&engine, window, slack, None).await {
+                if let Err(error) = run_due(&engine, &config, Utc::now()).await {
                     tracing::warn!(%error, "reconciliation failed; retried at the next interval");
                 }
+                tokio::time::sleep(every).await;
             }
         }
     });
 }
 
-/// The window a periodic run covers at `now`.
-pub fn due_window(config: &ReconciliationConfig, now: DateTime<Utc>) -> Window {
-    let to = now - seconds(config.delay_secs);
-    Window {
-        from: to - seconds(config.window_secs.max(1)),
-        to,
+/// Most windows one periodic run compares per provider: a long outage is
+/// caught up over several intervals.
+const MOST_WINDOWS: usize = 24;
+
+/// For each provider that can list, the windows due at `now`
+/// (`due_windows`) from where its reconciled time ends, oldest first; a
+/// window that fails stops that provider's until the next interval, which
+/// starts again from it.
+pub async fn run_due(
+    engine: &SharedEngine,
+    config: &ReconciliationConfig,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Vec<Run>> {
+    let slack = seconds(config.slack_secs);
+    let mut runs = Vec::new();
+    for lookup in engine.lookups.iter().filter(|l| l.listing.is_some()) {
+        let covered = crate::store::reconcile::covered_until(&engine.db, &lookup.provider).await?;
+        for window in due_windows(config, covered, now) {
+            let ran = run(engine, lookup, None, window, slack).await?;
+            let failed = ran.error.is_some();
+            runs.push(ran);
+            if failed {
+                break;
+            }
+        }
     }
+    Ok(runs)
+}
+
+/// The windows a periodic run covers at `now`, oldest first: the window of
+/// `window_secs` that ended `delay_secs` ago, starting earlier when the
+/// reconciled time (`covered`: where the last run without error ended)
+/// ends before it — a stopped server or a failed run leaves no stretch
+/// unreconciled — cut in windows of `window_secs`, at most `MOST_WINDOWS`.
+pub fn due_windows(
+    config: &ReconciliationConfig,
+    covered: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Vec<Window> {
+    let to = now - seconds(config.delay_secs);
+    let length = seconds(config.window_secs.max(1));
+    let mut from = covered.map_or(to - length, |covered| covered.min(to - length));
+    let mut windows = Vec::new();
+    while from < to && windows.len() < MOST_WINDOWS {
+        let end = (from + length).min(to);
+        windows.push(Window { from, to: end });
+        from = end;
+    }
+    windows
 }
 
 pub fn seconds(secs: u64) -> chrono::Duration {
@@ -324,4 +364,47 @@ pub async fn figures(engine: &SharedEngine) -> Result<Figures, sea_orm::DbErr> {
         open_missing: count(DiscrepancyKind::MissingEffect),
         open_unexpected: count(DiscrepancyKind::UnexpectedEffect),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ReconciliationConfig {
+        ReconciliationConfig {
+            interval_secs: 3600,
+            window_secs: 3600,
+            delay_secs: 600,
+            slack_secs: 300,
+        }
+    }
+
+    #[test]
+    fn windows_start_where_the_reconciled_time_ends_and_leave_no_stretch_out() {
+        let now = Utc::now();
+        let due = now - seconds(600);
+        let hour = seconds(3600);
+        // Nothing reconciled yet, or up to date: the hour before the delay.
+        for covered in [None, Some(due - seconds(60)), Some(due + hour)] {
+            let windows = due_windows(&config(), covered, now);
+            assert_eq!(windows.len(), 1, "{covered:?}");
+            assert_eq!((windows[0].from, windows[0].to), (due - hour, due));
+        }
+        // Down for two and a half hours: every hour since, the last one short.
+        let covered = due - seconds(9000);
+        let windows = due_windows(&config(), Some(covered), now);
+        let ends: Vec<_> = windows.iter().map(|w| (w.from, w.to)).collect();
+        assert_eq!(
+            ends,
+            [
+                (covered, covered + hour),
+                (covered + hour, covered + hour * 2),
+                (covered + hour * 2, due)
+            ]
+        );
+        // Down for a month: caught up a day per interval.
+        let windows = due_windows(&config(), Some(due - chrono::Duration::days(30)), now);
+        assert_eq!(windows.len(), MOST_WINDOWS);
+        assert!(windows.windows(2).all(|w| w[0].to == w[1].from));
+    }
 }

@@ -43,6 +43,22 @@ pub async fn effects_in_window<C: ConnectionTrait>(
         .await
 }
 
+/// Where the reconciled time of `provider` ends: the latest end of a window
+/// a run over every source compared without error.
+pub async fn covered_until<C: ConnectionTrait>(
+    conn: &C,
+    provider: &str,
+) -> Result<Option<DateTime<Utc>>, DbErr> {
+    Ok(reconciliation_run::Entity::find()
+        .filter(reconciliation_run::Column::Provider.eq(provider))
+        .filter(reconciliation_run::Column::Source.is_null())
+        .filter(reconciliation_run::Column::Error.is_null())
+        .order_by_desc(reconciliation_run::Column::WindowTo)
+        .one(conn)
+        .await?
+        .map(|run| run.window_to))
+}
+
 /// The latest runs, newest first.
 pub async fn latest_runs<C: ConnectionTrait>(
     conn: &C,

@@ -8,7 +8,7 @@ use chrono::{Duration, Utc};
 
 use unicity::auth::Role;
 
-use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app_with, spawn_on};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::{csrf_in, signed_in};
@@ -166,6 +166,73 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
         .expect("rebuild");
     assert_eq!(rows(&app, cases).await, live_cases);
     assert_eq!(rows(&app, runs).await, live_runs);
+}
+
+/// A server that was down (or a run that failed) leaves a stretch of time
+/// no window covered: the periodic run starts where the last run that
+/// succeeded ended, not an hour before now, so a refund made in the
+/// stretch whose webhook never came is still found.
+#[tokio::test]
+async fn the_periodic_run_covers_the_time_since_the_last_window_it_reconciled() {
+    // Given an hour reconciled three to two hours ago, and then nothing
+    let now = Utc::now();
+    let provider = Provider::start(
+        &[("re_gap", "pay_gap", 300, now - Duration::minutes(90))],
+        10,
+    )
+    .await;
+    let extra = provider.lookup_toml();
+    let app = spawn_app_with(&extra).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut command = cli(&app.database_url, &extra, dir.path());
+    command.args([
+        "reconcile",
+        "--from",
+        &(now - Duration::hours(3)).to_rfc3339(),
+        "--to",
+        &(now - Duration::hours(2)).to_rfc3339(),
+    ]);
+    let seeded = finished(command).await;
+    assert!(seeded.contains("0 operations expected"), "{seeded}");
+    // When a server runs reconciliation periodically (the default window,
+    // delay and slack: an hour, ten minutes, five minutes)
+    let periodic = extra.replace("interval_secs = 0", "interval_secs = 1");
+    let server = spawn_on(&app.database_url, &periodic, None).await;
+    // Then the refund made ninety minutes ago, in the stretch, is found
+    let started = std::time::Instant::now();
+    while server
+        .count("SELECT COUNT(*) FROM cases WHERE reason = 'missing_effect'")
+        .await
+        == 0
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "no missing effect found; runs: {:?}",
+            rows(
+                &server,
+                "SELECT CAST(window_from AS TEXT) || ' to ' || CAST(window_to AS TEXT) \
+                 FROM reconciliation_runs ORDER BY window_from"
+            )
+            .await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let named = server
+        .count("SELECT COUNT(*) FROM cases WHERE CAST(details AS TEXT) LIKE '%re_gap%'")
+        .await;
+    assert_eq!(named, 1);
+    // And no stretch between the runs was left out
+    let windows = rows(
+        &server,
+        "SELECT CAST(window_from AS TEXT) || '|' || CAST(window_to AS TEXT) \
+         FROM reconciliation_runs WHERE error IS NULL ORDER BY window_from",
+    )
+    .await;
+    for pair in windows.windows(2) {
+        let (_, end) = pair[0].split_once('|').expect("two ends");
+        let (start, _) = pair[1].split_once('|').expect("two ends");
+        assert!(start <= end, "a gap between {} and {}", pair[0], pair[1]);
+    }
 }
 
 #[tokio::test]
