@@ -438,3 +438,53 @@ async fn a_delivery_guid_raced_across_writers_has_one_first_reception() {
     }
     assert_eq!(app.transport_links().await, pairs as i64);
 }
+
+/// GitHub signs the body only: the event type comes from `X-GitHub-Event`,
+/// which anyone replaying a captured delivery may change. Under the same
+/// delivery GUID and body, another event type (or another spelling of it)
+/// is not a retry to process again under a new key: it is the GUID reused
+/// for something else, quarantined.
+#[tokio::test]
+async fn a_captured_delivery_replayed_with_another_event_header_is_quarantined_not_processed() {
+    let app = spawn_app().await;
+    let secret = crate::support::app::secret_of(app.source("github"));
+    let scheme = app.source("github").scheme.clone();
+    let body = serde_json::to_vec(&serde_json::json!({
+        "ref": "refs/heads/main",
+        "after": "6113728f27ae82c7b1a177c8d03f9e96e0adf246",
+        "repository": { "id": 77 },
+        "sender": { "id": 9 },
+    }))
+    .unwrap();
+    let post = |event: &'static str| {
+        let (app, secret, scheme, body) = (&app, &secret, &scheme, &body);
+        async move {
+            let mut headers =
+                unicity::providers::signature::sign(scheme, secret, "m", 0, body).unwrap();
+            headers.push(("x-github-event".to_owned(), event.to_owned()));
+            headers.push(("x-github-delivery".to_owned(), "guid-replayed".to_owned()));
+            app.post_raw("github", body.clone(), &headers).await
+        }
+    };
+    let first = post("push").await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let retried = post("push").await;
+    assert_eq!(retried.json["decision"], "ignore", "{}", retried.json);
+    // The header read as GitHub's are, trimmed: "push " is a retry.
+    let padded = post("push ").await;
+    assert_eq!(padded.json["decision"], "ignore", "{}", padded.json);
+    for event in ["Push", "create"] {
+        let replayed = post(event).await;
+        assert_ne!(
+            replayed.json["decision"], "process",
+            "{event:?}: {}",
+            replayed.json
+        );
+        assert_eq!(
+            replayed.json["reason"], "transport_id_collision",
+            "{event:?}: {}",
+            replayed.json
+        );
+    }
+    assert_eq!(app.effects().await, 1);
+}

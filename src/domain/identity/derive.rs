@@ -267,6 +267,23 @@ fn missing(name: &str, path: &FieldRef) -> SkipReason {
 
 /// Delivery id (first declared transport reference present) or raw-body hash,
 /// bound to tenant, source, provider and environment.
+/// The headers the provider's event type is read from, with their values
+/// (null when absent): a delivery's identity reads them, and a signature
+/// over the body alone does not cover them, so a retry must repeat them —
+/// the same delivery id with another event header is a collision.
+fn read_headers(provider: &ProviderDef, headers: &[(String, String)]) -> Map<String, Value> {
+    provider
+        .event_type
+        .iter()
+        .flat_map(|rule| &rule.parts)
+        .filter(|part| part.field.is_header())
+        .map(|part| {
+            let value = part.field.resolve(headers, None).unwrap_or(Value::Null);
+            (part.field.to_string(), value)
+        })
+        .collect()
+}
+
 /// `canonical` is the body with its numbers in canonical form.
 fn transport(
     provider: Option<&ProviderDef>,
@@ -303,7 +320,12 @@ fn transport(
                 jcs::key_string(&b)
             }
         };
-        sha256_hex(text.as_bytes())
+        match provider.map(|p| read_headers(p, facts.headers)) {
+            Some(read) if !read.is_empty() => {
+                sha256_hex(format!("{text}\n{}", jcs::key_string(&Value::Object(read))).as_bytes())
+            }
+            _ => sha256_hex(text.as_bytes()),
+        }
     });
     TransportIdentity {
         key: sha256_hex(jcs::key_string(&bound).as_bytes()),
