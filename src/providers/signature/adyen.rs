@@ -65,9 +65,9 @@ pub(super) fn data_to_sign(item: &Value) -> String {
 /// `true`, `"1500"` from `1500`, a missing field from `""`, nor where a colon
 /// inside a field ends it. So every signed field present is a string but
 /// `amount.value`, an integer; `success` is `"true"` or `"false"`;
-/// `originalReference` is not empty; and no field but `merchantReference`
-/// (the merchant's own text) holds a colon, which leaves one way to split
-/// the signed text.
+/// no string field present is empty (absent and `""` sign alike); and no
+/// field but `merchantReference` (the merchant's own text) holds a colon,
+/// which leaves one way to split the signed text.
 fn in_sent_form(item: &Value) -> bool {
     let amount = item.get("amount");
     let strings = [
@@ -78,21 +78,20 @@ fn in_sent_form(item: &Value) -> bool {
         item.get("eventCode"),
         item.get("success"),
     ];
-    let plain = strings
-        .iter()
-        .flatten()
-        .all(|v| v.as_str().is_some_and(|s| !s.contains(':')));
+    let plain = strings.iter().flatten().all(|v| {
+        v.as_str()
+            .is_some_and(|s| !s.is_empty() && !s.contains(':'))
+    });
     plain
-        && item.get("merchantReference").is_none_or(Value::is_string)
+        && item
+            .get("merchantReference")
+            .is_none_or(|v| v.as_str().is_some_and(|s| !s.is_empty()))
         && amount
             .and_then(|a| a.get("value"))
             .is_none_or(|v| v.as_i64().is_some())
         && item
             .get("success")
             .is_none_or(|v| matches!(v.as_str(), Some("true" | "false")))
-        && item
-            .get("originalReference")
-            .is_none_or(|v| v.as_str().is_some_and(|s| !s.is_empty()))
 }
 
 /// The item objects of a classic notification.

@@ -296,3 +296,37 @@ fn a_signed_field_in_another_form_than_adyens_is_refused_though_the_tag_still_ma
         );
     }
 }
+
+/// Absent and `""` sign alike, so a signed field present must hold
+/// something: a captured item re-sent with `"merchantReference": ""` where
+/// it had none would otherwise verify and key apart from its first
+/// reception (a discriminant that differs: a collision, a breaker tripped).
+#[test]
+fn a_signed_field_sent_empty_where_it_was_absent_is_refused() {
+    let key = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+    // A cancellation as Adyen sends it: no merchant reference, no amount.
+    let item = json!({"pspReference": "8815", "originalReference": "8813",
+        "merchantAccountCode": "M", "eventCode": "CANCELLATION", "success": "true"});
+    let body = sign_adyen_notification(key, &batch(&[item])).expect("sign");
+    assert_eq!(
+        verify(&AD, &secrets(&[key]), &[], &body, 0, 0).map(|x| x.secret_index),
+        Ok(Some(0))
+    );
+    let signed: Value = serde_json::from_slice(&body).expect("json");
+    let original = signed["notificationItems"][0]["NotificationRequestItem"].clone();
+    for (field, empty) in [
+        ("merchantReference", json!("")),
+        ("amount", json!({"currency": ""})),
+    ] {
+        let mut doc = signed.clone();
+        doc["notificationItems"][0]["NotificationRequestItem"][field] = empty;
+        let changed = &doc["notificationItems"][0]["NotificationRequestItem"];
+        assert_eq!(data_to_sign(changed), data_to_sign(&original), "{field}");
+        let bytes = serde_json::to_vec(&doc).expect("json");
+        assert_eq!(
+            verify(&AD, &secrets(&[key]), &[], &bytes, 0, 0),
+            Err(SignatureError::AmbiguousSignedField),
+            "{field}"
+        );
+    }
+}
