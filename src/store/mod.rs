@@ -269,16 +269,34 @@ pub fn backend(db: &DatabaseConnection) -> DbBackend {
     db.get_database_backend()
 }
 
-/// Hides the password of a database URL for logs and errors.
+/// Hides the passwords of a database URL for logs and errors: the one
+/// before the host, and any query parameter that names one
+/// (`?password=…`, `sslpassword=…`, which the drivers accept too).
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let (head, rest) = match (url.find("://"), url.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
             let userinfo = &url[scheme_end + 3..at];
             let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{}{}:***{}", &url[..scheme_end + 3], user, &url[at..])
+            (
+                format!("{}{}:***", &url[..scheme_end + 3], user),
+                &url[at..],
+            )
         }
-        _ => url.to_owned(),
-    }
+        _ => (String::new(), url),
+    };
+    let Some((path, query)) = rest.split_once('?') else {
+        return format!("{head}{rest}");
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if name.to_ascii_lowercase().contains("password") => {
+                format!("{name}=***")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{head}{path}?{}", pairs.join("&"))
 }
 
 /// A fresh, migrated SQLite database in a temporary directory, for unit tests
@@ -418,6 +436,14 @@ mod tests {
         assert_eq!(
             redact_url("sqlite://unicity.db?mode=rwc"),
             "sqlite://unicity.db?mode=rwc"
+        );
+        assert_eq!(
+            redact_url("postgres://db/unicity?user=app&password=s3cret&sslmode=require"),
+            "postgres://db/unicity?user=app&password=***&sslmode=require"
+        );
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db/unicity?sslpassword=k3y"),
+            "postgres://app:***@db/unicity?sslpassword=***"
         );
     }
 }
