@@ -54,6 +54,10 @@ pub enum Resolution {
     /// The downstream's status answer says the effect was not applied: it
     /// is applied again under its own key.
     EffectRetried,
+    /// A later reconciliation run paired the finding's operation with an
+    /// applied effect (a late webhook), or its effect with an operation the
+    /// provider lists late: the finding no longer holds.
+    EffectFound,
 }
 
 impl Resolution {
@@ -64,6 +68,7 @@ impl Resolution {
             Self::Reject => "reject",
             Self::EffectConfirmed => "effect_confirmed",
             Self::EffectRetried => "effect_retried",
+            Self::EffectFound => "effect_found",
         }
     }
 
@@ -76,6 +81,9 @@ impl Resolution {
             Self::EffectConfirmed => "the downstream confirmed the effect was applied",
             Self::EffectRetried => {
                 "the downstream said the effect was not applied, so it was applied again"
+            }
+            Self::EffectFound => {
+                "a later reconciliation run paired the provider's operation with an applied effect"
             }
         }
     }

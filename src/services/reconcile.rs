@@ -18,9 +18,12 @@ use super::effects::Journaled;
 use super::engine::SharedEngine;
 use crate::config::{ReconciliationConfig, Source};
 use crate::domain::cases::CaseStatus;
+use crate::domain::cases::Resolution;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::pattern;
-use crate::domain::journal::{DiscrepancyFound, DiscrepancyKind, JournalEvent, ReconciliationRan};
+use crate::domain::journal::{
+    CaseResolved, DiscrepancyFound, DiscrepancyKind, JournalEvent, ReconciliationRan,
+};
 use crate::domain::reconcile::{self, Effect, Operation, Window};
 use crate::domain::reservation::ReservationState;
 use crate::providers::lookup::Lookup;
@@ -88,14 +91,14 @@ pub async fn run(
             freshness.behind,
             READ_MODEL_WAIT.as_secs()
         ));
-        return journal(engine, ran, Vec::new()).await;
+        return journal(engine, ran, Vec::new(), Vec::new()).await;
     }
     let listed = lookup.list(&engine.http, from, to).await;
     let operations = match listed.map(|(_, operations)| operations) {
         Some(Ok(operations)) => operations,
         Some(Err(error)) => {
             ran.error = Some(error);
-            return journal(engine, ran, Vec::new()).await;
+            return journal(engine, ran, Vec::new(), Vec::new()).await;
         }
         None => return Ok(ran),
     };
@@ -136,6 +139,7 @@ pub async fn run(
         effect_id: None,
         key: None,
     };
+    let closing = closing(engine, lookup, &ops, &rows, &effects, &found).await?;
     let mut found_events = Vec::new();
     for &i in &found.missing {
         let op = &operations[i];
@@ -153,7 +157,60 @@ pub async fn run(
         event.key = Some(row.key.clone());
         found_events.push((row.first_delivery_id.parse().ok(), event));
     }
-    journal(engine, ran, found_events).await
+    journal(engine, ran, found_events, closing).await
+}
+
+/// The open findings a pair of this run answers: an operation once missing
+/// now paired with an applied effect (its webhook came late), an effect once
+/// unexpected now paired with an operation (listed late). Each is closed
+/// `effect_found`, naming the effect, by the run's job.
+async fn closing(
+    engine: &SharedEngine,
+    lookup: &Lookup,
+    operations: &[Operation],
+    rows: &[effect::Model],
+    effects: &[Effect],
+    found: &reconcile::Comparison,
+) -> anyhow::Result<Vec<(Option<DeliveryId>, CaseResolved)>> {
+    let mut answered = Vec::new();
+    for &(i, e) in found.matched.iter().filter(|&&(_, e)| effects[e].applied) {
+        let (operation, effect_id) = (&operations[i].id, effects[e].effect_id);
+        let note = format!("operation {operation} paired with applied effect {effect_id}");
+        let missing = DiscrepancyKind::MissingEffect.as_str();
+        let subject = format!("{}/{operation}", lookup.provider);
+        answered.push((
+            reconcile::case_id(missing, &subject),
+            None,
+            note.clone(),
+            effect_id,
+        ));
+        let unexpected = DiscrepancyKind::UnexpectedEffect.as_str();
+        let delivery = rows[e].first_delivery_id.parse().ok();
+        answered.push((
+            reconcile::case_id(unexpected, &rows[e].effect_id),
+            delivery,
+            note,
+            effect_id,
+        ));
+    }
+    let ids: Vec<Uuid> = answered.iter().map(|(id, ..)| *id).collect();
+    let open = crate::store::cases::open_among(&engine.db, &ids).await?;
+    Ok(answered
+        .into_iter()
+        .filter(|(id, ..)| open.contains(id))
+        .map(|(case_id, delivery, note, effect_id)| {
+            let resolved = CaseResolved {
+                case_id,
+                resolution: Resolution::EffectFound,
+                resolved_by: "reconciliation".to_owned(),
+                note,
+                authoritative_ref: None,
+                effect_id: Some(effect_id),
+                key: None,
+            };
+            (delivery, resolved)
+        })
+        .collect())
 }
 
 /// An effect of the ledger with its resource, amount and currency, read
@@ -187,13 +244,20 @@ async fn ledger_effect(
     })
 }
 
-/// Opens each discrepancy's case (once) and journals the run.
+/// Opens each discrepancy's case (once), closes the findings it answered
+/// (each once) and journals the run.
 async fn journal(
     engine: &SharedEngine,
     ran: ReconciliationRan,
     found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
+    closing: Vec<(Option<DeliveryId>, CaseResolved)>,
 ) -> anyhow::Result<Run> {
-    let written = engine.writer.submit(JournalRun { ran, found }).await?;
+    let run = JournalRun {
+        ran,
+        found,
+        closing,
+    };
+    let written = engine.writer.submit(run).await?;
     tracing::info!(
         provider = %written.provider,
         expected = written.expected,
@@ -213,6 +277,7 @@ async fn journal(
 struct JournalRun {
     ran: ReconciliationRan,
     found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
+    closing: Vec<(Option<DeliveryId>, CaseResolved)>,
 }
 
 impl WriteJob for JournalRun {
@@ -220,8 +285,17 @@ impl WriteJob for JournalRun {
 
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<ReconciliationRan, DbErr>> {
         Box::pin(async move {
-            let Self { mut ran, found } = self;
+            let Self {
+                mut ran,
+                found,
+                closing,
+            } = self;
             let at = Utc::now();
+            for (delivery, resolved) in closing {
+                // Closed meanwhile by a person: nothing to do.
+                tx.claim(delivery, &JournalEvent::CaseResolved(resolved), at)
+                    .await?;
+            }
             for (delivery, event) in found {
                 if tx
                     .claim(delivery, &JournalEvent::DiscrepancyFound(event), at)

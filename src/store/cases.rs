@@ -15,6 +15,28 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
+/// Which of `case_ids` are open (read in chunks: a run may name thousands).
+pub async fn open_among<C: ConnectionTrait>(
+    conn: &C,
+    case_ids: &[uuid::Uuid],
+) -> Result<Vec<uuid::Uuid>, DbErr> {
+    use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
+    let mut open = Vec::new();
+    for chunk in case_ids.chunks(500) {
+        let ids: Vec<String> = chunk.iter().map(uuid::Uuid::to_string).collect();
+        let found: Vec<String> = case::Entity::find()
+            .select_only()
+            .column(case::Column::CaseId)
+            .filter(case::Column::CaseId.is_in(ids))
+            .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
+            .into_tuple()
+            .all(conn)
+            .await?;
+        open.extend(found.iter().filter_map(|id| id.parse::<uuid::Uuid>().ok()));
+    }
+    Ok(open)
+}
+
 /// The queue status that lists cases whatever their status.
 pub const ANY_STATUS: &str = "all";
 

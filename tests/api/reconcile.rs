@@ -329,3 +329,89 @@ async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_
         "the note is in the history"
     );
 }
+
+/// A finding is not left to a person once it stops being true: the
+/// provider's retry of a refund arrives an hour late, its effect is
+/// applied, and the next run pairs the operation the "missing effect" case
+/// named with it — the case closes itself, naming the effect, before anyone
+/// refunds by hand what is already refunded. An applied effect the provider
+/// lists late closes its "unexpected effect" case the same way.
+#[tokio::test]
+async fn a_finding_that_a_later_run_pairs_closes_itself_naming_the_effect() {
+    use unicity::simulate::servers::ProviderState;
+    let now = Utc::now();
+    // Given a refund whose webhook has not come yet, and one applied that
+    // the provider does not list yet
+    let state = std::sync::Arc::new(ProviderState::with_page(10));
+    state.made_at("re_late", "pay_late", 300, now);
+    let port =
+        unicity::simulate::servers::provider("127.0.0.1:0", state.clone()).expect("provider binds");
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let lookup = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{port}"));
+    let extra = format!("{}{lookup}", downstream.sink_toml(2000));
+    let app = spawn_app_with(&extra).await;
+    let early = app
+        .post_signed("hmac", &refund("pay_early", 900, Some("rr_early")))
+        .await;
+    assert_eq!(early.json["decision"], "process", "{}", early.json);
+    app.wait_applied(1).await;
+    let first = reconcile(&app, &extra).await;
+    assert!(
+        first.contains("1 missing, 1 unexpected, 2 cases opened"),
+        "{first}"
+    );
+    assert_eq!(app.open_cases().await, 2);
+
+    // When the webhook arrives late and the provider lists the other
+    let late = app
+        .post_signed("hmac", &refund("pay_late", 300, Some("rr_late")))
+        .await;
+    assert_eq!(late.json["decision"], "process", "{}", late.json);
+    app.wait_applied(2).await;
+    state.made_at("re_early", "pay_early", 900, now);
+    let second = reconcile(&app, &extra).await;
+    assert!(second.contains("0 missing, 0 unexpected"), "{second}");
+
+    // Then both findings are closed by the run, naming what it paired
+    let closed = rows(
+        &app,
+        "SELECT reason || '|' || status || '|' || COALESCE(resolution, '') || '|' \
+         || COALESCE(resolved_by, '') FROM cases ORDER BY reason",
+    )
+    .await;
+    assert_eq!(
+        closed,
+        [
+            "missing_effect|resolved|effect_found|reconciliation",
+            "unexpected_effect|resolved|effect_found|reconciliation"
+        ]
+    );
+    let effect = late.json["effect_id"].as_str().expect("an effect");
+    let missing = rows(
+        &app,
+        "SELECT case_id FROM cases WHERE reason = 'missing_effect'",
+    )
+    .await
+    .remove(0);
+    let shown = app.get(&format!("/api/cases/{missing}")).await;
+    assert!(
+        shown.json.to_string().contains(effect),
+        "the case names the effect: {}",
+        shown.json
+    );
+    // A third run changes nothing, and a rebuild reads the same
+    let third = reconcile(&app, &extra).await;
+    assert!(third.contains("0 cases opened"), "{third}");
+    let cases = "SELECT case_id || '|' || status || '|' || COALESCE(resolution, '') FROM cases \
+                 ORDER BY case_id";
+    let live = rows(&app, cases).await;
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    assert_eq!(rows(&app, cases).await, live);
+    assert_eq!(
+        downstream.calls().len(),
+        2,
+        "reconciliation applies nothing"
+    );
+}
