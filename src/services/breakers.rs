@@ -10,9 +10,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, DbErr};
 
-use super::engine::{SharedEngine, WriteEvent};
-use crate::domain::journal::{JournalEvent, StrategyReset, StrategyTripped};
-use crate::store::{self, entities::strategy_breaker};
+use futures_util::future::BoxFuture;
+
+use super::engine::SharedEngine;
+use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::{CohortFlagged, JournalEvent, StrategyReset, StrategyTripped};
+use crate::store::writer::WriteJob;
+use crate::store::{self, Tx, entities::strategy_breaker};
 
 /// Evaluates breakers forever at the configured interval.
 pub fn spawn(engine: SharedEngine) {
@@ -85,18 +89,71 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
     Ok(tripped)
 }
 
-/// Journals `tripped` as of `at`; false when another process tripped the
-/// strategy first. The tripped set is read again by `refresh`.
+/// Most deliveries one trip flags for reconciliation; beyond them, the trip's
+/// figures and the strategy's deliveries say how many more there were.
+pub const COHORT_MOST: u64 = 1_000;
+
+/// Journals `tripped` as of `at`, with the cohort it flags: every delivery
+/// its strategy ignored within the window that tripped it (`CohortFlagged`,
+/// a case each, opened once whatever the number of trips). False when
+/// another process tripped the strategy first. The tripped set is read again
+/// by `refresh`.
 pub async fn trip(
     engine: &SharedEngine,
     tripped: StrategyTripped,
     at: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let event = JournalEvent::StrategyTripped(tripped);
+    let since = at - crate::services::reconcile::seconds(tripped.window_secs);
+    let ignored =
+        store::breakers::ignored_since(&engine.db, &tripped.strategy, since, COHORT_MOST).await?;
+    let cohort = ignored
+        .into_iter()
+        .filter_map(|row| {
+            let delivery: DeliveryId = row.delivery_id.parse().ok()?;
+            let flagged = CohortFlagged {
+                case_id: crate::domain::reconcile::case_id("breaker_cohort", &row.delivery_id),
+                strategy: tripped.strategy.clone(),
+                business_key: row.business_key,
+                reference_delivery_id: row.reference_delivery_id.and_then(|id| id.parse().ok()),
+                effect_id: row.effect_id.and_then(|id| id.parse().ok()),
+            };
+            Some((delivery, flagged))
+        })
+        .collect();
     engine
         .writer
-        .submit(WriteEvent::claim(None, event).at(at))
+        .submit(Trip {
+            tripped,
+            cohort,
+            at,
+        })
         .await
+}
+
+/// A trip and its cohort, in one transaction: a crash between them would
+/// leave the strategy tripped and the deliveries it ignored unflagged.
+struct Trip {
+    tripped: StrategyTripped,
+    cohort: Vec<(DeliveryId, CohortFlagged)>,
+    at: DateTime<Utc>,
+}
+
+impl WriteJob for Trip {
+    type Output = bool;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
+        Box::pin(async move {
+            let event = JournalEvent::StrategyTripped(self.tripped);
+            if !tx.claim(None, &event, self.at).await? {
+                return Ok(false);
+            }
+            for (delivery, flagged) in self.cohort {
+                let event = JournalEvent::CohortFlagged(flagged);
+                tx.claim(Some(delivery), &event, self.at).await?;
+            }
+            Ok(true)
+        })
+    }
 }
 
 /// Re-reads the tripped strategies from the database.

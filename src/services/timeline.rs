@@ -94,6 +94,7 @@ impl Ties {
                     ties.cases.extend(e.case_id);
                 }
                 JournalEvent::CaseResolved(e) => effect(e.effect_id, &mut ties),
+                JournalEvent::CohortFlagged(e) => ties.cases.push(e.case_id),
                 _ => {}
             }
         }

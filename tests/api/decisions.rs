@@ -488,3 +488,76 @@ async fn a_captured_delivery_replayed_with_another_event_header_is_quarantined_n
     }
     assert_eq!(app.effects().await, 1);
 }
+
+/// A breaker trips because its strategy's keys collide: the deliveries it
+/// ignored as duplicates in the window that tripped it may have been
+/// distinct operations merged by the same fault. Each is flagged for
+/// reconciliation — a case a person settles — not only those that come
+/// after the trip.
+#[tokio::test]
+async fn a_tripped_breaker_flags_for_reconciliation_what_its_strategy_ignored_in_the_window() {
+    let app = spawn_app_with(
+        "[engine]\nbreaker_threshold = 0.1\nbreaker_min_deliveries = 3\nbreaker_check_ms = 100\n",
+    )
+    .await;
+    // Given a refund, and a look-alike its strategy ignored as its duplicate
+    let body = refund("pay_k1", 100, Some("rr_k1"));
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let ignored = app.post_signed("hmac", &body).await;
+    assert_eq!(
+        ignored.json["reason"], "duplicate_of_applied",
+        "{}",
+        ignored.json
+    );
+    let ignored_id = ignored.json["delivery_id"].as_str().unwrap().to_owned();
+    // When the strategy's keys then collide and its breaker trips
+    app.collide("pay_k2", 2).await;
+    app.wait_journal("StrategyTripped", 1).await;
+    // Then the ignored delivery has a case of its own, open, that names the
+    // effect it was taken for a duplicate of
+    let flagged = format!(
+        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{ignored_id}' \
+         AND reason = 'breaker_tripped' AND status = 'open'"
+    );
+    app.wait_for_count(&flagged, 1).await;
+    let listed = app.get("/api/cases?reason=breaker_tripped").await.json;
+    let cases = listed["cases"].as_array().expect("a list");
+    assert_eq!(cases.len(), 1, "{listed}");
+    let case_id = cases[0]["case_id"].as_str().unwrap().to_owned();
+    let shown = app.get(&format!("/api/cases/{case_id}")).await.json;
+    assert_eq!(
+        shown["delivery"]["delivery_id"],
+        ignored_id.as_str(),
+        "{shown}"
+    );
+    let delivery = app.get(&format!("/api/deliveries/{ignored_id}")).await.json;
+    assert!(
+        delivery.to_string().contains(&case_id),
+        "the delivery names its case: {delivery}"
+    );
+    // which a person settles as any other: a duplicate after all
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "confirm_duplicate", "note": "one refund listed"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    assert_eq!(app.effects().await, 2, "nothing applied again");
+    // and the next evaluations flag nothing twice; a rebuild reads the same
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases WHERE reason = 'breaker_tripped'")
+            .await,
+        1
+    );
+    let rows = "SELECT case_id || '|' || status || '|' || reason FROM cases ORDER BY case_id";
+    let probe = crate::support::probe::Probe::of(&app.db);
+    let live = probe.rows(rows).await;
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    assert_eq!(probe.rows(rows).await, live);
+}

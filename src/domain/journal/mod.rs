@@ -37,7 +37,8 @@ pub use operators::{
 };
 pub use reconcile::{DiscrepancyFound, DiscrepancyKind, ReconciliationRan};
 pub use strategy::{
-    KeyMigrated, StrategyMigrated, StrategyReset, StrategyTripped, StrategyVersionRecorded,
+    CohortFlagged, KeyMigrated, StrategyMigrated, StrategyReset, StrategyTripped,
+    StrategyVersionRecorded,
 };
 
 /// Error reading a stored event back.
@@ -184,6 +185,7 @@ journal_events! {
     EvidencePurged(EvidencePurged) = "EvidencePurged", version 1;
     StrategyVersionRecorded(StrategyVersionRecorded) = "StrategyVersionRecorded", version 1;
     StrategyTripped(StrategyTripped) = "StrategyTripped", version 1;
+    CohortFlagged(CohortFlagged) = "CohortFlagged", version 1;
     StrategyReset(StrategyReset) = "StrategyReset", version 2;
     KeyMigrated(KeyMigrated) = "KeyMigrated", version 1;
     StrategyMigrated(StrategyMigrated) = "StrategyMigrated", version 1;

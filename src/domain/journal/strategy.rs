@@ -11,6 +11,22 @@ pub struct StrategyVersionRecorded {
     pub definition: serde_json::Value,
 }
 
+/// A delivery its strategy ignored as a duplicate within the window whose
+/// collisions tripped the strategy's breaker, flagged for reconciliation
+/// with the trip (journaled under the delivery's id): the same fault that
+/// made keys collide may have merged distinct operations. It opens a
+/// `breaker_tripped` case, as a would-be ignore after the trip does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CohortFlagged {
+    pub case_id: uuid::Uuid,
+    /// `name@version`.
+    pub strategy: String,
+    pub business_key: Option<String>,
+    /// The delivery it was taken for a duplicate of, and that one's effect.
+    pub reference_delivery_id: Option<uuid::Uuid>,
+    pub effect_id: Option<uuid::Uuid>,
+}
+
 /// A strategy's collision rate crossed the threshold: auto-ignore stops for it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StrategyTripped {

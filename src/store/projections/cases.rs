@@ -13,8 +13,8 @@ use uuid::Uuid;
 use crate::domain::cases::CaseStatus;
 use crate::domain::decision::{Action, Reason};
 use crate::domain::journal::{
-    CaseAssigned, CaseResolved, DecisionMade, DiscrepancyFound, EffectSettled, JournalEvent,
-    ReservationExpired, SettlementOutcome,
+    CaseAssigned, CaseResolved, CohortFlagged, DecisionMade, DiscrepancyFound, EffectSettled,
+    JournalEvent, ReservationExpired, SettlementOutcome,
 };
 use crate::store::entities::case;
 
@@ -34,7 +34,8 @@ pub(super) async fn apply<C: ConnectionTrait>(
         | JournalEvent::EffectOutcomeUnknown(e) => settled(conn, e, at).await,
         JournalEvent::DecisionMade(_)
         | JournalEvent::ReservationExpired(_)
-        | JournalEvent::DiscrepancyFound(_) => match opened_by(delivery_id, event) {
+        | JournalEvent::DiscrepancyFound(_)
+        | JournalEvent::CohortFlagged(_) => match opened_by(delivery_id, event) {
             Some(new) => open(conn, new, at).await,
             None => Ok(0),
         },
@@ -72,6 +73,7 @@ pub(super) fn opened_by(delivery_id: &str, event: &JournalEvent) -> Option<NewCa
         | JournalEvent::EffectOutcomeUnknown(e) => settlement(e),
         JournalEvent::ReservationExpired(e) => Some(expiry(e)),
         JournalEvent::DiscrepancyFound(e) => Some(discrepancy(delivery_id, e)),
+        JournalEvent::CohortFlagged(e) => Some(flagged(delivery_id, e)),
         _ => None,
     }
 }
@@ -95,6 +97,29 @@ pub(super) fn opened_by_decision(delivery_id: &str, e: &DecisionMade) -> Option<
             "effect_id": d.effect_id,
         }),
     })
+}
+
+/// A delivery ignored before its strategy's breaker tripped: held for a
+/// person as a would-be ignore after the trip is.
+fn flagged(delivery_id: &str, e: &CohortFlagged) -> NewCase {
+    NewCase {
+        case_id: e.case_id,
+        delivery_id: delivery_id.to_owned(),
+        business_key: e.business_key.clone(),
+        action: Action::Reconcile.as_str(),
+        reason: Reason::BreakerTripped.as_str(),
+        lookup_first: false,
+        due: false,
+        details: serde_json::json!({
+            "summary": format!(
+                "Ignored as a duplicate before the collision breaker of {} tripped: \
+                 flagged for a person to confirm.",
+                e.strategy
+            ),
+            "reference_delivery_id": e.reference_delivery_id,
+            "effect_id": e.effect_id,
+        }),
+    }
 }
 
 /// An unknown outcome is put to the sink's status URL at once.

@@ -110,7 +110,8 @@ pub async fn apply<C: ConnectionTrait>(
         JournalEvent::CaseAssigned(_) => cases::apply(conn, &id, event, at).await,
         JournalEvent::LookupPerformed(_)
         | JournalEvent::StatusLookupPerformed(_)
-        | JournalEvent::DiscrepancyFound(_) => cases::apply(conn, &id, event, at).await,
+        | JournalEvent::DiscrepancyFound(_)
+        | JournalEvent::CohortFlagged(_) => cases::apply(conn, &id, event, at).await,
         JournalEvent::ReconciliationRan(e) => reconcile::ran(conn, e, at).await,
         // Audit of operator access: operators and tokens are state tables
         // written beside these events (their hashes are never journaled).

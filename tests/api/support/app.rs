@@ -301,6 +301,26 @@ impl TestApp {
         self.post_raw(slug, body.to_vec(), &headers).await
     }
 
+    /// A refund of `payment`, then another refund reusing its reference for
+    /// another amount: a key collision (`discriminants_differ`) for the
+    /// reference strategy, which trips its breaker when it is sensitive.
+    /// `applied`: the effects applied once the first refund is.
+    pub async fn collide(&self, payment: &str, applied: i64) {
+        use super::counts::Counts;
+        let reference = format!("rr_{payment}");
+        self.post_signed("hmac", &refund(payment, 100, Some(&reference)))
+            .await;
+        self.wait_applied(applied).await;
+        let clash = self
+            .post_signed("hmac", &refund(payment, 999, Some(&reference)))
+            .await;
+        assert_eq!(
+            clash.json["reason"], "discriminants_differ",
+            "{}",
+            clash.json
+        );
+    }
+
     /// Signs `body` with the source's current secret, timestamped now.
     pub async fn post_signed(&self, slug: &str, body: &[u8]) -> Reply {
         let secret = secret_of(self.source(slug));
