@@ -200,7 +200,7 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
         });
     }
     if let Redecided::Decided(_, Some(job)) = redecided {
-        let event = journaled.body(&engine.db).await?;
+        let event = journaled.event(engine).await?;
         spawn(engine.clone(), job, row.source.clone(), event);
     }
     Ok(())
@@ -303,13 +303,23 @@ impl Journaled {
         Ok(journaled)
     }
 
-    /// The parsed body, for the downstream service.
-    pub async fn body<C: ConnectionTrait>(&self, conn: &C) -> Result<Option<Value>, DbErr> {
+    /// The event the delivery asks for, for the downstream service, its
+    /// look-ups and reconciliation: its parsed body, or the one event of a
+    /// batch of one (`ProviderDef::batch_of_one`), as the ingest sent it.
+    pub async fn event(&self, engine: &Engine) -> Result<Option<Value>, DbErr> {
         let Some(body) = &self.body else {
             return Ok(None);
         };
-        Ok(bodies::get(conn, &body.sha256)
+        let parsed: Option<Value> = bodies::get(&engine.db, &body.sha256)
             .await?
-            .and_then(|raw| serde_json::from_slice(&raw).ok()))
+            .and_then(|raw| serde_json::from_slice(&raw).ok());
+        let provider = self
+            .provider
+            .as_deref()
+            .and_then(|p| engine.catalog.provider(p));
+        Ok(match (provider, parsed) {
+            (Some(provider), Some(body)) => Some(provider.batch_of_one(&body).unwrap_or(body)),
+            (_, parsed) => parsed,
+        })
     }
 }

@@ -53,7 +53,7 @@ pub async fn settle(
     let Some((provider, configured)) = engine.lookup_for(&key) else {
         return Ok(None);
     };
-    let Some(event) = journaled.body(&engine.db).await? else {
+    let Some(event) = journaled.event(engine).await? else {
         return Ok(None);
     };
     let breaker = engine

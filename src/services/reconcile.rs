@@ -221,12 +221,7 @@ async fn ledger_effect(
     row: &effect::Model,
 ) -> anyhow::Result<Effect> {
     let body = match row.first_delivery_id.parse::<DeliveryId>() {
-        Ok(id) => {
-            Journaled::read(&engine.db, id)
-                .await?
-                .body(&engine.db)
-                .await?
-        }
+        Ok(id) => Journaled::read(&engine.db, id).await?.event(engine).await?,
         Err(_) => None,
     };
     let (resource, amount, currency) = body

@@ -178,7 +178,7 @@ pub async fn settle(
     engine.metrics.looked_up("status", verdict);
     tracing::info!(case.id = %case_id, effect.id = %effect_id, verdict, "effect status looked up");
     if let Some(job) = job {
-        let body = journaled.body(&engine.db).await?;
+        let body = journaled.event(engine).await?;
         effects::spawn(engine.clone(), job, source, body);
     }
     Ok(Some(verdict))

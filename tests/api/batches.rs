@@ -323,3 +323,36 @@ async fn any_partition_order_and_repetition_of_events_applies_each_once() {
     }
     settle(&downstream, seen.len()).await;
 }
+
+/// A batch of one event is that event: the downstream receives the event,
+/// as it does each event of a larger batch, never the provider's envelope
+/// around it; and the delivery is found by the event's resource.
+#[tokio::test]
+async fn a_batch_of_one_sends_the_event_and_is_found_by_its_resource_as_a_larger_one_is() {
+    let (app, downstream) = start().await;
+    let one = deliver_ids(&app, &["EV_ONE"]).await;
+    assert_eq!(one.json["decision"], "process", "{}", one.json);
+    let two = deliver_ids(&app, &["EV_TWO_A", "EV_TWO_B"]).await;
+    assert_eq!(decisions(&two), ["process", "process"], "{}", two.json);
+    settle(&downstream, 3).await;
+    let mut sent: Vec<Value> = downstream
+        .bodies()
+        .into_iter()
+        .map(|body| body["event"].clone())
+        .collect();
+    sent.sort_by_key(|event| event["id"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(
+        sent,
+        [event("EV_ONE"), event("EV_TWO_A"), event("EV_TWO_B")]
+    );
+
+    let id = one.json["delivery_id"].as_str().expect("an id");
+    let shown = app.get(&format!("/api/deliveries/{id}")).await;
+    assert_eq!(shown.json["resource"], "PM_EV_ONE", "{}", shown.json);
+    let found = app.get("/api/deliveries?q=PM_EV_ONE").await;
+    assert_eq!(
+        found.json["deliveries"][0]["delivery_id"], id,
+        "{}",
+        found.json
+    );
+}

@@ -136,6 +136,14 @@ impl ProviderDef {
     }
 
     /// The batch items, when this delivery is a batch.
+    /// The one event of a batch of one (`{"events": [e]}` is `e`), which a
+    /// delivery's resource, look-ups and effect read as a larger batch's
+    /// items are read; `None` for anything else.
+    pub fn batch_of_one(&self, body: &Value) -> Option<Value> {
+        let mut items = self.batch_items(body)?;
+        (items.len() == 1).then(|| items.remove(0))
+    }
+
     pub fn batch_items(&self, body: &Value) -> Option<Vec<Value>> {
         let path = self.items.as_ref()?;
         match path.resolve(&[], Some(body))? {

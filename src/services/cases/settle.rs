@@ -179,7 +179,7 @@ pub(crate) async fn settle(
     };
     match (job, &context.key) {
         (Some(job), _) => {
-            let body = journaled.body(&engine.db).await?;
+            let body = journaled.event(engine).await?;
             effects::spawn(engine.clone(), job, source, body);
         }
         // A `record` sink's effect, applied with the resolution's claim.

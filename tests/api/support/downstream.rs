@@ -31,22 +31,27 @@ pub struct Downstream {
     pub url: String,
     calls: Arc<Mutex<Vec<String>>>,
     applied: Arc<Mutex<Vec<String>>>,
+    /// The JSON body of every effect call, in order.
+    bodies: Arc<Mutex<Vec<serde_json::Value>>>,
 }
 
 impl Downstream {
     pub async fn start(behaviour: Behaviour) -> Self {
         let calls = Arc::new(Mutex::new(Vec::new()));
         let applied = Arc::new(Mutex::new(Vec::new()));
-        let (recorded, done) = (calls.clone(), applied.clone());
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let (recorded, done, sent) = (calls.clone(), applied.clone(), bodies.clone());
         let server = HttpServer::new(move || {
-            let (recorded, done) = (recorded.clone(), done.clone());
+            let (recorded, done, sent) = (recorded.clone(), done.clone(), sent.clone());
             let known = done.clone();
             let landed = recorded.clone();
             App::new()
                 .route(
                     "/effects",
-                    web::post().to(move |request: HttpRequest, _body: web::Bytes| {
+                    web::post().to(move |request: HttpRequest, body: web::Bytes| {
                         let (recorded, done) = (recorded.clone(), done.clone());
+                        let parsed = serde_json::from_slice(&body).unwrap_or_default();
+                        sent.lock().expect("bodies").push(parsed);
                         async move { answer(request, behaviour, recorded, done).await }
                     }),
                 )
@@ -88,7 +93,13 @@ impl Downstream {
             url: format!("http://127.0.0.1:{port}/effects"),
             calls,
             applied,
+            bodies,
         }
+    }
+
+    /// The JSON body of every effect call received, in order.
+    pub fn bodies(&self) -> Vec<serde_json::Value> {
+        self.bodies.lock().expect("bodies").clone()
     }
 
     /// Keys of the effects applied, in order.
