@@ -255,8 +255,7 @@ async fn provider_breaker_open(
     };
     Ok(engine
         .lookup_breakers
-        .check(&provider, std::time::Instant::now())
-        .is_some())
+        .is_open(&provider, std::time::Instant::now()))
 }
 
 /// Open cases whose look-up is due (a failed one to try again, an unknown
