@@ -19,7 +19,11 @@ pub(super) enum RetentionCommand {
 
 pub(super) async fn run(db: &DatabaseConnection, command: &RetentionCommand) -> anyhow::Result<()> {
     let RetentionCommand::PurgeEvidence { older_than_days } = command;
-    let before = chrono::Utc::now() - chrono::Duration::days(i64::from(*older_than_days));
+    let before = chrono::Utc::now()
+        .checked_sub_signed(chrono::Duration::days(i64::from(*older_than_days)))
+        .ok_or_else(|| {
+            anyhow::anyhow!("--older-than-days {older_than_days} reaches before any date")
+        })?;
     let purged = retention::purge_evidence(db, before).await?;
     println!("evidence purged for {purged} effects settled before {before}");
     Ok(())

@@ -8,26 +8,31 @@ use sea_orm::{DatabaseConnection, DbErr};
 use crate::domain::journal::{EvidencePurged, JournalEvent};
 use crate::store::{ledger, transaction};
 
-/// Purges the stored result of every effect settled before `before`.
+/// Effects purged per transaction: on SQLite a transaction holds the one
+/// write lock, and deliveries wait on it (503 after the busy timeout).
+const PURGED_PER_TRANSACTION: usize = 500;
+
+/// Purges the stored result of every effect settled before `before`, a
+/// bounded number per transaction; stopped halfway, running it again
+/// purges the rest.
 pub async fn purge_evidence(
     db: &DatabaseConnection,
     before: DateTime<Utc>,
 ) -> Result<usize, DbErr> {
     let ids = ledger::evidence_settled_before(db, before).await?;
     let now = Utc::now();
-    transaction(db, async |tx| {
-        let mut purged = 0;
-        for id in ids {
-            let Ok(effect_id) = id.parse() else { continue };
-            tx.record(
-                None,
-                JournalEvent::EvidencePurged(EvidencePurged { effect_id }),
-                now,
-            )
-            .await?;
-            purged += 1;
-        }
-        Ok(purged)
-    })
-    .await
+    let mut purged = 0;
+    for chunk in ids.chunks(PURGED_PER_TRANSACTION) {
+        purged += transaction(db, async |tx| {
+            let mut purged = 0;
+            for effect_id in chunk.iter().filter_map(|id| id.parse().ok()) {
+                let event = JournalEvent::EvidencePurged(EvidencePurged { effect_id });
+                tx.record(None, event, now).await?;
+                purged += 1;
+            }
+            Ok::<_, DbErr>(purged)
+        })
+        .await?;
+    }
+    Ok(purged)
 }

@@ -150,3 +150,20 @@ async fn reading_commands_refuse_a_database_behind_the_binary_and_leave_it_as_it
         .expect("a count");
     assert_eq!(versions, 0);
 }
+
+/// An age no date can be that old is refused in words, not with a panic.
+#[tokio::test]
+async fn a_retention_age_beyond_any_date_is_refused_with_a_clear_error() {
+    let app = spawn_app_with("").await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut command = cli(&app.database_url, "", dir.path());
+    command.args([
+        "retention",
+        "purge-evidence",
+        "--older-than-days",
+        "4000000000",
+    ]);
+    let said = refused(command).await;
+    assert!(said.contains("reaches before any date"), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+}
