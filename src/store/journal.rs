@@ -286,6 +286,24 @@ pub async fn without_delivery<C: ConnectionTrait>(
     decode_all(rows)
 }
 
+/// `without_delivery`, only the rows recorded from `from` to `until`: what
+/// one stretch of time saw of events that accumulate (purges), without
+/// decoding every one ever journaled.
+pub async fn without_delivery_between<C: ConnectionTrait>(
+    conn: &C,
+    types: &[&str],
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Result<Vec<StoredEvent>, ReadError> {
+    let rows = without_delivery_query(conn, types)
+        .filter(journal::Column::RecordedAt.gte(from))
+        .filter(journal::Column::RecordedAt.lte(until))
+        .into_model::<RawRow>()
+        .all(conn)
+        .await?;
+    decode_all(rows)
+}
+
 /// The rows of `types` with no delivery, through `journal_after_reception`
 /// (`types` are never a reception's).
 fn without_delivery_query<C: ConnectionTrait>(

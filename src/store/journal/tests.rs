@@ -178,3 +178,33 @@ async fn the_audit_trail_reads_its_own_index_newest_first_not_the_whole_journal(
         assert!(!plan.contains("TEMP B-TREE"), "{plan}");
     }
 }
+
+#[tokio::test]
+async fn purges_of_a_stretch_of_time_are_read_without_every_purge_ever_journaled() {
+    use crate::domain::journal::EvidencePurged;
+    let (_dir, db) = crate::store::test_database().await;
+    let start = Utc::now() - chrono::Duration::days(30);
+    let rows: Vec<_> = (0..30)
+        .map(|day| {
+            let purged = JournalEvent::EvidencePurged(EvidencePurged {
+                effect_id: uuid::Uuid::now_v7(),
+            });
+            row(None, &purged, start + chrono::Duration::days(day))
+        })
+        .collect();
+    crate::store::flush::insert_journal(&db, rows)
+        .await
+        .unwrap();
+    let (from, until) = (
+        start + chrono::Duration::days(10),
+        start + chrono::Duration::days(12),
+    );
+    let read = without_delivery_between(&db, &["EvidencePurged"], from, until)
+        .await
+        .unwrap();
+    let days: Vec<i64> = read
+        .iter()
+        .map(|stored| (stored.recorded_at - start).num_days())
+        .collect();
+    assert_eq!(days, [10, 11, 12]);
+}
