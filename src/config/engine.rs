@@ -11,6 +11,11 @@ pub struct EngineConfig {
     /// How long a reservation's holder may take to settle its effect. A lease
     /// that runs out makes the outcome unknown: reconciled, never re-run.
     pub lease_secs: u64,
+    /// Calls to the services that apply effects in flight at once, from this
+    /// process (a large batch or a burst waits its turn instead of opening
+    /// one connection per effect). A call that waited half its lease is not
+    /// made: its lease runs out and the status look-up settles it.
+    pub downstream_concurrency: usize,
     /// How often leases and horizons are checked.
     pub sweep_interval_ms: u64,
     /// First pause before a failed look-up is tried again; it doubles with
@@ -97,6 +102,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             lease_secs: 30,
+            downstream_concurrency: 256,
             sweep_interval_ms: 1000,
             lookup_retry_secs: 30,
             lookup_breaker_failures: 5,

@@ -51,10 +51,22 @@ pub async fn reserve_effect(
     Ok(tx.reserve(&taken, at).await?.then_some(taken))
 }
 
-/// Runs the effect in the background; failures are journaled or, if the
-/// journal itself fails, left to the lease sweeper (outcome unknown).
+/// Runs the effect in the background, in its turn among the calls in flight
+/// (`downstream_concurrency`); failures are journaled or, if the journal
+/// itself fails, left to the lease sweeper (outcome unknown). A call that
+/// waited half its lease for its turn is not made: the lease runs out, and
+/// the downstream's status settles the effect (applied again if it never
+/// was) — no call goes out on a lease the sweeper may already have expired.
 pub fn spawn(engine: SharedEngine, job: EffectJob, source: String, event: Option<Value>) {
     tokio::spawn(async move {
+        let queued = std::time::Instant::now();
+        let Ok(_turn) = engine.effect_calls.acquire().await else {
+            return;
+        };
+        if queued.elapsed() > engine.lease().to_std().unwrap_or_default() / 2 {
+            tracing::warn!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, "effect not called: it waited half its lease for a turn; its lease will expire to unknown");
+            return;
+        }
         if let Err(error) = run(&engine, &job, &source, event).await {
             tracing::error!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, %error, "effect not settled; its lease will expire to unknown");
         }

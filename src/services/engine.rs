@@ -33,6 +33,8 @@ pub struct Engine {
     pub lookups: Vec<Lookup>,
     /// One circuit breaker per provider for those look-ups.
     pub lookup_breakers: Breakers,
+    /// Turns to call a sink (`downstream_concurrency` at once).
+    pub effect_calls: tokio::sync::Semaphore,
     pub config: EngineConfig,
     pub http: reqwest::Client,
     /// Where write transactions run (group commit on SQLite).
@@ -105,6 +107,7 @@ impl Engine {
             key_secret,
             sinks,
             lookups,
+            effect_calls: tokio::sync::Semaphore::new(config.downstream_concurrency.max(1)),
             lookup_breakers: Breakers::new(
                 config.lookup_breaker_failures,
                 std::time::Duration::from_secs(config.lookup_breaker_secs),

@@ -356,3 +356,23 @@ async fn a_batch_of_one_sends_the_event_and_is_found_by_its_resource_as_a_larger
         found.json
     );
 }
+
+/// A large batch does not become as many calls at once to the service that
+/// applies effects: at most `downstream_concurrency` are in flight, the
+/// others wait their turn, and every one is applied once.
+#[tokio::test]
+async fn a_large_batch_calls_the_downstream_a_bounded_number_at_a_time() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 150 }).await;
+    let extra = format!(
+        "{}[engine]\ndownstream_concurrency = 3\n",
+        routed(&downstream)
+    );
+    let app = spawn_app_with(&extra).await;
+    let ids: Vec<String> = (0..12).map(|n| format!("EV_WIDE_{n}")).collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let reply = deliver_ids(&app, &ids).await;
+    assert_eq!(decisions(&reply), vec!["process"; 12], "{}", reply.json);
+    settle(&downstream, 12).await;
+    assert_eq!(downstream.most_at_once(), 3);
+    assert!(per_key(&downstream).values().all(|calls| *calls == 1));
+}

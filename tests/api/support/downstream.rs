@@ -2,6 +2,7 @@
 //! effects: it counts calls and records their Idempotency-Key headers, and
 //! answers what became of a key at `GET /effects/{key}` (applied, else 404).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +34,8 @@ pub struct Downstream {
     applied: Arc<Mutex<Vec<String>>>,
     /// The JSON body of every effect call, in order.
     bodies: Arc<Mutex<Vec<serde_json::Value>>>,
+    /// Effect calls being answered now, and the most there ever were.
+    in_flight: Arc<(AtomicUsize, AtomicUsize)>,
 }
 
 impl Downstream {
@@ -40,9 +43,12 @@ impl Downstream {
         let calls = Arc::new(Mutex::new(Vec::new()));
         let applied = Arc::new(Mutex::new(Vec::new()));
         let bodies = Arc::new(Mutex::new(Vec::new()));
+        let in_flight = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
         let (recorded, done, sent) = (calls.clone(), applied.clone(), bodies.clone());
+        let counted = in_flight.clone();
         let server = HttpServer::new(move || {
             let (recorded, done, sent) = (recorded.clone(), done.clone(), sent.clone());
+            let counted = counted.clone();
             let known = done.clone();
             let landed = recorded.clone();
             App::new()
@@ -52,7 +58,14 @@ impl Downstream {
                         let (recorded, done) = (recorded.clone(), done.clone());
                         let parsed = serde_json::from_slice(&body).unwrap_or_default();
                         sent.lock().expect("bodies").push(parsed);
-                        async move { answer(request, behaviour, recorded, done).await }
+                        let counted = counted.clone();
+                        async move {
+                            let now = counted.0.fetch_add(1, Ordering::SeqCst) + 1;
+                            counted.1.fetch_max(now, Ordering::SeqCst);
+                            let answered = answer(request, behaviour, recorded, done).await;
+                            counted.0.fetch_sub(1, Ordering::SeqCst);
+                            answered
+                        }
                     }),
                 )
                 .route(
@@ -94,7 +107,13 @@ impl Downstream {
             calls,
             applied,
             bodies,
+            in_flight,
         }
+    }
+
+    /// The most effect calls it was ever answering at once.
+    pub fn most_at_once(&self) -> usize {
+        self.in_flight.1.load(Ordering::SeqCst)
     }
 
     /// The JSON body of every effect call received, in order.
