@@ -380,3 +380,46 @@ async fn a_session_opened_with_a_password_since_replaced_ends_even_if_it_outlive
     assert_eq!(login.status, StatusCode::SEE_OTHER, "{}", login.body);
     assert_eq!(again.get("/account").await.status, StatusCode::OK);
 }
+
+/// Changing one's password asks for the current one: with a stolen session
+/// that question is a sign-in of its own, throttled and journaled like one,
+/// or the session's holder could guess the password without limit and keep
+/// the account for good.
+#[tokio::test]
+async fn guessing_the_current_password_on_the_account_page_is_throttled_and_journaled() {
+    let app = spawn_app().await;
+    operator(&app, "ann", Role::Support).await;
+    let mut browser = FormClient::new(&app);
+    assert_eq!(
+        browser.login("ann", PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+    let guess = |current: &'static str| {
+        [
+            ("current", current),
+            ("password", "a new long password 7"),
+            ("confirm", "a new long password 7"),
+        ]
+    };
+    let mut statuses = Vec::new();
+    for _ in 0..6 {
+        let csrf = browser.csrf("/account").await;
+        let form = [
+            &[("csrf", csrf.as_str())][..],
+            &guess("guess guess guess")[..],
+        ]
+        .concat();
+        statuses.push(browser.post("/account/password", &form).await.status);
+    }
+    assert_eq!(statuses[..5], [StatusCode::BAD_REQUEST; 5]);
+    assert_eq!(statuses[5], StatusCode::TOO_MANY_REQUESTS);
+    let csrf = browser.csrf("/account").await;
+    let form = [&[("csrf", csrf.as_str())][..], &guess(PASSWORD)[..]].concat();
+    assert_eq!(
+        browser.post("/account/password", &form).await.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "even the right one waits"
+    );
+    assert_eq!(app.journal_count("OperatorPasswordChanged").await, 0);
+    assert_eq!(app.journal_count("LoginFailed").await, 5);
+}

@@ -37,7 +37,8 @@ pub struct OperatorLoggedIn {
 pub struct LoginFailed {
     pub name: String,
     pub operator_id: Option<Uuid>,
-    /// `unknown_name`, `wrong_password` or `disabled`.
+    /// `unknown_name`, `wrong_password` or `disabled`; `wrong_current_password`
+    /// when a signed-in operator changing their password gave a wrong one.
     pub reason: String,
     pub client: Option<String>,
 }

@@ -4,7 +4,7 @@
 
 use actix_session::Session;
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, get, post, web};
+use actix_web::{HttpRequest, HttpResponse, get, post, web};
 use askama::Template;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
@@ -13,6 +13,7 @@ use super::csrf::CsrfForm;
 use super::format::Nav;
 use super::{html, see_other};
 use crate::auth::{Principal, PrincipalKind};
+use crate::routes::client;
 use crate::routes::error::UiError;
 use crate::services::access::{self, AccessError};
 use crate::state::AppState;
@@ -52,6 +53,7 @@ pub struct PasswordForm {
 
 #[post("/account/password")]
 pub async fn change_password(
+    req: HttpRequest,
     state: web::Data<AppState>,
     session: Session,
     operator: Principal,
@@ -76,9 +78,18 @@ pub async fn change_password(
     if password.expose_secret() != confirm.expose_secret() {
         return refuse("The two new passwords differ.");
     }
-    if !access::check_password(state.db(), operator.id, current).await? {
+    // A sign-in of its own: throttled and journaled as one.
+    let address = client::address(&req);
+    let throttle = &state.access.throttle;
+    throttle
+        .attempt(&operator.name, address)
+        .map_err(UiError::throttled)?;
+    let from = address.map(|ip| ip.to_string());
+    if !access::check_password(state.db(), &operator, current, from).await? {
+        throttle.failed(&operator.name, address);
         return refuse("The current password is wrong.");
     }
+    throttle.succeeded(&operator.name, address);
     match access::set_password(state.db(), &operator.name, password, operator.actor()).await {
         Ok(()) => {
             session.purge();

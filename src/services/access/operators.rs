@@ -8,10 +8,10 @@ use secrecy::SecretString;
 use uuid::Uuid;
 
 use super::errors::{AccessError, check_name, role_of, taken, uuid_of};
-use crate::auth::Role;
 use crate::auth::password::{self};
+use crate::auth::{Principal, Role};
 use crate::domain::journal::{
-    Actor, JournalEvent, OperatorCreated, OperatorDisabled, OperatorPasswordChanged,
+    Actor, JournalEvent, LoginFailed, OperatorCreated, OperatorDisabled, OperatorPasswordChanged,
     OperatorRoleChanged,
 };
 use crate::store::access::{self as store, OperatorRow};
@@ -204,15 +204,29 @@ pub async fn set_password(
 }
 
 /// Whether `password` is the current password of `operator`.
+/// Whether `password` is `operator`'s, asked again by a signed-in session
+/// (a password change): a wrong one is journaled as a failed sign-in
+/// (`wrong_current_password`, from `client`), as it is one.
 pub async fn check_password(
     db: &DatabaseConnection,
-    operator: Uuid,
+    operator: &Principal,
     password: SecretString,
+    client: Option<String>,
 ) -> Result<bool, AccessError> {
-    let stored = store::operator_by_id(db, &operator.to_string())
+    let stored = store::operator_by_id(db, &operator.id.to_string())
         .await?
         .map(|o| o.password_hash);
-    Ok(password::verify(password, stored).await?)
+    if password::verify(password, stored).await? {
+        return Ok(true);
+    }
+    let event = JournalEvent::LoginFailed(LoginFailed {
+        name: operator.name.clone(),
+        operator_id: Some(operator.id),
+        reason: "wrong_current_password".to_owned(),
+        client,
+    });
+    transaction(db, async |tx| tx.record(None, event, Utc::now()).await).await?;
+    Ok(false)
 }
 
 pub async fn operators(db: &DatabaseConnection) -> Result<Vec<OperatorRow>, AccessError> {
