@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use super::cases::CaseError;
 use super::effects::{self, Journaled};
-use super::engine::SharedEngine;
+use super::engine::{SharedEngine, WriteEvent};
 use crate::domain::cases::{CaseStatus, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
@@ -63,12 +63,41 @@ pub async fn settle(
     ) else {
         return Ok(None);
     };
-    let Some(held) = crate::store::reservations::find(&engine.db, &key).await? else {
-        return Ok(None);
+    let held = crate::store::reservations::find(&engine.db, &key).await?;
+    let held = match held {
+        Some(held)
+            if held.state == ReservationState::Unknown.as_str()
+                && held.effect_id == effect_id.to_string()
+                && held.fencing_token.is_some() =>
+        {
+            held
+        }
+        // Settled meanwhile (a late answer on the expired lease), or taken
+        // again: nothing to ask. Journaled so, the case is no longer due —
+        // it stays for a person, who sees what became of the effect.
+        moved => {
+            let now = moved.map_or_else(|| "gone".to_owned(), |h| h.state);
+            let event = JournalEvent::StatusLookupPerformed(StatusLookupPerformed {
+                case_id: case.case_id.parse().map_err(|_| CaseError::NotFound)?,
+                effect_id,
+                key,
+                url: String::new(),
+                status: None,
+                latency_ms: 0,
+                answer: None,
+                error: Some(format!(
+                    "the effect is no longer of unknown outcome ({now}): nothing to ask"
+                )),
+                retry_at: None,
+            });
+            let delivery = case.delivery_id.parse().ok();
+            engine
+                .writer
+                .submit(WriteEvent::record(delivery, event))
+                .await?;
+            return Ok(None);
+        }
     };
-    if held.state != ReservationState::Unknown.as_str() || held.effect_id != effect_id.to_string() {
-        return Ok(None);
-    }
     let first: DeliveryId = held
         .first_delivery_id
         .parse()

@@ -104,3 +104,43 @@ async fn without_a_status_url_an_unknown_outcome_stays_for_a_person() {
     );
     assert_eq!(downstream.calls().len(), 1);
 }
+
+/// A case whose effect settled meanwhile (a late answer of the call that
+/// timed out, accepted on the expired lease) has nothing left to ask the
+/// downstream: it is no longer due, rather than fetched and skipped at
+/// every sweep, ahead of the cases still waiting for their question.
+#[tokio::test]
+async fn a_case_whose_effect_settled_meanwhile_stops_being_due_and_says_why() {
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = start(&downstream, false).await;
+    let case_id = an_unknown_outcome(&app).await;
+    app.wait_journal_containing("StatusLookupPerformed", "no status URL", 1)
+        .await;
+    // The late call's failure was accepted, and the case is due again
+    sea_orm::ConnectionTrait::execute_unprepared(
+        &app.db,
+        &format!(
+            "UPDATE effects SET state = 'failed' WHERE state = 'unknown'; \
+             UPDATE cases SET next_lookup_at = opened_at WHERE case_id = '{case_id}'"
+        ),
+    )
+    .await
+    .expect("the effect settled late");
+    app.wait_journal_containing("StatusLookupPerformed", "no longer", 1)
+        .await;
+    let due = format!(
+        "SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND next_lookup_at IS NULL"
+    );
+    app.wait_for_count(&due, 1).await;
+    let case = app.get(&format!("/api/cases/{case_id}")).await.json;
+    assert_eq!(
+        case["status"], "open",
+        "a person sees what became of it: {case}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(
+        app.journal_count("StatusLookupPerformed").await,
+        2,
+        "not asked again"
+    );
+}
