@@ -13,8 +13,7 @@ pub struct EngineConfig {
     pub lease_secs: u64,
     /// Calls to the services that apply effects in flight at once, from this
     /// process (a large batch or a burst waits its turn instead of opening
-    /// one connection per effect). A call that waited half its lease is not
-    /// made: its lease runs out and the status look-up settles it.
+    /// one connection per effect). The wait counts against the lease.
     pub downstream_concurrency: usize,
     /// How often leases and horizons are checked.
     pub sweep_interval_ms: u64,

@@ -53,20 +53,15 @@ pub async fn reserve_effect(
 
 /// Runs the effect in the background, in its turn among the calls in flight
 /// (`downstream_concurrency`); failures are journaled or, if the journal
-/// itself fails, left to the lease sweeper (outcome unknown). A call that
-/// waited half its lease for its turn is not made: the lease runs out, and
-/// the downstream's status settles the effect (applied again if it never
-/// was) — no call goes out on a lease the sweeper may already have expired.
+/// itself fails, left to the lease sweeper (outcome unknown). Waiting for a
+/// turn counts against the lease: a call that outlives it still settles
+/// (a late settlement of an expired lease is accepted), and is never
+/// dropped — a call skipped would leave an effect nobody sent.
 pub fn spawn(engine: SharedEngine, job: EffectJob, source: String, event: Option<Value>) {
     tokio::spawn(async move {
-        let queued = std::time::Instant::now();
         let Ok(_turn) = engine.effect_calls.acquire().await else {
             return;
         };
-        if queued.elapsed() > engine.lease().to_std().unwrap_or_default() / 2 {
-            tracing::warn!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, "effect not called: it waited half its lease for a turn; its lease will expire to unknown");
-            return;
-        }
         if let Err(error) = run(&engine, &job, &source, event).await {
             tracing::error!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, %error, "effect not settled; its lease will expire to unknown");
         }
@@ -192,7 +187,6 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
         id: row.delivery_id.clone(),
         source: row.source.clone(),
         key: key.clone(),
-        at: Utc::now(),
     };
     let redecided = engine.writer.submit(redecision).await?;
     if let Redecided::Decided(made, job) = &redecided {
@@ -211,9 +205,16 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
             retry: false,
         });
     }
-    if let Redecided::Decided(_, Some(job)) = redecided {
-        let event = journaled.event(engine).await?;
-        spawn(engine.clone(), job, row.source.clone(), event);
+    if let Redecided::Decided(made, job) = redecided {
+        if let Some(job) = job {
+            let event = journaled.event(engine).await?;
+            spawn(engine.clone(), job, row.source.clone(), event);
+        }
+        // A case the provider's API may settle is asked about at once, as
+        // on a delivery's first decision.
+        if made.decision.action == Action::Reconcile {
+            super::lookups::spawn(engine, made.case_id);
+        }
     }
     Ok(())
 }
@@ -226,7 +227,6 @@ struct Redecision {
     id: String,
     source: String,
     key: KeySummary,
-    at: DateTime<Utc>,
 }
 
 /// What a re-decision came to.
@@ -248,8 +248,9 @@ impl WriteJob for Redecision {
                 id,
                 source,
                 key,
-                at,
             } = self;
+            // Its turn in the writer came: a lease taken now starts now.
+            let at = Utc::now();
             // Claim the re-decision: only one re-decider per deferred delivery.
             if !tx.claim_redecision(&id).await? {
                 return Ok(Redecided::NotNow);

@@ -487,3 +487,31 @@ async fn an_answer_about_another_payment_is_not_taken_for_this_one() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(downstream.calls().len(), 1);
 }
+
+/// A look-alike that arrives while the first refund is still being applied
+/// waits (deferred), then is decided again once it settles: the case that
+/// re-decision opens is put to the provider at once, as it would have been
+/// had the look-alike arrived a second later.
+#[tokio::test]
+async fn a_case_opened_when_a_deferred_delivery_is_decided_again_is_asked_about_at_once() {
+    // Given a slow downstream and a provider listing two refunds
+    let provider = ProviderApi::start(200, refunds(&["re_1", "re_2"])).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1000 }).await;
+    let app = spawn_app_with(&format!(
+        "{}{}",
+        downstream.sink_toml(5000),
+        provider.config()
+    ))
+    .await;
+    let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    // When its look-alike arrives while it is in flight
+    let second = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
+    assert_eq!(second.json["decision"], "defer", "{}", second.json);
+    // Then once the first settles, the look-alike's case is asked about and
+    // settled by the provider's answer: a second refund
+    app.wait_resolved_cases(1).await;
+    downstream.wait_calls(2).await;
+    assert_eq!(provider.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(app.cases_resolved_as("process_as_distinct").await, 1);
+}
