@@ -161,6 +161,20 @@ impl SensitiveMask {
         Self { found }
     }
 
+    /// Also hides `digest`, an unkeyed hash of the body these values came
+    /// from (its raw hash, its canonical fingerprint): shown beside the rest
+    /// of the body, it would confirm a guess of them offline. It is replaced
+    /// by its keyed tag (equal digests keep equal tags). Nothing to hide in
+    /// a body without sensitive values.
+    pub fn hide_digest(&mut self, digest: &str, secret: &KeySecret) {
+        if self.found.is_empty() || digest.is_empty() {
+            return;
+        }
+        let clear = Value::String(digest.to_owned());
+        let tag = masked_tag(&secret.seal(&clear));
+        self.found.push((clear, tag));
+    }
+
     /// Each clear value known, with what replaces it.
     pub fn found(&self) -> &[(Value, Value)] {
         &self.found

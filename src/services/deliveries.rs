@@ -179,10 +179,30 @@ pub async fn show(
         _ => None,
     };
     let paths = engine.catalog.sensitive_paths(&origin.provider);
-    let sensitive = match body.as_mut() {
+    let mut sensitive = match body.as_mut() {
         Some(body) => SensitiveMask::mask_body(body, &paths, &engine.key_secret),
         None => SensitiveMask::default(),
     };
+    // The body's unkeyed digests would confirm a guess of what is masked.
+    let derived = stored.iter().find_map(|s| match &s.event {
+        JournalEvent::KeyDerived(e) => Some(e),
+        _ => None,
+    });
+    let mut digests: Vec<&str> = body_ref.iter().map(|b| b.sha256.as_str()).collect();
+    if let Some(derived) = derived {
+        digests.extend(derived.body_fingerprint.as_deref());
+        // Without a provider id, the transport key is made from the raw hash.
+        if derived.provider_event_id.is_none() {
+            digests.push(&derived.transport_key);
+        }
+    }
+    for digest in digests {
+        sensitive.hide_digest(digest, &engine.key_secret);
+    }
+    let body_ref = body_ref.map(|mut body_ref| {
+        body_ref.sha256 = scrubbed_text(&sensitive, &body_ref.sha256);
+        body_ref
+    });
     let scrubbed = |mut value: Value| {
         sensitive.scrub(&mut value);
         value

@@ -414,3 +414,55 @@ async fn a_header_the_source_masks_is_left_out_even_when_it_was_received_before_
         );
     }
 }
+
+/// An unkeyed hash of a body that holds a sensitive value lets whoever sees
+/// it confirm a guess of that value offline (the rest of the body is shown):
+/// the views show the body's digests — its hash, its canonical fingerprint,
+/// a transport key made from its hash — by a keyed tag instead.
+#[tokio::test]
+async fn the_digests_of_a_body_with_a_sensitive_value_are_shown_keyed_not_as_computed() {
+    use sha2::{Digest, Sha256};
+    let app = spawn_app().await;
+    let body = r#"{"type":"refund.created","payment_id":"pay_dig","amount":700,"currency":"EUR","customer_email":"ann.guessable@example.org"}"#;
+    let sent = app.post_signed("open", body.as_bytes()).await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    let id = sent.json["delivery_id"].as_str().expect("an id").to_owned();
+    let raw_hash = hex::encode(Sha256::digest(body.as_bytes()));
+    let probe = crate::support::probe::Probe::of(&app.db);
+    let stored = probe
+        .rows(&format!(
+            "SELECT CAST(data AS TEXT) FROM journal WHERE delivery_id = '{id}' \
+             AND event_type IN ('KeyDerived', 'DeliveryDecided')"
+        ))
+        .await;
+    let stored: Value = serde_json::from_str(stored[0][0].as_deref().expect("data")).unwrap();
+    let derived = if stored["key"].is_object() {
+        &stored["key"]
+    } else {
+        &stored
+    };
+    let fingerprint = derived["body_fingerprint"]
+        .as_str()
+        .expect("a fingerprint")
+        .to_owned();
+    let transport_key = derived["transport_key"].as_str().expect("a key").to_owned();
+
+    let shown = app.get(&format!("/api/deliveries/{id}")).await;
+    assert_eq!(shown.status, 200);
+    let text = shown.json.to_string();
+    for (what, digest) in [
+        ("the raw body's hash", &raw_hash),
+        ("the canonical fingerprint", &fingerprint),
+        ("the transport key made from the raw hash", &transport_key),
+    ] {
+        assert!(!text.contains(digest.as_str()), "{what} shown: {text}");
+    }
+    assert!(!text.contains("ann.guessable"), "{text}");
+    let page = crate::support::forms::signed_in(&app, "sue", unicity::auth::Role::Support)
+        .await
+        .get(&format!("/deliveries/{id}"))
+        .await;
+    for digest in [&raw_hash, &fingerprint, &transport_key] {
+        assert!(!page.body.contains(&digest[..16]), "on the page: {digest}");
+    }
+}
