@@ -333,11 +333,19 @@ async fn item_view(
 }
 
 /// An event's payload with the headers it carries masked again.
+/// An event's data as a delivery's readers see it.
 fn masked_data(event: &JournalEvent, mask: &HeaderMask) -> Value {
     let mut event = event.clone();
     match &mut event {
         JournalEvent::DeliveryReceived(e) => e.headers = mask.apply(&e.headers),
         JournalEvent::DeliveryRejected(e) => e.headers = mask.apply(&e.headers),
+        // Who read the raw body or exported the case, and from where, is the
+        // audit trail's to show (engineers and admins), not every reader's.
+        JournalEvent::RawBodyRead(e) => {
+            e.client_address = None;
+            e.operator = None;
+        }
+        JournalEvent::FixtureExported(e) => e.by = "(in the audit trail)".to_owned(),
         _ => {}
     }
     event.data()

@@ -319,6 +319,16 @@ async fn an_enabled_raw_read_returns_the_exact_bytes_and_is_journaled() {
         .collect();
     assert!(events.contains(&"RawBodyRead"), "{events:?}");
     assert!(!view.json.to_string().contains(EMAIL));
+    // Who read it, and from where, is the audit trail's to show (admins and
+    // engineers), not every reader's of the delivery.
+    let read = view.json["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["event_type"] == "RawBodyRead")
+        .expect("the read");
+    assert!(read["data"]["client_address"].is_null(), "{read}");
+    assert!(read["data"]["operator"].is_null(), "{read}");
 
     let unknown = app
         .get(&format!("/api/deliveries/{}/raw", uuid::Uuid::now_v7()))
