@@ -48,6 +48,8 @@ enum Refusal {
     NoRoute,
     Storage,
     Nul,
+    /// The body could not be read (too large, cut short): its status.
+    Unreadable(actix_web::http::StatusCode),
 }
 
 pub async fn guard(
@@ -98,8 +100,17 @@ async fn pass(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    if !is_hook(&req) && super::nul::held(&mut req).await? {
-        return Ok(refuse(req, Refusal::Nul));
+    if !is_hook(&req) {
+        match super::nul::held(&mut req).await {
+            Ok(false) => {}
+            Ok(true) => return Ok(refuse(req, Refusal::Nul)),
+            // Answered here, so that it passes back through the headers
+            // every answer carries.
+            Err(error) => {
+                let status = error.as_response_error().status_code();
+                return Ok(refuse(req, Refusal::Unreadable(status)));
+            }
+        }
     }
     let api = is_api(&req);
     let mut response = next.call(req).await?.map_into_boxed_body();
@@ -204,6 +215,24 @@ fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {
             actix_web::http::StatusCode::BAD_REQUEST,
             "nul_character",
             "the request holds U+0000 (%00), which Unicity does not accept",
+        )
+        .error_response(),
+        (true, Refusal::Unreadable(status)) => match status {
+            actix_web::http::StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+                status,
+                "body_too_large",
+                "the request's body is larger than this route reads",
+            ),
+            _ => ApiError::new(
+                status,
+                "unreadable_body",
+                "the request's body could not be read",
+            ),
+        }
+        .error_response(),
+        (false, Refusal::Unreadable(status)) => UiError::new(
+            status,
+            "The request's body could not be read: is it too large?",
         )
         .error_response(),
         (false, Refusal::Nul) => UiError::new(

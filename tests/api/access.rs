@@ -652,3 +652,35 @@ async fn setup_links_used_at_once_make_one_first_admin() {
     );
     assert_eq!(app.journal_count("SetupCompleted").await, 1);
 }
+
+/// A body too large to read is refused like any other request: with the
+/// security headers every answer carries, and, under `/api`, the JSON error
+/// and no caching.
+#[tokio::test]
+async fn a_body_too_large_is_refused_with_the_headers_every_answer_carries() {
+    let app = spawn_app().await;
+    let big = "a".repeat(300_000);
+    let resolve = format!("/api/cases/{}/resolve", uuid::Uuid::now_v7());
+    for (path, client) in [("/login", bare()), (resolve.as_str(), app.client.clone())] {
+        let response = client
+            .post(format!("{}{path}", app.address))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(big.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        for header in [
+            "content-security-policy",
+            "referrer-policy",
+            "x-content-type-options",
+        ] {
+            assert!(response.headers().contains_key(header), "{path}: {header}");
+        }
+        if path.starts_with("/api") {
+            assert_eq!(response.headers()["cache-control"], "no-store");
+            let json: serde_json::Value = response.json().await.unwrap();
+            assert_eq!(json["code"], "body_too_large", "{json}");
+        }
+    }
+}
