@@ -26,6 +26,7 @@ use crate::domain::journal::{
     SettlementOutcome,
 };
 use crate::domain::plan::{self, Claim, EffectJob, Given, Plan, base_key};
+use crate::domain::reservation::ReservationState;
 use crate::metrics::DecisionLabels;
 use crate::providers::sinks::{self, Attempt, EffectRequest, SinkKind};
 use crate::store::Tx;
@@ -53,14 +54,28 @@ pub async fn reserve_effect(
 
 /// Runs the effect in the background, in its turn among the calls in flight
 /// (`downstream_concurrency`); failures are journaled or, if the journal
-/// itself fails, left to the lease sweeper (outcome unknown). Waiting for a
-/// turn counts against the lease: a call that outlives it still settles
-/// (a late settlement of an expired lease is accepted), and is never
-/// dropped — a call skipped would leave an effect nobody sent.
+/// itself fails, left to the lease sweeper (outcome unknown). A turn that
+/// came after half the lease takes the key again first (`taken_again`).
 pub fn spawn(engine: SharedEngine, job: EffectJob, source: String, event: Option<Value>) {
     tokio::spawn(async move {
+        let queued = std::time::Instant::now();
         let Ok(_turn) = engine.effect_calls.acquire().await else {
             return;
+        };
+        let job = if late(&engine, queued.elapsed()) {
+            match taken_again(&engine, job.clone()).await {
+                Ok(Some(renewed)) => renewed,
+                Ok(None) => {
+                    tracing::info!(effect.id = %job.effect_id, "effect not called: its reservation moved on while it waited for a turn");
+                    return;
+                }
+                Err(error) => {
+                    tracing::error!(effect.id = %job.effect_id, %error, "effect not called: its key could not be taken again after a late turn; its lease will expire to unknown");
+                    return;
+                }
+            }
+        } else {
+            job
         };
         if let Err(error) = run(&engine, &job, &source, event).await {
             tracing::error!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, %error, "effect not settled; its lease will expire to unknown");
@@ -205,16 +220,9 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
             retry: false,
         });
     }
-    if let Redecided::Decided(made, job) = redecided {
-        if let Some(job) = job {
-            let event = journaled.event(engine).await?;
-            spawn(engine.clone(), job, row.source.clone(), event);
-        }
-        // A case the provider's API may settle is asked about at once, as
-        // on a delivery's first decision.
-        if made.decision.action == Action::Reconcile {
-            super::lookups::spawn(engine, made.case_id);
-        }
+    if let Redecided::Decided(_, Some(job)) = redecided {
+        let event = journaled.event(engine).await?;
+        spawn(engine.clone(), job, row.source.clone(), event);
     }
     Ok(())
 }
@@ -287,7 +295,7 @@ impl WriteJob for Redecision {
 /// What the journal holds about a delivery that waits (deferred, or in a
 /// case), read once: its key, its body and the source it came from.
 #[derive(Default)]
-pub(super) struct Journaled {
+pub(crate) struct Journaled {
     pub key: Option<KeySummary>,
     pub body: Option<BodyRef>,
     pub source: Option<String>,
@@ -333,6 +341,110 @@ impl Journaled {
         Ok(match (provider, parsed) {
             (Some(provider), Some(body)) => Some(provider.batch_of_one(&body).unwrap_or(body)),
             (_, parsed) => parsed,
+        })
+    }
+}
+
+// An effect's turn among the calls in flight (`downstream_concurrency`).
+//
+// Waiting for a turn counts against the reservation's lease. A call whose
+// turn comes after half its lease is not sent on that lease: the sweeper
+// may expire it while the call is in flight, and the status look-up could
+// then send a second attempt beside it. The key is taken again first, in
+// one transaction: the unsent attempt settled failed (`not_called_in_time`,
+// which is true: nothing left), the key reserved with the next fencing
+// token and a fresh lease. The call goes out under that token.
+
+/// Why an attempt whose turn came too late was never sent.
+pub const NOT_CALLED: &str = "not_called_in_time";
+
+/// Whether a call that waited `waited` for its turn must take its key again.
+pub fn late(engine: &SharedEngine, waited: std::time::Duration) -> bool {
+    waited > engine.lease().to_std().unwrap_or_default() / 2
+}
+
+/// `job` under a fresh lease and the next fencing token, or `None` when its
+/// reservation moved on meanwhile (settled, or taken by someone else):
+/// nothing is to be sent.
+pub async fn taken_again(
+    engine: &SharedEngine,
+    job: EffectJob,
+) -> Result<Option<EffectJob>, DbErr> {
+    let journaled = Journaled::read(&engine.db, job.delivery_id).await?;
+    let Some(summary) = journaled.key else {
+        return Ok(None);
+    };
+    let source = journaled.source.unwrap_or_default();
+    let sink = sinks::select(&engine.sinks, &source, &job.effect_type).name();
+    let again = TakeAgain {
+        engine: engine.clone(),
+        job,
+        summary,
+        sink,
+    };
+    engine.writer.submit(again).await
+}
+
+/// The retake, as a writer job.
+struct TakeAgain {
+    engine: SharedEngine,
+    job: EffectJob,
+    summary: KeySummary,
+    sink: &'static str,
+}
+
+impl WriteJob for TakeAgain {
+    type Output = Option<EffectJob>;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
+        let Self {
+            engine,
+            job,
+            summary,
+            sink,
+        } = self;
+        Box::pin(async move {
+            let at = Utc::now();
+            let held = tx.reservation(&job.key).await?;
+            let Some(held) = held.filter(|r| {
+                r.fencing_token == Some(job.fencing_token)
+                    && matches!(
+                        ReservationState::parse(&r.state),
+                        Some(ReservationState::Reserved | ReservationState::Unknown)
+                    )
+            }) else {
+                return Ok(None);
+            };
+            let unsent = EffectSettled {
+                key: job.key.clone(),
+                effect_id: job.effect_id,
+                fencing_token: job.fencing_token,
+                outcome: SettlementOutcome::Failed,
+                result: None,
+                authoritative_ref: None,
+                error: Some(NOT_CALLED.to_owned()),
+                case_id: None,
+                delivery_id: job.delivery_id,
+                call: None,
+            };
+            let failed = JournalEvent::EffectFailed(unsent);
+            if !tx.claim(Some(job.delivery_id), &failed, at).await? {
+                return Ok(None);
+            }
+            let claimed = Claim {
+                key: job.key.clone(),
+                effect_id: job.effect_id,
+                fencing_token: job.fencing_token + 1,
+                provider_ref: held.provider_ref,
+            };
+            let delivery = job.delivery_id;
+            let taken = reserve_effect(tx, &engine, sink, delivery, &summary, claimed, at).await?;
+            let Some(taken) = taken else {
+                return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
+            };
+            let renewed = plan::job_of(&taken);
+            tx.append_taken(taken, at);
+            Ok(renewed)
         })
     }
 }

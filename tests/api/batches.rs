@@ -376,3 +376,38 @@ async fn a_large_batch_calls_the_downstream_a_bounded_number_at_a_time() {
     assert_eq!(downstream.most_at_once(), 3);
     assert!(per_key(&downstream).values().all(|calls| *calls == 1));
 }
+
+/// Waiting for a turn counts against a reservation's lease. A call whose
+/// turn comes late is not sent on a lease the sweeper may expire while it
+/// is in flight (a second attempt could then go out beside it): the key is
+/// taken again first, the unsent attempt settled failed as never called,
+/// and the call goes out under the next fencing token. No lease expires,
+/// no outcome is ever unknown, each event is applied once.
+#[tokio::test]
+async fn a_call_whose_turn_comes_late_takes_its_key_again_before_it_is_sent() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 900 }).await;
+    let extra = format!(
+        "{}[engine]\ndownstream_concurrency = 1\nlease_secs = 2\nsweep_interval_ms = 100\n",
+        routed(&downstream)
+    );
+    let app = spawn_app_with(&extra).await;
+    let reply = deliver_ids(&app, &["EV_LATE_A", "EV_LATE_B", "EV_LATE_C"]).await;
+    assert_eq!(
+        decisions(&reply),
+        ["process", "process", "process"],
+        "{}",
+        reply.json
+    );
+    settle(&downstream, 3).await;
+    app.wait_applied(3).await;
+    assert!(per_key(&downstream).values().all(|calls| *calls == 1));
+    assert_eq!(app.journal_count("ReservationExpired").await, 0);
+    assert_eq!(app.journal_count("EffectOutcomeUnknown").await, 0);
+    assert_eq!(app.cases_with("outcome_unknown").await, 0);
+    assert!(
+        app.journal_count_containing("EffectFailed", "not_called_in_time")
+            .await
+            >= 1,
+        "the late turns took their keys again"
+    );
+}

@@ -88,7 +88,10 @@ pub(super) fn opened_by_decision(delivery_id: &str, e: &DecisionMade) -> Option<
         action: d.action.as_str(),
         reason: d.reason.as_str(),
         lookup_first: d.lookup_first,
-        due: false,
+        // A delivery's first decision has its look-up asked by the ingest;
+        // a re-decision's (a deferred delivery decided again) is due at
+        // once, for the sweeper to ask.
+        due: e.redecided && d.lookup_first,
         details: serde_json::json!({
             "summary": e.summary,
             "differences": d.differences,
