@@ -616,3 +616,31 @@ async fn an_effect_keyed_and_settled_after_the_plan_makes_the_retirement_refuse(
     assert_eq!(s.app().journal_count("KeyMigrated").await, 0);
     assert_eq!(s.app().journal_count("StrategyMigrated").await, 0);
 }
+
+/// A retry that waits on a reservation taken under an older version's key
+/// (a server of the version before still holds it) is woken when that
+/// reservation settles — its deferral is filed under the key it waits on,
+/// not under its own newest key, which nothing settling ever names.
+#[tokio::test]
+async fn a_retry_waiting_on_an_older_versions_reservation_is_woken_when_it_settles() {
+    let (url, _dir) = fresh_database().await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1500 }).await;
+    // Sweeps far apart: only a settlement's wake-up re-decides in time.
+    let slow = |versions: &[Version]| {
+        config(&downstream, versions)
+            .replace("sweep_interval_ms = 100", "sweep_interval_ms = 60000")
+    };
+    let v1 = version(1, "1h", &["amount"]);
+    let v2 = version(2, "1h", &["amount", "currency"]);
+    let old = spawn_on(&url, &slow(&[version(1, "1h", &["amount"])]), None).await;
+    let new = spawn_on(&url, &slow(&[v1, v2]), None).await;
+    let first = old.post_signed("hmac", &refund(1500)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let retry = new.post_signed("hmac", &refund(1500)).await;
+    assert_eq!(retry.json["decision"], "defer", "{}", retry.json);
+    // Woken by the settlement, well before any sweep
+    downstream.wait_calls(1).await;
+    new.wait_decided("defer", 0).await;
+    new.wait_decided("ignore", 1).await;
+    assert_eq!(downstream.calls().len(), 1);
+}

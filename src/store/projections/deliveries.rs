@@ -90,11 +90,20 @@ impl Arrival {
         }
     }
 
-    fn row(&self, id: &str) -> deferred_delivery::ActiveModel {
+    /// The deferral row of delivery `id`, filed under the key `made` waits
+    /// on: the one it matched (an older version's, when a server of the
+    /// version before holds the reservation), which is the key whose
+    /// settlement wakes it — else its own.
+    fn row(&self, id: &str, made: &DecisionMade) -> deferred_delivery::ActiveModel {
+        let waits_on = made
+            .matched_key
+            .as_deref()
+            .map(|key| crate::domain::plan::base_key(key).to_owned())
+            .or_else(|| self.business_key.clone());
         deferred_delivery::ActiveModel {
             delivery_id: Set(id.to_owned()),
             source: Set(self.source.clone()),
-            business_key: Set(self.business_key.clone()),
+            business_key: Set(waits_on),
             received_at: Set(self.received_at),
         }
     }
@@ -302,7 +311,7 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     let mut rows = Deferred::default();
     link_to_effect(&mut rows, id, e, at);
     let changed = if e.decision.action == Action::Defer {
-        rows.deferral(arrival_of(conn, id).await?.row(id));
+        rows.deferral(arrival_of(conn, id).await?.row(id, e));
         1
     } else {
         deferred_delivery::Entity::delete_by_id(id.to_owned())
@@ -350,7 +359,7 @@ pub fn decided(
     }
     link_to_effect(rows, id, made, at);
     if made.decision.action == Action::Defer {
-        rows.deferral(arrival.row(id));
+        rows.deferral(arrival.row(id, made));
     }
 }
 
