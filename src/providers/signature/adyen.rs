@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::common::{self, Key};
 use super::hmac_body::{self, BodyHmac};
 use super::{Encoding, SignatureError, Verified};
+use crate::domain::strict_json;
 
 pub(super) const HEADER: &str = "hmacsignature";
 
@@ -121,6 +122,16 @@ pub(super) fn verify(
     }
     let keys = common::keys(secrets, key)?;
     let doc: Value = serde_json::from_slice(body).map_err(|_| SignatureError::MalformedHeader)?;
+    // Only eight fields of each item are signed: a body the ingest could not
+    // read as strict JSON (a member twice, U+0000, nesting past the limit)
+    // would verify whatever was added, and each variant be kept and held
+    // for a person. Refused here, it leaves a refusal's bounded trace.
+    let strict = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| strict_json::parse(text, strict_json::Limits::BODY).ok());
+    if strict.is_none() {
+        return Err(SignatureError::AmbiguousSignedField);
+    }
     let mut signed = Vec::new();
     let signed_items = items(&doc)?;
     for item in signed_items.iter().copied() {

@@ -330,3 +330,38 @@ fn a_signed_field_sent_empty_where_it_was_absent_is_refused() {
         );
     }
 }
+
+/// Adyen signs eight fields of each item, nothing else of the body: a
+/// captured notification re-sent with a member name twice, a NUL, or
+/// nesting past the body limit beside the signed fields still verified, and
+/// each variant became a quarantined delivery and a case. A body that
+/// cannot be read as strict JSON is refused at the signature instead, which
+/// leaves the bounded trace of a refusal.
+#[test]
+fn a_notification_that_is_not_strict_json_is_refused_though_its_items_verify() {
+    let key = "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056";
+    let item = json!({"pspReference": "8815", "merchantAccountCode": "M",
+        "merchantReference": "order-7", "amount": {"value": 1500, "currency": "EUR"},
+        "eventCode": "REFUND", "success": "true"});
+    let body = sign_adyen_notification(key, &batch(&[item])).expect("sign");
+    let text = String::from_utf8(body).expect("utf-8");
+    assert!(verify(&AD, &secrets(&[key]), &[], text.as_bytes(), 0, 0).is_ok());
+    let deep = format!("{}1{}", "[".repeat(70), "]".repeat(70));
+    for (what, altered) in [
+        (
+            "a member twice",
+            text.replacen('{', r#"{"live":"false","#, 1),
+        ),
+        ("a NUL", text.replacen('{', r#"{"note":"\u0000","#, 1)),
+        (
+            "nesting past the limit",
+            text.replacen('{', &format!(r#"{{"deep":{deep},"#), 1),
+        ),
+    ] {
+        assert_eq!(
+            verify(&AD, &secrets(&[key]), &[], altered.as_bytes(), 0, 0),
+            Err(SignatureError::AmbiguousSignedField),
+            "{what}"
+        );
+    }
+}
