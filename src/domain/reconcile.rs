@@ -10,7 +10,11 @@
 //!    is that effect's;
 //! 3. the operations and effects left are paired on resource + amount +
 //!    currency (all three known on both sides; currencies compared without
-//!    case), earliest operation with earliest effect;
+//!    case), earliest operation with earliest effect — an effect that stands
+//!    for an operation already (cited, or paired by an earlier run, which
+//!    records the pairing as the effect's provider reference) stands for no
+//!    other: two equal refunds on either side of a window's edge are never
+//!    both answered by one effect;
 //! 4. an operation left over, created within the window, is a **missing
 //!    effect**; an *applied* effect left over, created within the window, is
 //!    an **unexpected effect**.
@@ -111,10 +115,11 @@ pub fn compare(operations: &[Operation], effects: &[Effect], window: Window) -> 
     by_time.sort_by_key(|&e| (effects[e].created_at, e));
     let mut missing = Vec::new();
     for i in unpaired {
-        let pair = by_time
-            .iter()
-            .copied()
-            .find(|&e| !taken[e] && same_fields(&operations[i], &effects[e]));
+        let pair = by_time.iter().copied().find(|&e| {
+            !taken[e]
+                && effects[e].provider_ref.is_none()
+                && same_fields(&operations[i], &effects[e])
+        });
         match pair {
             Some(e) => {
                 taken[e] = true;

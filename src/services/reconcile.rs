@@ -22,7 +22,7 @@ use crate::domain::cases::Resolution;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::pattern;
 use crate::domain::journal::{
-    CaseResolved, DiscrepancyFound, DiscrepancyKind, JournalEvent, ReconciliationRan,
+    CaseResolved, DiscrepancyFound, DiscrepancyKind, EffectPaired, JournalEvent, ReconciliationRan,
 };
 use crate::domain::reconcile::{self, Effect, Operation, Window};
 use crate::domain::reservation::ReservationState;
@@ -91,14 +91,14 @@ pub async fn run(
             freshness.behind,
             READ_MODEL_WAIT.as_secs()
         ));
-        return journal(engine, ran, Vec::new(), Vec::new()).await;
+        return journal(engine, ran, Vec::new(), Vec::new(), Vec::new()).await;
     }
     let listed = lookup.list(&engine.http, from, to).await;
     let operations = match listed.map(|(_, operations)| operations) {
         Some(Ok(operations)) => operations,
         Some(Err(error)) => {
             ran.error = Some(error);
-            return journal(engine, ran, Vec::new(), Vec::new()).await;
+            return journal(engine, ran, Vec::new(), Vec::new(), Vec::new()).await;
         }
         None => return Ok(ran),
     };
@@ -140,6 +140,22 @@ pub async fn run(
         key: None,
     };
     let closing = closing(engine, lookup, &ops, &rows, &effects, &found).await?;
+    // Pairs made by fields are recorded: the effect stands for that
+    // operation in every later run (`domain::reconcile`, rule 3).
+    let paired: Vec<(Option<DeliveryId>, EffectPaired)> = found
+        .matched
+        .iter()
+        .filter(|&&(i, e)| effects[e].provider_ref.as_deref() != Some(ops[i].id.as_str()))
+        .map(|&(i, e)| {
+            let event = EffectPaired {
+                effect_id: effects[e].effect_id,
+                key: rows[e].key.clone(),
+                operation: ops[i].id.clone(),
+                run_id: ran.run_id,
+            };
+            (rows[e].first_delivery_id.parse().ok(), event)
+        })
+        .collect();
     let mut found_events = Vec::new();
     for &i in &found.missing {
         let op = &operations[i];
@@ -157,7 +173,7 @@ pub async fn run(
         event.key = Some(row.key.clone());
         found_events.push((row.first_delivery_id.parse().ok(), event));
     }
-    journal(engine, ran, found_events, closing).await
+    journal(engine, ran, found_events, closing, paired).await
 }
 
 /// The open findings a pair of this run answers: an operation once missing
@@ -246,11 +262,13 @@ async fn journal(
     ran: ReconciliationRan,
     found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
     closing: Vec<(Option<DeliveryId>, CaseResolved)>,
+    paired: Vec<(Option<DeliveryId>, EffectPaired)>,
 ) -> anyhow::Result<Run> {
     let run = JournalRun {
         ran,
         found,
         closing,
+        paired,
     };
     let written = engine.writer.submit(run).await?;
     tracing::info!(
@@ -273,6 +291,7 @@ struct JournalRun {
     ran: ReconciliationRan,
     found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
     closing: Vec<(Option<DeliveryId>, CaseResolved)>,
+    paired: Vec<(Option<DeliveryId>, EffectPaired)>,
 }
 
 impl WriteJob for JournalRun {
@@ -284,8 +303,15 @@ impl WriteJob for JournalRun {
                 mut ran,
                 found,
                 closing,
+                paired,
             } = self;
             let at = Utc::now();
+            for (delivery, pairing) in paired {
+                // An effect cited meanwhile, or an operation another cites:
+                // the pairing is not kept, nothing else changes.
+                tx.claim(delivery, &JournalEvent::EffectPaired(pairing), at)
+                    .await?;
+            }
             for (delivery, resolved) in closing {
                 // Closed meanwhile by a person: nothing to do.
                 tx.claim(delivery, &JournalEvent::CaseResolved(resolved), at)

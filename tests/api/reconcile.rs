@@ -415,3 +415,68 @@ async fn a_finding_that_a_later_run_pairs_closes_itself_naming_the_effect() {
         "reconciliation applies nothing"
     );
 }
+
+/// Two equal refunds on one payment, either side of a window's edge, the
+/// second's webhook lost: the run over the first window pairs the first
+/// refund with the one effect; the run over the next must not pair the
+/// second refund with that same effect, which already stands for the
+/// first — the second is missing.
+#[tokio::test]
+async fn an_effect_paired_by_one_run_stands_for_no_other_operation_in_the_next() {
+    let now = Utc::now();
+    let provider = Provider::start(
+        &[
+            ("re_edge_1", "pay_edge", 700, now - Duration::minutes(2)),
+            // Its webhook is never delivered.
+            ("re_edge_2", "pay_edge", 700, now + Duration::minutes(6)),
+        ],
+        10,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let extra = format!("{}{}", downstream.sink_toml(2000), provider.lookup_toml());
+    let app = spawn_app_with(&extra).await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_edge", 700, Some("rr_edge_1")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_applied(1).await;
+    let run = |from: chrono::DateTime<Utc>, to: chrono::DateTime<Utc>| {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut command = cli(&app.database_url, &extra, dir.path());
+        command.args([
+            "reconcile",
+            "--from",
+            &from.to_rfc3339(),
+            "--to",
+            &to.to_rfc3339(),
+        ]);
+        async move { (finished(command).await, dir) }
+    };
+    // The first window ends four minutes from now: the second refund lies
+    // in the next, the effect in the first, the slack (5 min) spans both.
+    let edge = now + Duration::minutes(4);
+    let (first, _) = run(edge - Duration::hours(1), edge).await;
+    assert!(
+        first.contains("1 matched, 0 missing, 0 unexpected"),
+        "{first}"
+    );
+    let (second, _) = run(edge, edge + Duration::hours(1)).await;
+    assert!(second.contains("0 matched, 1 missing"), "{second}");
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) FROM cases WHERE reason = 'missing_effect' \
+                   AND CAST(details AS TEXT) LIKE '%re_edge_2%'"
+        )
+        .await,
+        1
+    );
+    // The pairing survives a rebuild.
+    let refs = "SELECT COALESCE(provider_ref, '') FROM effects ORDER BY effect_id";
+    let live = rows(&app, refs).await;
+    assert_eq!(live, ["re_edge_1"]);
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    assert_eq!(rows(&app, refs).await, live);
+}

@@ -35,7 +35,7 @@ pub use operators::{
     OperatorPasswordChanged, OperatorRoleChanged, PasswordLinkIssued, SetupCompleted, TokenIssued,
     TokenRevoked,
 };
-pub use reconcile::{DiscrepancyFound, DiscrepancyKind, ReconciliationRan};
+pub use reconcile::{DiscrepancyFound, DiscrepancyKind, EffectPaired, ReconciliationRan};
 pub use strategy::{
     CohortFlagged, KeyMigrated, StrategyMigrated, StrategyReset, StrategyTripped,
     StrategyVersionRecorded,
@@ -196,6 +196,7 @@ journal_events! {
     StatusLookupPerformed(StatusLookupPerformed) = "StatusLookupPerformed", version 1;
     DiscrepancyFound(DiscrepancyFound) = "DiscrepancyFound", version 1;
     ReconciliationRan(ReconciliationRan) = "ReconciliationRan", version 1;
+    EffectPaired(EffectPaired) = "EffectPaired", version 1;
     RawBodyRead(RawBodyRead) = "RawBodyRead", version 1;
     FixtureExported(FixtureExported) = "FixtureExported", version 1;
     SourceModeSet(SourceModeSet) = "SourceModeSet", version 1;

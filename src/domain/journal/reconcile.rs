@@ -44,6 +44,20 @@ pub struct DiscrepancyFound {
     pub key: Option<String>,
 }
 
+/// A reconciliation paired an operation with an effect by their fields
+/// (resource, amount, currency): the effect stands for that operation from
+/// now on, as if it had been cited (its provider reference), and answers no
+/// other in a later run. Claimed only while the effect cites nothing and no
+/// other effect cites the operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectPaired {
+    pub effect_id: Uuid,
+    pub key: String,
+    /// The provider's operation id.
+    pub operation: String,
+    pub run_id: Uuid,
+}
+
 /// One reconciliation run over a window for a provider: the provider's
 /// operations ("expected") against the effects applied, and what it opened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -13,8 +13,8 @@ use sea_orm::{
 
 use crate::domain::cases::Resolution;
 use crate::domain::journal::{
-    CaseResolved, EffectSettled, EvidencePurged, KeyReserved, KeysPurged, ReservationExpired,
-    SettlementOutcome,
+    CaseResolved, EffectPaired, EffectSettled, EvidencePurged, KeyReserved, KeysPurged,
+    ReservationExpired, SettlementOutcome,
 };
 use crate::domain::reservation::ReservationState;
 use crate::store::deferred::Deferred;
@@ -284,6 +284,40 @@ pub(super) async fn evidence_purged<C: ConnectionTrait>(
         )
         .col_expr(effect::Column::EvidencePurgedAt, Expr::value(at))
         .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
+        .exec(conn)
+        .await?
+        .rows_affected)
+}
+
+/// A reconciliation's pairing: the effect stands for the operation from now
+/// on (its provider reference), while it cites nothing and no effect of its
+/// type cites the operation (the unique index's rule). Returns the rows
+/// changed: 0 when either holds already.
+pub(super) async fn paired<C: ConnectionTrait>(conn: &C, e: &EffectPaired) -> Result<u64, DbErr> {
+    let Some(row) = effect::Entity::find_by_id(e.effect_id.to_string())
+        .one(conn)
+        .await?
+    else {
+        return Ok(0);
+    };
+    if row.key != e.key || row.provider_ref.is_some() {
+        return Ok(0);
+    }
+    let cited = effect::Entity::find()
+        .filter(effect::Column::EffectType.eq(row.effect_type.as_str()))
+        .filter(effect::Column::ProviderRef.eq(e.operation.as_str()))
+        .one(conn)
+        .await?;
+    if cited.is_some() {
+        return Ok(0);
+    }
+    Ok(effect::Entity::update_many()
+        .col_expr(
+            effect::Column::ProviderRef,
+            Expr::value(Some(e.operation.clone())),
+        )
+        .filter(effect::Column::EffectId.eq(e.effect_id.to_string()))
+        .filter(effect::Column::ProviderRef.is_null())
         .exec(conn)
         .await?
         .rows_affected)

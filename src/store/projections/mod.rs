@@ -113,6 +113,7 @@ pub async fn apply<C: ConnectionTrait>(
         | JournalEvent::DiscrepancyFound(_)
         | JournalEvent::CohortFlagged(_) => cases::apply(conn, &id, event, at).await,
         JournalEvent::ReconciliationRan(e) => reconcile::ran(conn, e, at).await,
+        JournalEvent::EffectPaired(e) => effects::paired(conn, e).await,
         // Audit of operator access: operators and tokens are state tables
         // written beside these events (their hashes are never journaled).
         JournalEvent::OperatorLoggedIn(_)
