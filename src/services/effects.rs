@@ -437,14 +437,28 @@ impl WriteJob for TakeAgain {
                 fencing_token: job.fencing_token + 1,
                 provider_ref: held.provider_ref,
             };
-            let delivery = job.delivery_id;
-            let taken = reserve_effect(tx, &engine, sink, delivery, &summary, claimed, at).await?;
-            let Some(taken) = taken else {
-                return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
-            };
-            let renewed = plan::job_of(&taken);
-            tx.append_taken(taken, at);
-            Ok(renewed)
+            retake(tx, &engine, sink, job.delivery_id, &summary, claimed, at).await
         })
     }
+}
+
+/// Takes a key settled failed in this transaction again under `claimed`
+/// (its next fencing token), journaled with it; the effect to send once it
+/// commits. The key taken by anyone else meanwhile rolls everything back.
+pub async fn retake(
+    tx: &mut Tx<'_>,
+    engine: &Engine,
+    sink: &str,
+    delivery_id: DeliveryId,
+    summary: &KeySummary,
+    claimed: Claim,
+    at: DateTime<Utc>,
+) -> Result<Option<EffectJob>, DbErr> {
+    let Some(taken) = reserve_effect(tx, engine, sink, delivery_id, summary, claimed, at).await?
+    else {
+        return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
+    };
+    let job = plan::job_of(&taken);
+    tx.append_taken(taken, at);
+    Ok(job)
 }

@@ -35,7 +35,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
     CaseResolved, EffectSettled, JournalEvent, KeySummary, SettlementOutcome, StatusLookupPerformed,
 };
-use crate::domain::plan::{self, Claim, EffectJob};
+use crate::domain::plan::{Claim, EffectJob};
 use crate::domain::reservation::ReservationState;
 use crate::providers::sinks;
 use crate::providers::status::{self, StatusMeaning};
@@ -287,14 +287,7 @@ impl WriteJob for SettleFromStatus {
                 fencing_token: token + 1,
                 provider_ref: None,
             };
-            let Some(taken) =
-                effects::reserve_effect(tx, &engine, sink, first, &summary, claimed, at).await?
-            else {
-                return Err(DbErr::Custom("the effect's key was taken back".to_owned()));
-            };
-            let job = plan::job_of(&taken);
-            tx.append_taken(taken, at);
-            Ok(job)
+            effects::retake(tx, &engine, sink, first, &summary, claimed, at).await
         })
     }
 }

@@ -37,6 +37,18 @@ async fn start(provider: &ProviderApi) -> (TestApp, Downstream) {
     (app, downstream)
 }
 
+/// A server whose downstream takes `delay_ms` to apply each effect.
+async fn start_slow(provider: &ProviderApi, delay_ms: u64) -> (TestApp, Downstream) {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms }).await;
+    let app = spawn_app_with(&format!(
+        "{}{}",
+        downstream.sink_toml(5000),
+        provider.config()
+    ))
+    .await;
+    (app, downstream)
+}
+
 /// The first refund applied, then its look-alike held in a case.
 async fn two_equal_refunds(app: &TestApp) -> String {
     let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
@@ -264,13 +276,7 @@ async fn a_burst_of_retries_settles_no_more_refunds_than_the_provider_made() {
 async fn a_retry_while_the_distinct_refund_is_in_flight_is_a_duplicate() {
     // Given a slow downstream (1.5 s) and a provider listing two refunds
     let provider = ProviderApi::start(200, refunds(&["re_1", "re_2"])).await;
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1500 }).await;
-    let app = spawn_app_with(&format!(
-        "{}{}",
-        downstream.sink_toml(5000),
-        provider.config()
-    ))
-    .await;
+    let (app, downstream) = start_slow(&provider, 1500).await;
     let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     app.wait_applied(1).await;
@@ -496,13 +502,7 @@ async fn an_answer_about_another_payment_is_not_taken_for_this_one() {
 async fn a_case_opened_when_a_deferred_delivery_is_decided_again_is_asked_about_at_once() {
     // Given a slow downstream and a provider listing two refunds
     let provider = ProviderApi::start(200, refunds(&["re_1", "re_2"])).await;
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1000 }).await;
-    let app = spawn_app_with(&format!(
-        "{}{}",
-        downstream.sink_toml(5000),
-        provider.config()
-    ))
-    .await;
+    let (app, downstream) = start_slow(&provider, 1000).await;
     let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     // When its look-alike arrives while it is in flight

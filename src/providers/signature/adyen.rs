@@ -121,7 +121,6 @@ pub(super) fn verify(
         return hmac_body::verify(&raw_body(), secrets, headers, body);
     }
     let keys = common::keys(secrets, key)?;
-    let doc: Value = serde_json::from_slice(body).map_err(|_| SignatureError::MalformedHeader)?;
     // Only eight fields of each item are signed: a body the ingest could not
     // read as strict JSON (a member twice, U+0000, nesting past the limit)
     // would verify whatever was added, and each variant be kept and held
@@ -129,9 +128,14 @@ pub(super) fn verify(
     let strict = std::str::from_utf8(body)
         .ok()
         .and_then(|text| strict_json::parse(text, strict_json::Limits::BODY).ok());
-    if strict.is_none() {
-        return Err(SignatureError::AmbiguousSignedField);
-    }
+    let Some(doc) = strict else {
+        return Err(
+            match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+                Ok(_) => SignatureError::AmbiguousSignedField,
+                Err(_) => SignatureError::MalformedHeader,
+            },
+        );
+    };
     let mut signed = Vec::new();
     let signed_items = items(&doc)?;
     for item in signed_items.iter().copied() {

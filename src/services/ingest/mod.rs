@@ -86,10 +86,11 @@ pub async fn receive(
     let facts = source.facts(arrival.headers, parse, document.as_ref(), raw);
     let derivation = engine.catalog.derive(&facts, &engine.key_secret);
     let mut derived = key_derived(&derivation);
-    // A batch of one is its event: found by its resource, sent downstream.
-    let document = match (engine.catalog.provider(&source.origin.provider), document) {
-        (Some(provider), Some(body)) => Some(provider.batch_of_one(&body).unwrap_or(body)),
-        (_, document) => document,
+    // A batch of one is its event (`ProviderDef::batch_of_one`, which the
+    // derivation read already): found by its resource, sent downstream.
+    let document = match derivation.items.as_slice() {
+        [one] if one.event.is_some() => one.event.clone(),
+        _ => document,
     };
     derived.resource =
         source
