@@ -30,13 +30,6 @@ use crate::domain::lookup::{self as lookup_policy, LookupVerdict};
 use crate::providers::lookup;
 use crate::store::entities::case;
 
-/// Case reasons the provider's list of operations can settle.
-const ASKABLE: [&str; 3] = [
-    "weak_match_critical",
-    "medium_match_critical",
-    "evidence_purged",
-];
-
 /// Asks the provider about `case_id` and resolves it when the answer settles
 /// it. `None`: nothing to ask (not an askable open case, no look-up
 /// configured, no body).
@@ -171,7 +164,10 @@ async fn askable(
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
-    if case.status != CaseStatus::Open.as_str() || !ASKABLE.contains(&case.reason.as_str()) {
+    let askable = Reason::SETTLED_BY_THE_PROVIDER
+        .iter()
+        .any(|r| r.as_str() == case.reason);
+    if case.status != CaseStatus::Open.as_str() || !askable {
         return Ok(None);
     }
     let delivery: DeliveryId = case.delivery_id.parse().map_err(|_| CaseError::NotFound)?;

@@ -227,18 +227,27 @@ pub async fn counts_by_reason<C: ConnectionTrait>(
     counts_matching(conn, &filter).await
 }
 
-/// Open cases whose look-up is due again at `now`, oldest due first.
+/// Open cases whose look-up is due again at `now`, oldest due first. Only
+/// reasons a look-up settles: a case of another reason made due by an
+/// earlier version would be asked nothing, stay due and take a place in
+/// every batch.
 pub async fn lookups_due<C: ConnectionTrait>(
     conn: &C,
     now: chrono::DateTime<chrono::Utc>,
     limit: u64,
 ) -> Result<Vec<uuid::Uuid>, DbErr> {
+    use crate::domain::decision::Reason;
     use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+    let asked = Reason::ALL
+        .into_iter()
+        .filter(|r| r.settled_by_asking())
+        .map(Reason::as_str);
     let ids: Vec<String> = case::Entity::find()
         .select_only()
         .column(case::Column::CaseId)
         .filter(case::Column::NextLookupAt.lte(now))
         .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
+        .filter(case::Column::Reason.is_in(asked))
         .order_by_asc(case::Column::NextLookupAt)
         .limit(limit)
         .into_tuple()
@@ -258,4 +267,57 @@ pub async fn opened_since<C: ConnectionTrait>(
         .order_by_asc(case::Column::OpenedAt)
         .all(conn)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, Utc};
+    use sea_orm::{ActiveModelTrait, IntoActiveModel};
+
+    use super::*;
+
+    fn due_case(reason: &str, minutes_ago: i64) -> case::Model {
+        let now = Utc::now();
+        case::Model {
+            case_id: uuid::Uuid::now_v7().to_string(),
+            delivery_id: String::new(),
+            business_key: None,
+            action: "reconcile".to_owned(),
+            reason: reason.to_owned(),
+            status: CaseStatus::Open.as_str().to_owned(),
+            lookup_first: true,
+            details: serde_json::json!({}),
+            opened_at: now,
+            resolved_at: None,
+            resolution: None,
+            resolved_by: None,
+            lookups: 0,
+            next_lookup_at: Some(now - Duration::minutes(minutes_ago)),
+            assignee: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_case_no_look_up_settles_is_never_due_whatever_its_row_says() {
+        let (_dir, db) = crate::store::test_database().await;
+        // Rows an earlier version left due: a tripped breaker's case, older
+        // than the look-alike and the unknown outcome a look-up settles.
+        let stuck = due_case("breaker_tripped", 30);
+        let look_alike = due_case("weak_match_critical", 20);
+        let unknown = due_case("outcome_unknown", 10);
+        for case in [&stuck, &look_alike, &unknown] {
+            case.clone()
+                .into_active_model()
+                .reset_all()
+                .insert(&db)
+                .await
+                .unwrap();
+        }
+        let due = lookups_due(&db, Utc::now(), 2).await.unwrap();
+        let expected: Vec<uuid::Uuid> = [&look_alike, &unknown]
+            .iter()
+            .map(|c| c.case_id.parse().unwrap())
+            .collect();
+        assert_eq!(due, expected);
+    }
 }

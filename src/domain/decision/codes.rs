@@ -118,6 +118,21 @@ impl Reason {
         Reason::DuplicateMemberNames,
     ];
 
+    /// Reasons the provider's list of operations can settle: a look-alike
+    /// of an applied effect, or a late replay whose evidence was purged.
+    pub const SETTLED_BY_THE_PROVIDER: [Reason; 3] = [
+        Reason::WeakMatchCritical,
+        Reason::MediumMatchCritical,
+        Reason::EvidencePurged,
+    ];
+
+    /// Whether asking settles a case of this reason: the provider's list of
+    /// operations, or the downstream's status URL for an unknown outcome.
+    /// A case of any other reason waits for a person, never for a look-up.
+    pub fn settled_by_asking(self) -> bool {
+        self == Reason::OutcomeUnknown || Self::SETTLED_BY_THE_PROVIDER.contains(&self)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::NewKey => "new_key",

@@ -90,8 +90,11 @@ pub(super) fn opened_by_decision(delivery_id: &str, e: &DecisionMade) -> Option<
         lookup_first: d.lookup_first,
         // A delivery's first decision has its look-up asked by the ingest;
         // a re-decision's (a deferred delivery decided again) is due at
-        // once, for the sweeper to ask.
-        due: e.redecided && d.lookup_first,
+        // once, for the sweeper to ask — when the provider's list can settle
+        // its reason, as the ingest asks: a tripped breaker's case, or a
+        // retry of an effect whose outcome is unknown (that effect's own case
+        // is put to the downstream), waits for a person.
+        due: e.redecided && d.lookup_first && Reason::SETTLED_BY_THE_PROVIDER.contains(&d.reason),
         details: serde_json::json!({
             "summary": e.summary,
             "differences": d.differences,
