@@ -32,6 +32,7 @@ mod m20261206_000049_journal_payload_as_written;
 mod m20261206_000050_keys_owned_then_read;
 pub mod m20261206_000051_receptions_found_by_read_model;
 mod m20261206_000052_horizons_after_the_commit;
+mod m20261207_000053_batches_wait_on_nothing;
 mod sql;
 
 pub struct Migrator;
@@ -69,6 +70,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261206_000050_keys_owned_then_read::Migration),
             Box::new(m20261206_000051_receptions_found_by_read_model::Migration),
             Box::new(m20261206_000052_horizons_after_the_commit::Migration),
+            Box::new(m20261207_000053_batches_wait_on_nothing::Migration),
         ]
     }
 }

@@ -101,9 +101,10 @@ impl Deferred {
         });
     }
 
-    /// A deferred delivery's row (a no-op if it already has one).
-    pub fn deferral(&mut self, row: deferred_delivery::ActiveModel) {
-        self.deferrals.push(row);
+    /// A deferred delivery's row, when it waits on a key (a no-op if it
+    /// already has one).
+    pub fn deferral(&mut self, row: Option<deferred_delivery::ActiveModel>) {
+        self.deferrals.extend(row);
     }
 
     /// Links a delivery to the effect it asked for.

@@ -411,3 +411,29 @@ async fn a_call_whose_turn_comes_late_takes_its_key_again_before_it_is_sent() {
         "the late turns took their keys again"
     );
 }
+
+#[tokio::test]
+async fn a_batch_answered_defer_for_one_of_its_items_leaves_nothing_waiting_once_it_settles() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 800 }).await;
+    let app = spawn_app_with(&format!(
+        "[engine]\nsweep_interval_ms = 100\n{}",
+        routed(&downstream)
+    ))
+    .await;
+    // Given an event in flight
+    let alone = deliver_ids(&app, &["EV_w1"]).await;
+    assert_eq!(decisions(&alone), ["process"], "{}", alone.json);
+    // When a batch regroups it with a new one: the batch is answered with
+    // its waiting item's "defer"
+    let batch = deliver_ids(&app, &["EV_w0", "EV_w1"]).await;
+    assert_eq!(decisions(&batch), ["process", "defer"], "{}", batch.json);
+    assert_eq!(batch.json["decision"], "defer", "{}", batch.json);
+    // Then once the event settles, its waiting twin is decided again, and
+    // nothing is left waiting: the batch itself waits on no key, and a row
+    // of its would stay the oldest of the sweeper's stale deferrals for good
+    settle(&downstream, 2).await;
+    app.wait_for_count("SELECT COUNT(*) FROM deferred_deliveries", 0)
+        .await;
+    let redecided = "SELECT COUNT(*) FROM journal WHERE event_type = 'DecisionMade'";
+    app.wait_for_count(redecided, 1).await;
+}

@@ -93,19 +93,21 @@ impl Arrival {
     /// The deferral row of delivery `id`, filed under the key `made` waits
     /// on: the one it matched (an older version's, when a server of the
     /// version before holds the reservation), which is the key whose
-    /// settlement wakes it — else its own.
-    fn row(&self, id: &str, made: &DecisionMade) -> deferred_delivery::ActiveModel {
+    /// settlement wakes it — else its own. None for a delivery with no key:
+    /// a batch answered "defer" for one of its items, which waits in a row
+    /// of its own; the batch itself waits on nothing.
+    fn row(&self, id: &str, made: &DecisionMade) -> Option<deferred_delivery::ActiveModel> {
         let waits_on = made
             .matched_key
             .as_deref()
             .map(|key| crate::domain::plan::base_key(key).to_owned())
-            .or_else(|| self.business_key.clone());
-        deferred_delivery::ActiveModel {
+            .or_else(|| self.business_key.clone())?;
+        Some(deferred_delivery::ActiveModel {
             delivery_id: Set(id.to_owned()),
             source: Set(self.source.clone()),
-            business_key: Set(waits_on),
+            business_key: Set(Some(waits_on)),
             received_at: Set(self.received_at),
-        }
+        })
     }
 }
 
@@ -311,8 +313,10 @@ pub(super) async fn decision_made<C: ConnectionTrait>(
     let mut rows = Deferred::default();
     link_to_effect(&mut rows, id, e, at);
     let changed = if e.decision.action == Action::Defer {
-        rows.deferral(arrival_of(conn, id).await?.row(id, e));
-        1
+        let row = arrival_of(conn, id).await?.row(id, e);
+        let waits = u64::from(row.is_some());
+        rows.deferral(row);
+        waits
     } else {
         deferred_delivery::Entity::delete_by_id(id.to_owned())
             .exec(conn)
