@@ -19,10 +19,11 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::engine::{Engine, SharedEngine, WriteEvent};
+use crate::domain::cases::Resolution;
 use crate::domain::decision::{Action, TransportMatch};
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId};
 use crate::domain::journal::{
-    DecisionMade, DownstreamCall, EffectSettled, JournalEvent, KeySummary, KeyTaken,
+    CaseResolved, DecisionMade, DownstreamCall, EffectSettled, JournalEvent, KeySummary, KeyTaken,
     SettlementOutcome,
 };
 use crate::domain::plan::{self, Claim, EffectJob, Given, Plan, base_key};
@@ -353,7 +354,10 @@ impl Journaled {
 // then send a second attempt beside it. The key is taken again first, in
 // one transaction: the unsent attempt settled failed (`not_called_in_time`,
 // which is true: nothing left), the key reserved with the next fencing
-// token and a fresh lease. The call goes out under that token.
+// token and a fresh lease. The call goes out under that token. A lease
+// that ran out while the call waited opened a case (outcome unknown): the
+// call resolves it first, in the same transaction, and is sent only if no
+// one else (a person, the status look-up) settled it before.
 
 /// Why an attempt whose turn came too late was never sent.
 pub const NOT_CALLED: &str = "not_called_in_time";
@@ -415,6 +419,11 @@ impl WriteJob for TakeAgain {
             }) else {
                 return Ok(None);
             };
+            if ReservationState::parse(&held.state) == Some(ReservationState::Unknown)
+                && !expiry_settled_by_the_call(tx, &held, &job, at).await?
+            {
+                return Ok(None);
+            }
             let unsent = EffectSettled {
                 key: job.key.clone(),
                 effect_id: job.effect_id,
@@ -440,6 +449,36 @@ impl WriteJob for TakeAgain {
             retake(tx, &engine, sink, job.delivery_id, &summary, claimed, at).await
         })
     }
+}
+
+/// Resolves the case the expiry of `held`'s lease opened, as the call that
+/// never left and goes out now (`effect_retried`); false when it is no
+/// longer open: whoever settled it (a person, a refund made by hand) decided,
+/// and nothing is sent on the engine's say alone.
+async fn expiry_settled_by_the_call(
+    tx: &mut Tx<'_>,
+    held: &crate::store::entities::effect::Model,
+    job: &EffectJob,
+    at: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let first: Option<DeliveryId> = held.first_delivery_id.parse().ok();
+    let open = tx
+        .open_expiry(&held.first_delivery_id, job.effect_id, job.fencing_token)
+        .await?;
+    let Some(case_id) = open else {
+        return Ok(false);
+    };
+    let resolved = JournalEvent::CaseResolved(CaseResolved {
+        case_id,
+        resolution: Resolution::EffectRetried,
+        resolved_by: "engine".to_owned(),
+        note: "the call never left: its turn came after its lease ran out; sent now under its key"
+            .to_owned(),
+        authoritative_ref: None,
+        effect_id: Some(job.effect_id),
+        key: None,
+    });
+    tx.claim(first, &resolved, at).await
 }
 
 /// Takes a key settled failed in this transaction again under `claimed`

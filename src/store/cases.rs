@@ -15,6 +15,32 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
+/// The open case the expiry of `effect_id`'s lease under `fencing_token`
+/// opened (outcome unknown), filed under the key's first delivery.
+pub async fn open_expiry<C: ConnectionTrait>(
+    conn: &C,
+    first_delivery_id: &str,
+    effect_id: uuid::Uuid,
+    fencing_token: i64,
+) -> Result<Option<uuid::Uuid>, DbErr> {
+    use crate::domain::decision::Reason;
+    use sea_orm::{ColumnTrait, QueryFilter};
+    let open = case::Entity::find()
+        .filter(case::Column::DeliveryId.eq(first_delivery_id))
+        .filter(case::Column::Reason.eq(Reason::OutcomeUnknown.as_str()))
+        .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
+        .all(conn)
+        .await?;
+    let effect_id = effect_id.to_string();
+    Ok(open
+        .into_iter()
+        .find(|c| {
+            c.details["effect_id"].as_str() == Some(effect_id.as_str())
+                && c.details["fencing_token"].as_i64() == Some(fencing_token)
+        })
+        .and_then(|c| c.case_id.parse().ok()))
+}
+
 /// Which of `case_ids` are open (read in chunks: a run may name thousands).
 pub async fn open_among<C: ConnectionTrait>(
     conn: &C,

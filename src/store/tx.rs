@@ -225,6 +225,17 @@ impl<'t> Tx<'t> {
         reservations::find(self.txn, key).await
     }
 
+    /// The open case the expiry of `effect_id`'s lease under
+    /// `fencing_token` opened, filed under the key's first delivery.
+    pub async fn open_expiry(
+        &self,
+        first_delivery_id: &str,
+        effect_id: uuid::Uuid,
+        fencing_token: i64,
+    ) -> Result<Option<uuid::Uuid>, DbErr> {
+        super::cases::open_expiry(self.txn, first_delivery_id, effect_id, fencing_token).await
+    }
+
     /// Claims `taken`'s key (see `projections::reserve`); false when the
     /// key is taken. What taking it journals is recorded with the decision
     /// (`decided`) or by `append_taken`.

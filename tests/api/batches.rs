@@ -437,3 +437,60 @@ async fn a_batch_answered_defer_for_one_of_its_items_leaves_nothing_waiting_once
     let redecided = "SELECT COUNT(*) FROM journal WHERE event_type = 'DecisionMade'";
     app.wait_for_count(redecided, 1).await;
 }
+
+/// A call that waited for its turn past its whole lease finds its outcome
+/// unknown and a case open about it. A person who settled that case (a
+/// refund made by hand) decided: the turn sends nothing.
+#[tokio::test]
+async fn a_call_whose_lease_ran_out_while_it_waited_is_not_sent_once_a_person_settled_its_case() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1500 }).await;
+    let extra = format!(
+        "{}[engine]\ndownstream_concurrency = 1\nlease_secs = 2\nsweep_interval_ms = 100\n",
+        routed(&downstream)
+    );
+    let app = spawn_app_with(&extra).await;
+    // Given three events taking turns: the third's lease runs out while the
+    // first two are called, one after the other
+    let reply = deliver_ids(&app, &["EV_HELD_A", "EV_HELD_B", "EV_HELD_C"]).await;
+    assert_eq!(decisions(&reply), vec!["process"; 3], "{}", reply.json);
+    app.wait_for_count(
+        "SELECT COUNT(*) FROM cases WHERE reason = 'outcome_unknown' AND status = 'open'",
+        1,
+    )
+    .await;
+    // When a person settles its case before its turn comes
+    let listed = app.get("/api/cases?reason=outcome_unknown").await.json;
+    let case_id = listed["cases"][0]["case_id"].as_str().expect("a case");
+    let resolved = app
+        .resolve(
+            case_id,
+            json!({"resolution": "reject", "note": "refunded by hand while it waited"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // Then its turn sends nothing: two calls, the person's resolution stands
+    app.wait_applied(2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    assert_eq!(downstream.calls().len(), 2, "{:?}", per_key(&downstream));
+    assert_eq!(app.cases_resolved_as("reject").await, 1);
+    assert_eq!(app.cases_resolved_as("effect_retried").await, 0);
+}
+
+/// The same wait with no one settling the case: the call goes out under the
+/// next fencing token, and the case its expiry opened says why it closed.
+#[tokio::test]
+async fn a_call_whose_lease_ran_out_while_it_waited_is_sent_and_closes_its_case() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1500 }).await;
+    let extra = format!(
+        "{}[engine]\ndownstream_concurrency = 1\nlease_secs = 2\nsweep_interval_ms = 100\n",
+        routed(&downstream)
+    );
+    let app = spawn_app_with(&extra).await;
+    let reply = deliver_ids(&app, &["EV_RAN_A", "EV_RAN_B", "EV_RAN_C"]).await;
+    assert_eq!(decisions(&reply), vec!["process"; 3], "{}", reply.json);
+    settle(&downstream, 3).await;
+    app.wait_applied(3).await;
+    assert_eq!(app.journal_count("ReservationExpired").await, 1);
+    assert_eq!(app.cases_resolved_as("effect_retried").await, 1);
+    assert_eq!(app.open_cases().await, 0);
+}

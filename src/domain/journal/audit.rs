@@ -74,6 +74,7 @@ pub fn stored(by: &str) -> Who {
     match by {
         "cli" => Who::System("the command line"),
         "lookup" | "look-up" => Who::System("a provider look-up"),
+        "engine" => Who::System("the engine, sending a call that never left"),
         id => Who::Id(id.to_owned()),
     }
 }
