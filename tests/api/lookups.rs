@@ -516,6 +516,34 @@ async fn a_case_opened_when_a_deferred_delivery_is_decided_again_is_asked_about_
     assert_eq!(app.cases_resolved_as("process_as_distinct").await, 1);
 }
 
+/// A refund, then its retry while the refund is in flight: deferred, then
+/// decided again once the refund settles, and held in a case for `reason`.
+/// Returns the retry's delivery id.
+async fn retry_held_once_decided_again(app: &TestApp, payment: &str, reason: &str) -> String {
+    let body = refund(payment, 300, Some(&format!("rr_{payment}")));
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let retry = app.post_signed("hmac", &body).await;
+    assert_eq!(retry.json["decision"], "defer", "{}", retry.json);
+    let retry_id = retry.json["delivery_id"].as_str().unwrap().to_owned();
+    let held = format!(
+        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{retry_id}' \
+         AND reason = '{reason}' AND status = 'open'"
+    );
+    app.wait_for_count(&held, 1).await;
+    retry_id
+}
+
+/// Whether the case of `delivery_id` is due for a look-up, a few sweeps on.
+async fn due_after_sweeps(app: &TestApp, delivery_id: &str) -> bool {
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let due = format!(
+        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{delivery_id}' \
+         AND next_lookup_at IS NOT NULL"
+    );
+    app.count(&due).await > 0
+}
+
 #[actix_web::test]
 async fn a_case_no_look_up_can_settle_is_never_due_for_one() {
     // Given a look-up configured, a slow downstream, and a reference
@@ -533,28 +561,13 @@ async fn a_case_no_look_up_can_settle_is_never_due_for_one() {
         .await;
     app.collide("pay_b1", 2).await;
     app.wait_journal("StrategyTripped", 1).await;
-    // When a refund's retry arrives while the refund is in flight, and is
-    // decided again once it settles: a would-be duplicate, held for a person
-    let body = refund("pay_b2", 300, Some("rr_b2"));
-    let first = app.post_signed("hmac", &body).await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
-    let retry = app.post_signed("hmac", &body).await;
-    assert_eq!(retry.json["decision"], "defer", "{}", retry.json);
-    let retry_id = retry.json["delivery_id"].as_str().unwrap().to_owned();
-    let held = format!(
-        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{retry_id}' \
-         AND reason = 'breaker_tripped' AND status = 'open'"
-    );
-    app.wait_for_count(&held, 1).await;
+    // When a refund's retry is decided again once the refund settles: a
+    // would-be duplicate, held for a person
+    let retry_id = retry_held_once_decided_again(&app, "pay_b2", "breaker_tripped").await;
     // Then the provider's list cannot settle that case: it is not due for
     // the sweeper's look-ups, which would ask nothing and keep it due, a
     // place taken in each of their batches
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let due = format!(
-        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{retry_id}' \
-         AND next_lookup_at IS NOT NULL"
-    );
-    assert_eq!(app.count(&due).await, 0);
+    assert!(!due_after_sweeps(&app, &retry_id).await);
     assert_eq!(provider.asked.load(Ordering::SeqCst), 0);
 }
 
@@ -570,26 +583,11 @@ async fn a_retry_decided_again_once_its_first_outcome_is_unknown_is_not_due_for_
         provider.config()
     ))
     .await;
-    // When a refund's retry arrives while the refund is in flight, and is
-    // decided again once the refund's outcome is unknown
-    let body = refund("pay_u1", 300, Some("rr_u1"));
-    let first = app.post_signed("hmac", &body).await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
-    let retry = app.post_signed("hmac", &body).await;
-    assert_eq!(retry.json["decision"], "defer", "{}", retry.json);
-    let retry_id = retry.json["delivery_id"].as_str().unwrap().to_owned();
-    let held = format!(
-        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{retry_id}' \
-         AND reason = 'outcome_unknown' AND status = 'open'"
-    );
-    app.wait_for_count(&held, 1).await;
+    // When a refund's retry is decided again once the refund's outcome is
+    // unknown
+    let retry_id = retry_held_once_decided_again(&app, "pay_u1", "outcome_unknown").await;
     // Then the retry's case waits for a person: the effect's own case is the
     // one put to the downstream, and the sweeper would ask nothing about the
     // retry's, keep it due, and give it a place in each of its batches
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let due = format!(
-        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{retry_id}' \
-         AND next_lookup_at IS NOT NULL"
-    );
-    assert_eq!(app.count(&due).await, 0);
+    assert!(!due_after_sweeps(&app, &retry_id).await);
 }
