@@ -19,6 +19,13 @@
 //!    effect**; an *applied* effect left over, created within the window, is
 //!    an **unexpected effect**.
 //!
+//! An operation an earlier run found missing, its finding still open, is
+//! carried into every later run: its webhook may come late, and the effect
+//! it finally caused lies in a later window, where the operation is no
+//! longer listed. A carried operation takes part in the pairing like any
+//! (earliest first), but is neither expected nor missing again: its finding
+//! is open already.
+//!
 //! Effects still in flight (pending) or whose outcome is unknown (already in
 //! a case) take part in the pairing, so an operation they stand for is not
 //! reported missing, but they are never reported unexpected themselves. The
@@ -57,6 +64,9 @@ pub struct Operation {
     pub status: Option<String>,
     /// Unknown: taken as within the window the provider was asked about.
     pub created_at: Option<DateTime<Utc>>,
+    /// Found missing by an earlier run, its finding still open (see the
+    /// module's rule).
+    pub carried: bool,
 }
 
 /// One effect of the ledger as reconciliation sees it.
@@ -129,9 +139,10 @@ pub fn compare(operations: &[Operation], effects: &[Effect], window: Window) -> 
         }
     }
     let within_op = |i: &usize| {
-        operations[*i]
-            .created_at
-            .is_none_or(|at| window.contains(at))
+        !operations[*i].carried
+            && operations[*i]
+                .created_at
+                .is_none_or(|at| window.contains(at))
     };
     missing.retain(within_op);
     missing.sort_unstable();
@@ -205,6 +216,7 @@ mod tests {
             currency: Some(json!("eur")),
             status: Some("succeeded".into()),
             created_at: Some(at(minute)),
+            carried: false,
         }
     }
 
@@ -228,6 +240,27 @@ mod tests {
         assert_eq!(found.matched, vec![(0, 1), (1, 0)]);
         assert!(found.missing.is_empty() && found.unexpected.is_empty());
         assert_eq!((found.expected, found.applied), (2, 2));
+    }
+
+    #[test]
+    fn given_an_operation_carried_from_an_earlier_window_then_its_late_effect_is_its() {
+        let mut earlier = op("re_0", "pay_1", 700, 1);
+        earlier.created_at = Some(at(0) - chrono::Duration::minutes(50));
+        earlier.carried = true;
+        let left = op("re_9", "pay_9", 100, 2);
+        let mut unanswered = earlier.clone();
+        unanswered.id = "re_00".into();
+        unanswered.resource = Some("pay_0".into());
+        let ops = [left, earlier, unanswered];
+        let found = compare(&ops, &[effect(1, "pay_1", 700, 3)], window());
+        assert_eq!(found.matched, vec![(1, 0)]);
+        assert!(found.unexpected.is_empty(), "the late effect answers it");
+        assert_eq!(
+            found.missing,
+            vec![0],
+            "a carried one is never missing again"
+        );
+        assert_eq!(found.expected, 1, "nor expected");
     }
 
     #[test]

@@ -41,6 +41,29 @@ pub async fn open_expiry<C: ConnectionTrait>(
         .and_then(|c| c.case_id.parse().ok()))
 }
 
+/// The operations of `provider` that open missing-effect findings stand
+/// for, at most `limit`, the oldest findings first.
+pub async fn open_missing<C: ConnectionTrait>(
+    conn: &C,
+    provider: &str,
+    limit: u64,
+) -> Result<Vec<crate::domain::journal::ProviderOperation>, DbErr> {
+    use crate::domain::journal::DiscrepancyKind;
+    use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
+    let open = case::Entity::find()
+        .filter(case::Column::Reason.eq(DiscrepancyKind::MissingEffect.as_str()))
+        .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
+        .order_by_asc(case::Column::OpenedAt)
+        .limit(limit)
+        .all(conn)
+        .await?;
+    Ok(open
+        .into_iter()
+        .filter(|c| c.details["provider"].as_str() == Some(provider))
+        .filter_map(|c| serde_json::from_value(c.details["operation"].clone()).ok())
+        .collect())
+}
+
 /// Which of `case_ids` are open (read in chunks: a run may name thousands).
 pub async fn open_among<C: ConnectionTrait>(
     conn: &C,

@@ -18,15 +18,31 @@ use crate::support::provider::Provider;
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.
 async fn reconcile(app: &TestApp, extra: &str) -> String {
-    let dir = tempfile::tempdir().expect("temp dir");
     let now = Utc::now();
+    reconcile_between(
+        app,
+        extra,
+        now - Duration::hours(1),
+        now + Duration::hours(1),
+    )
+    .await
+}
+
+/// Runs `unicity reconcile` over `[from, to)`; returns its output.
+async fn reconcile_between(
+    app: &TestApp,
+    extra: &str,
+    from: chrono::DateTime<Utc>,
+    to: chrono::DateTime<Utc>,
+) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
     let mut command = cli(&app.database_url, extra, dir.path());
     command.args([
         "reconcile",
         "--from",
-        &(now - Duration::hours(1)).to_rfc3339(),
+        &from.to_rfc3339(),
         "--to",
-        &(now + Duration::hours(1)).to_rfc3339(),
+        &to.to_rfc3339(),
     ]);
     finished(command).await
 }
@@ -441,27 +457,15 @@ async fn an_effect_paired_by_one_run_stands_for_no_other_operation_in_the_next()
         .await;
     assert_eq!(sent.json["decision"], "process", "{}", sent.json);
     app.wait_applied(1).await;
-    let run = |from: chrono::DateTime<Utc>, to: chrono::DateTime<Utc>| {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let mut command = cli(&app.database_url, &extra, dir.path());
-        command.args([
-            "reconcile",
-            "--from",
-            &from.to_rfc3339(),
-            "--to",
-            &to.to_rfc3339(),
-        ]);
-        async move { (finished(command).await, dir) }
-    };
     // The first window ends four minutes from now: the second refund lies
     // in the next, the effect in the first, the slack (5 min) spans both.
     let edge = now + Duration::minutes(4);
-    let (first, _) = run(edge - Duration::hours(1), edge).await;
+    let first = reconcile_between(&app, &extra, edge - Duration::hours(1), edge).await;
     assert!(
         first.contains("1 matched, 0 missing, 0 unexpected"),
         "{first}"
     );
-    let (second, _) = run(edge, edge + Duration::hours(1)).await;
+    let second = reconcile_between(&app, &extra, edge, edge + Duration::hours(1)).await;
     assert!(second.contains("0 matched, 1 missing"), "{second}");
     assert_eq!(
         app.count(
@@ -479,4 +483,107 @@ async fn an_effect_paired_by_one_run_stands_for_no_other_operation_in_the_next()
         .await
         .expect("rebuild");
     assert_eq!(rows(&app, refs).await, live);
+}
+
+/// Periodic runs compare each window once. A refund whose webhook came after
+/// its window's run was found missing there; its effect lies in a later
+/// window, where the provider no longer lists the refund. The open finding
+/// is carried into the later run, whose pairing closes it: finance is not
+/// left with "missing" for a refund already made (and a false "unexpected"
+/// beside it, for the effect that answers it).
+#[tokio::test]
+async fn a_refund_found_missing_is_closed_by_its_late_webhook_in_a_later_window() {
+    let now = Utc::now();
+    let provider = Provider::start(
+        &[("re_later", "pay_later", 700, now - Duration::minutes(50))],
+        10,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let extra = format!("{}{}", downstream.sink_toml(2000), provider.lookup_toml());
+    let app = spawn_app_with(&extra).await;
+    // Given the window of the refund compared before its webhook came
+    let edge = now - Duration::minutes(10);
+    let first = reconcile_between(&app, &extra, edge - Duration::hours(1), edge).await;
+    assert!(first.contains("1 missing, 0 unexpected"), "{first}");
+    // When the webhook comes, and the next window is compared
+    let late = app
+        .post_signed("hmac", &refund("pay_later", 700, Some("rr_later")))
+        .await;
+    assert_eq!(late.json["decision"], "process", "{}", late.json);
+    app.wait_applied(1).await;
+    let second = reconcile_between(&app, &extra, edge, edge + Duration::hours(1)).await;
+    // Then the refund's finding is closed by its effect, and the effect is
+    // not unexpected: it stands for the refund, through a rebuild too
+    assert!(
+        second.contains("1 matched, 0 missing, 0 unexpected"),
+        "{second}"
+    );
+    let cases = "SELECT reason || '|' || status || '|' || COALESCE(resolution, '') FROM cases";
+    assert_eq!(
+        rows(&app, cases).await,
+        ["missing_effect|resolved|effect_found"]
+    );
+    let refs = "SELECT COALESCE(provider_ref, '') FROM effects ORDER BY effect_id";
+    assert_eq!(rows(&app, refs).await, ["re_later"]);
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    assert_eq!(rows(&app, refs).await, ["re_later"]);
+    assert_eq!(
+        rows(&app, cases).await,
+        ["missing_effect|resolved|effect_found"]
+    );
+}
+
+/// An effect paired by fields stands for the operation only if no other
+/// effect does. Near a window's edge the operation is listed by two runs and
+/// its first effect, paired by the first run, lies outside the second's: the
+/// second pairs a later, equal refund with it, a pairing the ledger refuses.
+/// That refund answers nothing the provider made: it is unexpected.
+#[tokio::test]
+async fn a_second_refund_for_an_operation_another_effect_stands_for_is_unexpected() {
+    use unicity::simulate::servers::ProviderState;
+    let state = std::sync::Arc::new(ProviderState::with_page(10));
+    let port =
+        unicity::simulate::servers::provider("127.0.0.1:0", state.clone()).expect("provider binds");
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let lookup = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{port}"));
+    // Each side listed two seconds wider than the window.
+    let extra = format!("{}{lookup}slack_secs = 2\n", downstream.sink_toml(2000));
+    let app = spawn_app_with(&extra).await;
+    let slack = Duration::seconds(2);
+    // Given a refund applied, paired by a first run with the provider's
+    // operation, listed in that run's slack past its window
+    let before = Utc::now();
+    let first = app
+        .post_signed("hmac", &refund("pay_twice", 700, Some("rr_twice_1")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let edge = Utc::now() + slack + Duration::milliseconds(500);
+    state.made_at("re_once", "pay_twice", 700, edge);
+    let run = reconcile_between(&app, &extra, before - Duration::hours(1), edge).await;
+    assert!(run.contains("1 matched, 0 missing, 0 unexpected"), "{run}");
+    // When a second, equal refund is applied in the next window, where the
+    // operation is listed again and the first refund is not
+    let wait = (edge - Utc::now() + Duration::milliseconds(100)).to_std();
+    tokio::time::sleep(wait.unwrap_or_default()).await;
+    let second = app
+        .post_signed("hmac", &refund("pay_twice", 700, Some("rr_twice_2")))
+        .await;
+    assert_eq!(second.json["decision"], "process", "{}", second.json);
+    app.wait_applied(2).await;
+    let next = reconcile_between(&app, &extra, edge, edge + Duration::hours(1)).await;
+    // Then the second refund is unexpected: one refund made, two applied
+    assert!(
+        next.contains("0 matched, 0 missing, 1 unexpected, 1 cases opened"),
+        "{next}"
+    );
+    let effect = second.json["effect_id"].as_str().expect("an effect");
+    let unexpected = format!(
+        "SELECT COUNT(*) FROM cases WHERE reason = 'unexpected_effect' \
+         AND status = 'open' AND CAST(details AS TEXT) LIKE '%{effect}%'"
+    );
+    assert_eq!(app.count(&unexpected).await, 1);
 }

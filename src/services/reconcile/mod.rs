@@ -6,30 +6,29 @@
 //! opened once, whatever the number of runs over its window; each run is
 //! journaled with its figures ("expected vs applied", `figures`).
 //!
+//! An operation a run found missing is carried into the later runs while
+//! its finding is open: a late webhook's effect, in a later window, closes it
+//! (`effect_found`) instead of reading as unexpected there.
+//!
 //! The provider is asked outside any transaction; what the run found is
 //! written in one.
 
+mod findings;
+
 use chrono::{DateTime, Utc};
-use futures_util::future::BoxFuture;
-use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::effects::Journaled;
 use super::engine::SharedEngine;
 use crate::config::{ReconciliationConfig, Source};
 use crate::domain::cases::CaseStatus;
-use crate::domain::cases::Resolution;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::pattern;
-use crate::domain::journal::{
-    CaseResolved, DiscrepancyFound, DiscrepancyKind, EffectPaired, JournalEvent, ReconciliationRan,
-};
+use crate::domain::journal::{DiscrepancyKind, ReconciliationRan};
 use crate::domain::reconcile::{self, Effect, Operation, Window};
 use crate::domain::reservation::ReservationState;
 use crate::providers::lookup::Lookup;
-use crate::store::Tx;
 use crate::store::entities::effect;
-use crate::store::writer::WriteJob;
 
 /// What one run found for one provider, as journaled.
 pub type Run = ReconciliationRan;
@@ -58,6 +57,9 @@ pub async fn run_all(
 /// How long a run waits for the deliveries read model to hold every effect's
 /// delivery.
 const READ_MODEL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Most open missing-effect findings a run carries, the oldest first.
+const CARRIED_MOST: u64 = 5_000;
 
 pub async fn run(
     engine: &SharedEngine,
@@ -91,14 +93,14 @@ pub async fn run(
             freshness.behind,
             READ_MODEL_WAIT.as_secs()
         ));
-        return journal(engine, ran, Vec::new(), Vec::new(), Vec::new()).await;
+        return journal(engine, ran, findings::Findings::default()).await;
     }
     let listed = lookup.list(&engine.http, from, to).await;
-    let operations = match listed.map(|(_, operations)| operations) {
+    let mut operations = match listed.map(|(_, operations)| operations) {
         Some(Ok(operations)) => operations,
         Some(Err(error)) => {
             ran.error = Some(error);
-            return journal(engine, ran, Vec::new(), Vec::new(), Vec::new()).await;
+            return journal(engine, ran, findings::Findings::default()).await;
         }
         None => return Ok(ran),
     };
@@ -112,15 +114,26 @@ pub async fn run(
     for row in &rows {
         effects.push(ledger_effect(engine, lookup, row).await?);
     }
+    // Operations earlier runs found missing, still open: their webhook may
+    // have come late, its effect in this window (`domain::reconcile`).
+    let listed = operations.len();
+    let carried = crate::store::cases::open_missing(&engine.db, &lookup.provider, CARRIED_MOST)
+        .await?
+        .into_iter()
+        .filter(|op| operations.iter().all(|listed| listed.id != op.id))
+        .collect::<Vec<_>>();
+    operations.extend(carried);
     let ops: Vec<Operation> = operations
         .iter()
-        .map(|op| Operation {
+        .enumerate()
+        .map(|(i, op)| Operation {
             id: op.id.clone(),
             resource: op.resource.clone(),
             amount: op.amount.clone(),
             currency: op.currency.clone(),
             status: op.status.clone(),
             created_at: op.created_at,
+            carried: i >= listed,
         })
         .collect();
     let found = reconcile::compare(&ops, &effects, window);
@@ -129,104 +142,22 @@ pub async fn run(
     ran.matched = found.matched.len() as u64;
     ran.missing = found.missing.len() as u64;
     ran.unexpected = found.unexpected.len() as u64;
-    let discrepancy = |kind: DiscrepancyKind, subject: String| DiscrepancyFound {
-        case_id: reconcile::case_id(kind.as_str(), &subject),
-        kind,
-        provider: lookup.provider.clone(),
-        window_from: window.from,
-        window_to: window.to,
-        operation: None,
-        effect_id: None,
-        key: None,
+    let compared = findings::Compared {
+        listed: &operations,
+        ops: &ops,
+        rows: &rows,
+        effects: &effects,
     };
-    let closing = closing(engine, lookup, &ops, &rows, &effects, &found).await?;
-    // Pairs made by fields are recorded: the effect stands for that
-    // operation in every later run (`domain::reconcile`, rule 3).
-    let paired: Vec<(Option<DeliveryId>, EffectPaired)> = found
-        .matched
-        .iter()
-        .filter(|&&(i, e)| effects[e].provider_ref.as_deref() != Some(ops[i].id.as_str()))
-        .map(|&(i, e)| {
-            let event = EffectPaired {
-                effect_id: effects[e].effect_id,
-                key: rows[e].key.clone(),
-                operation: ops[i].id.clone(),
-                run_id: ran.run_id,
-            };
-            (rows[e].first_delivery_id.parse().ok(), event)
-        })
-        .collect();
-    let mut found_events = Vec::new();
-    for &i in &found.missing {
-        let op = &operations[i];
-        let mut event = discrepancy(
-            DiscrepancyKind::MissingEffect,
-            format!("{}/{}", lookup.provider, op.id),
-        );
-        event.operation = Some(op.clone());
-        found_events.push((None, event));
-    }
-    for &e in &found.unexpected {
-        let row = &rows[e];
-        let mut event = discrepancy(DiscrepancyKind::UnexpectedEffect, row.effect_id.clone());
-        event.effect_id = Some(effects[e].effect_id);
-        event.key = Some(row.key.clone());
-        found_events.push((row.first_delivery_id.parse().ok(), event));
-    }
-    journal(engine, ran, found_events, closing, paired).await
-}
-
-/// The open findings a pair of this run answers: an operation once missing
-/// now paired with an applied effect (its webhook came late), an effect once
-/// unexpected now paired with an operation (listed late). Each is closed
-/// `effect_found`, naming the effect, by the run's job.
-async fn closing(
-    engine: &SharedEngine,
-    lookup: &Lookup,
-    operations: &[Operation],
-    rows: &[effect::Model],
-    effects: &[Effect],
-    found: &reconcile::Comparison,
-) -> anyhow::Result<Vec<(Option<DeliveryId>, CaseResolved)>> {
-    let mut answered = Vec::new();
-    for &(i, e) in found.matched.iter().filter(|&&(_, e)| effects[e].applied) {
-        let (operation, effect_id) = (&operations[i].id, effects[e].effect_id);
-        let note = format!("operation {operation} paired with applied effect {effect_id}");
-        let missing = DiscrepancyKind::MissingEffect.as_str();
-        let subject = format!("{}/{operation}", lookup.provider);
-        answered.push((
-            reconcile::case_id(missing, &subject),
-            None,
-            note.clone(),
-            effect_id,
-        ));
-        let unexpected = DiscrepancyKind::UnexpectedEffect.as_str();
-        let delivery = rows[e].first_delivery_id.parse().ok();
-        answered.push((
-            reconcile::case_id(unexpected, &rows[e].effect_id),
-            delivery,
-            note,
-            effect_id,
-        ));
-    }
-    let ids: Vec<Uuid> = answered.iter().map(|(id, ..)| *id).collect();
-    let open = crate::store::cases::open_among(&engine.db, &ids).await?;
-    Ok(answered
-        .into_iter()
-        .filter(|(id, ..)| open.contains(id))
-        .map(|(case_id, delivery, note, effect_id)| {
-            let resolved = CaseResolved {
-                case_id,
-                resolution: Resolution::EffectFound,
-                resolved_by: "reconciliation".to_owned(),
-                note,
-                authoritative_ref: None,
-                effect_id: Some(effect_id),
-                key: None,
-            };
-            (delivery, resolved)
-        })
-        .collect())
+    let findings = findings::Findings::of(
+        engine,
+        &lookup.provider,
+        window,
+        compared,
+        &found,
+        ran.run_id,
+    )
+    .await?;
+    journal(engine, ran, findings).await
 }
 
 /// An effect of the ledger with its resource, amount and currency, read
@@ -255,22 +186,14 @@ async fn ledger_effect(
     })
 }
 
-/// Opens each discrepancy's case (once), closes the findings it answered
-/// (each once) and journals the run.
+/// Journals the run with what it found, in one transaction
+/// (`findings::Findings`).
 async fn journal(
     engine: &SharedEngine,
     ran: ReconciliationRan,
-    found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
-    closing: Vec<(Option<DeliveryId>, CaseResolved)>,
-    paired: Vec<(Option<DeliveryId>, EffectPaired)>,
+    findings: findings::Findings,
 ) -> anyhow::Result<Run> {
-    let run = JournalRun {
-        ran,
-        found,
-        closing,
-        paired,
-    };
-    let written = engine.writer.submit(run).await?;
+    let written = engine.writer.submit(findings.journaled(ran)).await?;
     tracing::info!(
         provider = %written.provider,
         expected = written.expected,
@@ -282,54 +205,6 @@ async fn journal(
         "reconciliation ran"
     );
     Ok(written)
-}
-
-/// A run and its discrepancies, journaled as a writer job: each
-/// discrepancy's case opens once (a claim), then the run is recorded with how
-/// many it opened.
-struct JournalRun {
-    ran: ReconciliationRan,
-    found: Vec<(Option<DeliveryId>, DiscrepancyFound)>,
-    closing: Vec<(Option<DeliveryId>, CaseResolved)>,
-    paired: Vec<(Option<DeliveryId>, EffectPaired)>,
-}
-
-impl WriteJob for JournalRun {
-    type Output = ReconciliationRan;
-
-    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<ReconciliationRan, DbErr>> {
-        Box::pin(async move {
-            let Self {
-                mut ran,
-                found,
-                closing,
-                paired,
-            } = self;
-            let at = Utc::now();
-            for (delivery, pairing) in paired {
-                // An effect cited meanwhile, or an operation another cites:
-                // the pairing is not kept, nothing else changes.
-                tx.claim(delivery, &JournalEvent::EffectPaired(pairing), at)
-                    .await?;
-            }
-            for (delivery, resolved) in closing {
-                // Closed meanwhile by a person: nothing to do.
-                tx.claim(delivery, &JournalEvent::CaseResolved(resolved), at)
-                    .await?;
-            }
-            for (delivery, event) in found {
-                if tx
-                    .claim(delivery, &JournalEvent::DiscrepancyFound(event), at)
-                    .await?
-                {
-                    ran.opened += 1;
-                }
-            }
-            tx.record(None, JournalEvent::ReconciliationRan(ran.clone()), at)
-                .await?;
-            Ok(ran)
-        })
-    }
 }
 
 /// Runs reconciliation every `interval_secs` over what is due

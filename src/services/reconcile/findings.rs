@@ -1,0 +1,244 @@
+//! What one reconciliation run found, journaled in one transaction: the
+//! discrepancies it opens (each once), the pairs it made by fields (each
+//! recorded, `EffectPaired`), and the open findings a pair answers, closed
+//! `effect_found`.
+//!
+//! A pair made by fields holds only if its recording does. Refused because
+//! another effect already stands for the operation (one outside the window,
+//! cited by a person or paired by an earlier run), the operation was
+//! answered, but not by this effect: what the pair would have closed stays
+//! open, and this effect, applied within the window, is unexpected after all.
+
+use chrono::Utc;
+use futures_util::future::BoxFuture;
+use sea_orm::DbErr;
+use uuid::Uuid;
+
+use super::SharedEngine;
+use crate::domain::cases::Resolution;
+use crate::domain::delivery::DeliveryId;
+use crate::domain::journal::{
+    CaseResolved, DiscrepancyFound, DiscrepancyKind, EffectPaired, JournalEvent, ProviderOperation,
+    ReconciliationRan,
+};
+use crate::domain::reconcile::{self, Comparison, Effect, Operation, Window};
+use crate::store::Tx;
+use crate::store::entities::effect;
+use crate::store::writer::WriteJob;
+
+/// An event journaled with its delivery, when it has one.
+type About<E> = (Option<DeliveryId>, E);
+
+/// What a run found, to journal (`journaled`).
+#[derive(Default)]
+pub(super) struct Findings {
+    /// Discrepancies, each opening its case once.
+    found: Vec<About<DiscrepancyFound>>,
+    /// Open findings answered by a pair that needs no recording (the effect
+    /// cites the operation already).
+    closing: Vec<About<CaseResolved>>,
+    /// Pairs made by fields.
+    paired: Vec<Pairing>,
+}
+
+/// A pair made by fields, with what it answers if it holds.
+struct Pairing {
+    delivery: Option<DeliveryId>,
+    event: EffectPaired,
+    answers: Vec<About<CaseResolved>>,
+    /// The effect's own finding, if it was applied within the window: opened
+    /// when another effect turns out to stand for the operation.
+    otherwise: Option<About<DiscrepancyFound>>,
+}
+
+/// The run's side of each pair: the operations (as listed, and as compared)
+/// and the effects (as stored, and as compared), index for index.
+pub(super) struct Compared<'a> {
+    pub listed: &'a [ProviderOperation],
+    pub ops: &'a [Operation],
+    pub rows: &'a [effect::Model],
+    pub effects: &'a [Effect],
+}
+
+impl Findings {
+    /// What `found` means for `provider` over `window`.
+    pub(super) async fn of(
+        engine: &SharedEngine,
+        provider: &str,
+        window: Window,
+        compared: Compared<'_>,
+        found: &Comparison,
+        run_id: Uuid,
+    ) -> anyhow::Result<Self> {
+        let Compared {
+            listed,
+            ops,
+            rows,
+            effects,
+        } = compared;
+        let discrepancy = |kind: DiscrepancyKind, subject: String| DiscrepancyFound {
+            case_id: reconcile::case_id(kind.as_str(), &subject),
+            kind,
+            provider: provider.to_owned(),
+            window_from: window.from,
+            window_to: window.to,
+            operation: None,
+            effect_id: None,
+            key: None,
+        };
+        let unexpected = |e: usize| {
+            let row = &rows[e];
+            let mut event = discrepancy(DiscrepancyKind::UnexpectedEffect, row.effect_id.clone());
+            event.effect_id = Some(effects[e].effect_id);
+            event.key = Some(row.key.clone());
+            (row.first_delivery_id.parse().ok(), event)
+        };
+        let mut findings = Self::default();
+        for &i in &found.missing {
+            let op = &listed[i];
+            let subject = format!("{provider}/{}", op.id);
+            let mut event = discrepancy(DiscrepancyKind::MissingEffect, subject);
+            event.operation = Some(op.clone());
+            findings.found.push((None, event));
+        }
+        findings
+            .found
+            .extend(found.unexpected.iter().map(|&e| unexpected(e)));
+        let mut answered = answered(engine, provider, ops, rows, effects, found).await?;
+        for (n, &(i, e)) in found.matched.iter().enumerate() {
+            let answers = answered.remove(&n).unwrap_or_default();
+            if effects[e].provider_ref.as_deref() == Some(ops[i].id.as_str()) {
+                findings.closing.extend(answers);
+                continue;
+            }
+            let within = effects[e].applied && window.contains(effects[e].created_at);
+            findings.paired.push(Pairing {
+                delivery: rows[e].first_delivery_id.parse().ok(),
+                event: EffectPaired {
+                    effect_id: effects[e].effect_id,
+                    key: rows[e].key.clone(),
+                    operation: ops[i].id.clone(),
+                    run_id,
+                },
+                answers,
+                otherwise: within.then(|| unexpected(e)),
+            });
+        }
+        Ok(findings)
+    }
+
+    /// The writer job that journals `ran` with these findings.
+    pub(super) fn journaled(self, ran: ReconciliationRan) -> JournalRun {
+        JournalRun {
+            ran,
+            findings: self,
+        }
+    }
+}
+
+/// The open findings each pair of `found.matched` (by its place there)
+/// answers: an operation once missing now paired with an applied effect (its
+/// webhook came late), an effect once unexpected now paired with an
+/// operation (listed late). Each is closed `effect_found`, naming the effect,
+/// by the run's job.
+async fn answered(
+    engine: &SharedEngine,
+    provider: &str,
+    ops: &[Operation],
+    rows: &[effect::Model],
+    effects: &[Effect],
+    found: &Comparison,
+) -> anyhow::Result<std::collections::HashMap<usize, Vec<About<CaseResolved>>>> {
+    let mut answers = Vec::new();
+    for (n, &(i, e)) in found.matched.iter().enumerate() {
+        if !effects[e].applied {
+            continue;
+        }
+        let (operation, effect_id) = (&ops[i].id, effects[e].effect_id);
+        let note = format!("operation {operation} paired with applied effect {effect_id}");
+        let missing = DiscrepancyKind::MissingEffect.as_str();
+        let missing = reconcile::case_id(missing, &format!("{provider}/{operation}"));
+        answers.push((n, missing, None, note.clone(), effect_id));
+        let unexpected = DiscrepancyKind::UnexpectedEffect.as_str();
+        let unexpected = reconcile::case_id(unexpected, &rows[e].effect_id);
+        let delivery = rows[e].first_delivery_id.parse().ok();
+        answers.push((n, unexpected, delivery, note, effect_id));
+    }
+    let ids: Vec<Uuid> = answers.iter().map(|&(_, id, ..)| id).collect();
+    let open = crate::store::cases::open_among(&engine.db, &ids).await?;
+    let mut by_pair: std::collections::HashMap<usize, Vec<About<CaseResolved>>> =
+        std::collections::HashMap::new();
+    for (n, case_id, delivery, note, effect_id) in answers {
+        if !open.contains(&case_id) {
+            continue;
+        }
+        let resolved = CaseResolved {
+            case_id,
+            resolution: Resolution::EffectFound,
+            resolved_by: "reconciliation".to_owned(),
+            note,
+            authoritative_ref: None,
+            effect_id: Some(effect_id),
+            key: None,
+        };
+        by_pair.entry(n).or_default().push((delivery, resolved));
+    }
+    Ok(by_pair)
+}
+
+/// A run and what it found, journaled as a writer job: each pair made by
+/// fields recorded (and what it answers closed, if it holds), each finding
+/// answered otherwise closed, each discrepancy's case opened once (a claim),
+/// then the run recorded with its figures.
+pub(super) struct JournalRun {
+    ran: ReconciliationRan,
+    findings: Findings,
+}
+
+impl WriteJob for JournalRun {
+    type Output = ReconciliationRan;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<ReconciliationRan, DbErr>> {
+        Box::pin(async move {
+            let Self { mut ran, findings } = self;
+            let at = Utc::now();
+            let mut found = findings.found;
+            let mut closing = findings.closing;
+            for pairing in findings.paired {
+                let event = JournalEvent::EffectPaired(pairing.event.clone());
+                if tx.claim(pairing.delivery, &event, at).await? {
+                    closing.extend(pairing.answers);
+                    continue;
+                }
+                // Cited meanwhile (by a person): it stands for another
+                // operation; nothing else changes. Still citing nothing:
+                // another effect stands for this operation.
+                let held = tx.reservation(&pairing.event.key).await?;
+                if held.is_none_or(|row| row.provider_ref.is_some()) {
+                    continue;
+                }
+                ran.matched = ran.matched.saturating_sub(1);
+                if let Some(unexpected) = pairing.otherwise {
+                    ran.unexpected += 1;
+                    found.push(unexpected);
+                }
+            }
+            for (delivery, resolved) in closing {
+                // Closed meanwhile by a person: nothing to do.
+                tx.claim(delivery, &JournalEvent::CaseResolved(resolved), at)
+                    .await?;
+            }
+            for (delivery, event) in found {
+                if tx
+                    .claim(delivery, &JournalEvent::DiscrepancyFound(event), at)
+                    .await?
+                {
+                    ran.opened += 1;
+                }
+            }
+            tx.record(None, JournalEvent::ReconciliationRan(ran.clone()), at)
+                .await?;
+            Ok(ran)
+        })
+    }
+}
