@@ -366,3 +366,69 @@ async fn a_downstream_answer_echoing_a_sensitive_value_is_masked_in_the_view() {
         .expect("a reference");
     assert_eq!(reference, answer, "masked the same way");
 }
+
+/// A Standard Webhooks strategy that declares a contact's email sensitive
+/// (for the provider's every view), used by no hierarchy.
+const CONTACT_EMAIL_SENSITIVE: &str = r#"
+[[strategies]]
+name = "std-contact"
+version = 1
+provider = "standard-webhooks"
+event_types = ["contact.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "7d"
+effect_type = "contact.sync"
+criticality = "reversible"
+fields = [{ name = "contact", path = "$.data.id" }]
+sensitive = ["$.data.email"]
+"#;
+
+/// A delivery id that comes back with another body is a collision. Neither
+/// body's unkeyed fingerprint is shown for it — to the sender in the answer,
+/// nor to any role on the delivery's or the case's page: the first body's
+/// would confirm a guess of its email offline, beside the masked tag.
+#[tokio::test]
+async fn a_delivery_id_that_comes_back_with_another_body_shows_neither_bodys_fingerprint() {
+    let app = spawn_app_with(CONTACT_EMAIL_SENSITIVE).await;
+    let secret = crate::support::app::secret_of(app.source("std"));
+    let now = chrono::Utc::now().timestamp();
+    let body = |kind: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "type": "contact.updated", "timestamp": "2026-12-07T04:00:00Z",
+            "data": {"id": "ct_1", "kind": kind, "email": EMAIL}
+        }))
+        .unwrap()
+    };
+    let first = app
+        .post_signed_with("std", &secret, "msg_fp_1", now, &body("lead"))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let again = app
+        .post_signed_with("std", &secret, "msg_fp_1", now + 5, &body("customer"))
+        .await;
+    assert_eq!(
+        again.json["reason"], "transport_id_collision",
+        "{}",
+        again.json
+    );
+    let fingerprints = crate::support::probe::Probe::of(&app.db)
+        .rows("SELECT body_fingerprint FROM transport_links")
+        .await;
+    assert_eq!(fingerprints.len(), 1);
+    let fingerprint = fingerprints[0][0].clone().expect("a fingerprint");
+    let case_id = again.json["case_id"].as_str().expect("a case");
+    let second = again.json["delivery_id"].as_str().expect("an id");
+    let shown = [
+        again.json.to_string(),
+        app.delivery(second).await.json.to_string(),
+        app.get(&format!("/api/cases/{case_id}"))
+            .await
+            .json
+            .to_string(),
+    ];
+    for text in shown {
+        assert!(!text.contains(&fingerprint), "{text}");
+        assert!(!text.contains(EMAIL), "{text}");
+    }
+}
