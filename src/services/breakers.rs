@@ -86,6 +86,7 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         }
     }
     refresh(engine).await?;
+    flag_stragglers(engine, &store::breakers::tripped(&engine.db).await?).await?;
     Ok(tripped)
 }
 
@@ -104,36 +105,92 @@ pub async fn trip(
     at: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
     let since = at - crate::services::reconcile::seconds(tripped.window_secs);
-    let ignored =
-        store::breakers::ignored_since(&engine.db, &tripped.strategy, since, COHORT_MOST).await?;
-    let cohort = ignored
-        .into_iter()
-        .filter_map(|row| {
-            let delivery: DeliveryId = row.delivery_id.parse().ok()?;
-            let flagged = CohortFlagged {
-                case_id: crate::domain::reconcile::case_id("breaker_cohort", &row.delivery_id),
-                strategy: tripped.strategy.clone(),
-                business_key: row.business_key,
-                reference_delivery_id: row.reference_delivery_id.and_then(|id| id.parse().ok()),
-                effect_id: row.effect_id.and_then(|id| id.parse().ok()),
-            };
-            Some((delivery, flagged))
-        })
-        .collect();
+    let cohort = cohort(engine, &tripped.strategy, since).await?;
     engine
         .writer
         .submit(Trip {
-            tripped,
+            tripped: Some(tripped),
             cohort,
             at,
         })
         .await
 }
 
+/// What `strategy` ignored since `since` that no case flags yet, each with
+/// the `CohortFlagged` that flags it.
+async fn cohort(
+    engine: &SharedEngine,
+    strategy: &str,
+    since: DateTime<Utc>,
+) -> Result<Vec<(DeliveryId, CohortFlagged)>, DbErr> {
+    let ignored = store::breakers::ignored_since(&engine.db, strategy, since, COHORT_MOST).await?;
+    Ok(ignored
+        .into_iter()
+        .filter_map(|row| {
+            let delivery: DeliveryId = row.delivery_id.parse().ok()?;
+            let flagged = CohortFlagged {
+                case_id: crate::domain::reconcile::case_id("breaker_cohort", &row.delivery_id),
+                strategy: strategy.to_owned(),
+                business_key: row.business_key,
+                reference_delivery_id: row.reference_delivery_id.and_then(|id| id.parse().ok()),
+                effect_id: row.effect_id.and_then(|id| id.parse().ok()),
+            };
+            Some((delivery, flagged))
+        })
+        .collect())
+}
+
+/// How long after a trip deliveries may still be ignored under the tripped
+/// strategy: by another process until its next evaluation reads the trip,
+/// and the read model shows them a little later still.
+fn stragglers_for(engine: &SharedEngine) -> chrono::Duration {
+    let check = chrono::Duration::milliseconds(
+        i64::try_from(engine.config.breaker_check_ms).unwrap_or(i64::MAX / 4),
+    );
+    check * 2 + chrono::Duration::seconds(60)
+}
+
+/// Flags what each strategy tripped lately ignored that its trip could not
+/// flag: ignores another process made before it read the trip, and ignores
+/// the read model did not show yet when the trip was journaled. Each is
+/// flagged once (a case each); a trip older than `stragglers_for` has none.
+async fn flag_stragglers(
+    engine: &SharedEngine,
+    tripped: &[strategy_breaker::Model],
+) -> Result<(), DbErr> {
+    let now = Utc::now();
+    for row in tripped {
+        if now - row.tripped_at > stragglers_for(engine) {
+            continue;
+        }
+        let window = crate::services::reconcile::seconds(engine.config.breaker_window_secs);
+        let cohort = cohort(engine, &row.strategy, row.tripped_at - window).await?;
+        if cohort.is_empty() {
+            continue;
+        }
+        let flagged = engine
+            .writer
+            .submit(Trip {
+                tripped: None,
+                cohort,
+                at: now,
+            })
+            .await?;
+        if flagged {
+            tracing::warn!(
+                strategy = row.strategy,
+                "deliveries ignored as the breaker tripped flagged for reconciliation"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// A trip and its cohort, in one transaction: a crash between them would
-/// leave the strategy tripped and the deliveries it ignored unflagged.
+/// leave the strategy tripped and the deliveries it ignored unflagged. No
+/// trip: the stragglers of one already journaled.
 struct Trip {
-    tripped: StrategyTripped,
+    tripped: Option<StrategyTripped>,
     cohort: Vec<(DeliveryId, CohortFlagged)>,
     at: DateTime<Utc>,
 }
@@ -143,15 +200,19 @@ impl WriteJob for Trip {
 
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<bool, DbErr>> {
         Box::pin(async move {
-            let event = JournalEvent::StrategyTripped(self.tripped);
-            if !tx.claim(None, &event, self.at).await? {
-                return Ok(false);
+            let tripped = self.tripped.is_some();
+            if let Some(trip) = self.tripped {
+                let event = JournalEvent::StrategyTripped(trip);
+                if !tx.claim(None, &event, self.at).await? {
+                    return Ok(false);
+                }
             }
-            for (delivery, flagged) in self.cohort {
-                let event = JournalEvent::CohortFlagged(flagged);
-                tx.claim(Some(delivery), &event, self.at).await?;
+            let mut flagged = false;
+            for (delivery, cohort) in self.cohort {
+                let event = JournalEvent::CohortFlagged(cohort);
+                flagged |= tx.claim(Some(delivery), &event, self.at).await?;
             }
-            Ok(true)
+            Ok(tripped || flagged)
         })
     }
 }

@@ -561,3 +561,39 @@ async fn a_tripped_breaker_flags_for_reconciliation_what_its_strategy_ignored_in
         .expect("rebuild");
     assert_eq!(probe.rows(rows).await, live);
 }
+
+/// A process reads a trip at its next evaluation; until then it still
+/// ignores what the tripped strategy keys as a duplicate. Those ignores are
+/// flagged too, by the evaluations that follow the trip.
+#[tokio::test]
+async fn what_another_process_ignored_before_it_read_the_trip_is_flagged_too() {
+    let sensitive =
+        "[engine]\nbreaker_threshold = 0.1\nbreaker_min_deliveries = 3\nbreaker_check_ms = 100\n";
+    let app = spawn_app_with(sensitive).await;
+    // Given a second process that reads breakers once in ten minutes
+    let slow = sensitive.replace("breaker_check_ms = 100", "breaker_check_ms = 600000");
+    let other = crate::support::app::spawn_on(&app.database_url, &slow, None).await;
+    let body = refund("pay_s1", 100, Some("rr_s1"));
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    // When the strategy trips in the first, and the second, not knowing
+    // yet, ignores a retry as a duplicate
+    app.collide("pay_s2", 2).await;
+    app.wait_journal("StrategyTripped", 1).await;
+    let ignored = other.post_signed("hmac", &body).await;
+    assert_eq!(
+        ignored.json["reason"], "duplicate_of_applied",
+        "{}",
+        ignored.json
+    );
+    // Then that ignore is flagged for a person, once
+    let id = ignored.json["delivery_id"].as_str().unwrap();
+    let flagged = format!(
+        "SELECT COUNT(*) FROM cases WHERE delivery_id = '{id}' \
+         AND reason = 'breaker_tripped' AND status = 'open'"
+    );
+    app.wait_for_count(&flagged, 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(app.journal_count("CohortFlagged").await, 1);
+}
