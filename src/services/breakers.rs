@@ -13,6 +13,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 use futures_util::future::BoxFuture;
 
 use super::engine::SharedEngine;
+use crate::auth::{Action, Principal};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{CohortFlagged, JournalEvent, StrategyReset, StrategyTripped};
 use crate::store::writer::WriteJob;
@@ -234,6 +235,45 @@ pub async fn reset(
     reason: String,
 ) -> Result<bool, DbErr> {
     reset_at(db, strategy, by, reason, Utc::now()).await
+}
+
+/// What a person's reset came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PersonsReset {
+    Reset,
+    NotTripped,
+    /// The caller was disabled or lost the role since the request was let in.
+    Forbidden,
+}
+
+/// `reset` asked by `caller`, whose role is read again in the transaction
+/// that resets: an engineer demoted while the request waited for the
+/// database's writer resets nothing.
+pub async fn reset_by(
+    db: &DatabaseConnection,
+    strategy: &str,
+    caller: &Principal,
+    reason: String,
+) -> Result<PersonsReset, DbErr> {
+    let event = JournalEvent::StrategyReset(StrategyReset {
+        strategy: strategy.to_owned(),
+        reset_by: Some(caller.signature()),
+        reason: Some(reason),
+    });
+    store::transaction(db, async |tx| {
+        let now = super::access::still(tx.connection(), caller)
+            .await
+            .map_err(|error| DbErr::Custom(error.to_string()))?;
+        if !now.is_some_and(|caller| caller.may(Action::ResetBreakers)) {
+            return Ok(PersonsReset::Forbidden);
+        }
+        Ok(if tx.claim(None, &event, Utc::now()).await? {
+            PersonsReset::Reset
+        } else {
+            PersonsReset::NotTripped
+        })
+    })
+    .await
 }
 
 /// `reset`, journaled as of `at` (a fixture's replay resets a breaker at

@@ -19,8 +19,9 @@ use super::format::{Nav, Stamp};
 use super::{html, see_other};
 use crate::auth::{Action, Principal};
 use crate::routes::error::UiError;
+use crate::services::breakers::{self, PersonsReset};
 use crate::services::dashboard::{self, AGE_BUCKETS, Dashboard, PairCount, WINDOW_HOURS};
-use crate::services::{breakers, reconcile};
+use crate::services::reconcile;
 use crate::state::AppState;
 
 /// A tripped breaker as the page lists it.
@@ -322,15 +323,15 @@ pub async fn reset(
     if reason.trim().is_empty() {
         return Ok(see_other("/dashboard?done=reason_required"));
     }
-    let reset = breakers::reset(state.db(), &strategy, operator.signature(), reason)
+    let reset = breakers::reset_by(state.db(), &strategy, &operator, reason)
         .await
         .map_err(UiError::internal)?;
     breakers::refresh(&state.engine)
         .await
         .map_err(UiError::internal)?;
-    Ok(see_other(if reset {
-        "/dashboard?done=reset"
-    } else {
-        "/dashboard?done=not_tripped"
+    Ok(see_other(match reset {
+        PersonsReset::Reset => "/dashboard?done=reset",
+        PersonsReset::NotTripped => "/dashboard?done=not_tripped",
+        PersonsReset::Forbidden => return Err(UiError::forbidden()),
     }))
 }
