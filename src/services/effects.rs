@@ -111,8 +111,34 @@ async fn run(
         latency_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
         status: attempt.status(),
     });
-    settle(engine, job, attempt, call).await?;
+    settle_patiently(engine, job, attempt, call).await?;
     redecide_deferred(engine, base_key(&job.key)).await
+}
+
+/// `settle`, tried again while the database refuses it (its writer busy
+/// past its timeout while a rebuild holds it, a connection lost) for as
+/// long as the lease: the downstream has answered, and an applied effect
+/// left unsettled would expire to an unknown outcome, a case for a person.
+/// A settlement is a claim on the fencing token: one that committed before
+/// its answer was lost is refused the second time, harmlessly.
+async fn settle_patiently(
+    engine: &Engine,
+    job: &EffectJob,
+    attempt: Attempt,
+    call: Option<DownstreamCall>,
+) -> Result<bool, DbErr> {
+    let deadline = std::time::Instant::now() + engine.lease().to_std().unwrap_or_default();
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        match settle(engine, job, attempt.clone(), call).await {
+            Err(error) if std::time::Instant::now() + pause < deadline => {
+                tracing::warn!(effect.id = %job.effect_id, %error, "settlement not written; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+            settled => return settled,
+        }
+    }
 }
 
 /// Journals how the attempt ended (with the downstream `call` it made, if

@@ -309,3 +309,64 @@ async fn postgres_connections_killed_mid_burst_lose_no_acknowledged_delivery() {
     ledger.assert_each_processed_once();
     assert_all_journaled_after_restart(&url, &ledger).await;
 }
+
+/// The downstream applied a refund, and the connection writing its
+/// settlement was killed (a failover, an administrator): the settlement is
+/// written on a fresh connection, not left for the lease to expire into an
+/// unknown outcome and a case for a person.
+#[tokio::test]
+async fn a_settlement_whose_connection_was_killed_is_written_on_a_fresh_one() {
+    use crate::support::downstream::{Behaviour, Downstream};
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1000 }).await;
+    let app = spawn_app_with(&downstream.sink_toml(5000)).await;
+    if app.db.get_database_backend() != sea_orm::DbBackend::Postgres {
+        return; // A PostgreSQL backend to kill; the PostgreSQL run covers it.
+    }
+    // Given the effects' table held while a refund's call ends: its
+    // settlement waits on the lock
+    let body = crate::support::app::refund("pay_kill", 300, Some("rr_kill"));
+    let sent = app.post_signed("hmac", &body).await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    let other = sea_orm::Database::connect(app.database_url.as_str())
+        .await
+        .expect("a connection");
+    let holding = other.begin().await.expect("begun");
+    holding
+        .execute_unprepared("LOCK TABLE effects IN EXCLUSIVE MODE")
+        .await
+        .expect("effects held");
+    let waiting = sea_orm::Statement::from_string(
+        sea_orm::DbBackend::Postgres,
+        "SELECT COUNT(*) AS n FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let row = other.query_one_raw(waiting.clone()).await.expect("read");
+        if row
+            .expect("a row")
+            .try_get::<i64>("", "n")
+            .expect("a count")
+            > 0
+        {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 30, "the settlement waits");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // When its connection is killed
+    holding
+        .execute_unprepared(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock' \
+             AND pid <> pg_backend_pid()",
+        )
+        .await
+        .expect("killed");
+    holding.rollback().await.expect("released");
+    // Then the refund is settled applied all the same
+    app.wait_applied(1).await;
+    assert_eq!(app.journal_count("EffectOutcomeUnknown").await, 0);
+    assert_eq!(downstream.calls().len(), 1);
+}
