@@ -185,8 +185,9 @@ impl SensitiveMask {
     }
 
     /// Replaces every clear sensitive value in `value`: whole values by their
-    /// tag, text embedded in a longer string by the tag's text, and so is
-    /// its percent-encoded form (as a look-up's URL carries it).
+    /// tag, text embedded in a longer string (a number as its digits) by the
+    /// tag's text, and so is its percent-encoded form (as a look-up's URL
+    /// carries it).
     pub fn scrub(&self, value: &mut Value) {
         if self.found.is_empty() {
             return;
@@ -198,16 +199,23 @@ impl SensitiveMask {
         match value {
             Value::String(text) => {
                 for (clear, tag) in &self.found {
-                    if let (Value::String(c), Value::String(t)) = (clear, tag)
-                        && c.chars().count() >= MIN_EMBEDDED_LEN
-                    {
-                        if text.contains(c.as_str()) {
-                            *text = text.replace(c.as_str(), t);
-                        }
-                        let encoded = uri::encode(c);
-                        if encoded != *c && text.contains(&encoded) {
-                            *text = text.replace(&encoded, t);
-                        }
+                    // A number reaches text as its digits (a URL's path, a
+                    // downstream's answer).
+                    let c = match clear {
+                        Value::String(c) => std::borrow::Cow::Borrowed(c.as_str()),
+                        Value::Number(n) => std::borrow::Cow::Owned(n.to_string()),
+                        _ => continue,
+                    };
+                    let Value::String(t) = tag else { continue };
+                    if c.chars().count() < MIN_EMBEDDED_LEN {
+                        continue;
+                    }
+                    if text.contains(c.as_ref()) {
+                        *text = text.replace(c.as_ref(), t);
+                    }
+                    let encoded = uri::encode(&c);
+                    if encoded != c && text.contains(&encoded) {
+                        *text = text.replace(&encoded, t);
                     }
                 }
             }
@@ -343,6 +351,23 @@ mod tests {
         assert!(!text.contains("ann@example.com"), "{text}");
         assert_eq!(other["to"], tag.as_str());
         assert_eq!(other["n"][0], 1500);
+    }
+
+    #[test]
+    fn a_sensitive_number_is_scrubbed_inside_text_as_its_digits() {
+        let mut body = json!({"customer_number": 12345678901_u64, "amount": 1500});
+        let path = FieldRef::parse("$.customer_number").unwrap();
+        let mask = SensitiveMask::mask_body(&mut body, &[&path], &secret());
+        let tag = body["customer_number"].as_str().unwrap().to_owned();
+        let mut other = json!({
+            "url": "https://psp.example/customers/12345678901/refunds?c=12345678901",
+            "number": 12345678901_u64,
+        });
+        mask.scrub(&mut other);
+        let text = other.to_string();
+        assert!(!text.contains("12345678901"), "{text}");
+        assert!(other["url"].as_str().unwrap().contains(&tag), "{text}");
+        assert_eq!(other["number"], tag.as_str());
     }
 
     #[test]
