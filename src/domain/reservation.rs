@@ -18,7 +18,7 @@ impl ReservationState {
     pub const ALL: [Self; 4] = [Self::Reserved, Self::Applied, Self::Failed, Self::Unknown];
 
     /// The stored name (frozen).
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Reserved => "reserved",
             Self::Applied => "applied",

@@ -42,26 +42,40 @@ pub async fn open_expiry<C: ConnectionTrait>(
 }
 
 /// The operations of `provider` that open missing-effect findings stand
-/// for, at most `limit`, the oldest findings first.
+/// for, at most `limit`. Read a page at a time (the provider is in each
+/// case's details, which no index reads): another provider's findings never
+/// take this one's places.
 pub async fn open_missing<C: ConnectionTrait>(
     conn: &C,
     provider: &str,
-    limit: u64,
+    limit: usize,
 ) -> Result<Vec<crate::domain::journal::ProviderOperation>, DbErr> {
     use crate::domain::journal::DiscrepancyKind;
     use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
-    let open = case::Entity::find()
-        .filter(case::Column::Reason.eq(DiscrepancyKind::MissingEffect.as_str()))
-        .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
-        .order_by_asc(case::Column::OpenedAt)
-        .limit(limit)
-        .all(conn)
-        .await?;
-    Ok(open
-        .into_iter()
-        .filter(|c| c.details["provider"].as_str() == Some(provider))
-        .filter_map(|c| serde_json::from_value(c.details["operation"].clone()).ok())
-        .collect())
+    const PAGE: u64 = 1_000;
+    let mut operations = Vec::new();
+    let mut after = String::new();
+    while operations.len() < limit {
+        let page = case::Entity::find()
+            .filter(case::Column::Reason.eq(DiscrepancyKind::MissingEffect.as_str()))
+            .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
+            .filter(case::Column::CaseId.gt(after.as_str()))
+            .order_by_asc(case::Column::CaseId)
+            .limit(PAGE)
+            .all(conn)
+            .await?;
+        let Some(last) = page.last() else {
+            break;
+        };
+        after = last.case_id.clone();
+        operations.extend(
+            page.into_iter()
+                .filter(|c| c.details["provider"].as_str() == Some(provider))
+                .filter_map(|c| serde_json::from_value(c.details["operation"].clone()).ok()),
+        );
+    }
+    operations.truncate(limit);
+    Ok(operations)
 }
 
 /// Which of `case_ids` are open (read in chunks: a run may name thousands).
@@ -344,6 +358,38 @@ mod tests {
             next_lookup_at: Some(now - Duration::minutes(minutes_ago)),
             assignee: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_operations_carried_for_a_provider_are_its_own_however_many_others_have() {
+        let (_dir, db) = crate::store::test_database().await;
+        let finding = |provider: &str, operation: &str, minutes_ago: i64| {
+            let mut case = due_case("missing_effect", minutes_ago);
+            case.next_lookup_at = None;
+            case.opened_at = Utc::now() - Duration::minutes(minutes_ago);
+            case.details = serde_json::json!({
+                "provider": provider,
+                "operation": {"id": operation, "amount": 700, "currency": "EUR", "status": "succeeded"},
+            });
+            case
+        };
+        let rows = [
+            finding("stripe", "re_s1", 30),
+            finding("stripe", "re_s2", 20),
+            finding("stripe", "re_s3", 15),
+            finding("norefid", "re_n1", 10),
+        ];
+        for case in rows {
+            case.into_active_model()
+                .reset_all()
+                .insert(&db)
+                .await
+                .unwrap();
+        }
+        let carried = open_missing(&db, "norefid", 2).await.unwrap();
+        let ids: Vec<&str> = carried.iter().map(|op| op.id.as_str()).collect();
+        assert_eq!(ids, ["re_n1"]);
+        assert_eq!(open_missing(&db, "stripe", 2).await.unwrap().len(), 2);
     }
 
     #[tokio::test]

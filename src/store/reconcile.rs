@@ -32,16 +32,58 @@ pub async fn effects_in_window<C: ConnectionTrait>(
         .filter(effect::Column::EffectId.lt(id_range::made_before(to)))
         .filter(effect::Column::CreatedAt.gte(from))
         .filter(effect::Column::CreatedAt.lt(to))
-        .filter(effect::Column::State.is_in([
-            ReservationState::Applied.as_str(),
-            ReservationState::Reserved.as_str(),
-            ReservationState::Unknown.as_str(),
-        ]))
+        .filter(effect::Column::State.is_in(COMPARED))
         .filter(Expr::exists(deliveries))
         .order_by_asc(effect::Column::CreatedAt)
         .all(conn)
         .await
 }
+
+/// Effects of `provider` (and `source`, when given) of one of
+/// `effect_types` that stand for one of `operations` (their provider
+/// reference), wherever they lie in time: an operation near a window's edge,
+/// or carried from an earlier run, may be answered by an effect outside the
+/// window compared. Applied ones, and those still pending or of unknown
+/// outcome, as `effects_in_window`.
+pub async fn effects_citing<C: ConnectionTrait>(
+    conn: &C,
+    provider: &str,
+    source: Option<&str>,
+    effect_types: &[String],
+    operations: &[&str],
+) -> Result<Vec<effect::Model>, DbErr> {
+    let mut found = Vec::new();
+    if effect_types.is_empty() {
+        return Ok(found);
+    }
+    for chunk in operations.chunks(500) {
+        let mut deliveries =
+            super::delivery_named_by((effect::Entity, effect::Column::FirstDeliveryId));
+        deliveries
+            .and_where(Expr::col((delivery::Entity, delivery::Column::Provider)).eq(provider));
+        if let Some(source) = source {
+            deliveries
+                .and_where(Expr::col((delivery::Entity, delivery::Column::Source)).eq(source));
+        }
+        found.extend(
+            effect::Entity::find()
+                .filter(effect::Column::EffectType.is_in(effect_types.iter().map(String::as_str)))
+                .filter(effect::Column::ProviderRef.is_in(chunk.iter().copied()))
+                .filter(effect::Column::State.is_in(COMPARED))
+                .filter(Expr::exists(deliveries))
+                .all(conn)
+                .await?,
+        );
+    }
+    Ok(found)
+}
+
+/// The states of the effects a run compares.
+const COMPARED: [&str; 3] = [
+    ReservationState::Applied.as_str(),
+    ReservationState::Reserved.as_str(),
+    ReservationState::Unknown.as_str(),
+];
 
 /// Where the reconciled time of `provider` ends: the latest end of a window
 /// a run over every source compared without error.

@@ -577,7 +577,7 @@ async fn a_second_refund_for_an_operation_another_effect_stands_for_is_unexpecte
     let next = reconcile_between(&app, &extra, edge, edge + Duration::hours(1)).await;
     // Then the second refund is unexpected: one refund made, two applied
     assert!(
-        next.contains("0 matched, 0 missing, 1 unexpected, 1 cases opened"),
+        next.contains("1 matched, 0 missing, 1 unexpected, 1 cases opened"),
         "{next}"
     );
     let effect = second.json["effect_id"].as_str().expect("an effect");
@@ -586,4 +586,82 @@ async fn a_second_refund_for_an_operation_another_effect_stands_for_is_unexpecte
          AND status = 'open' AND CAST(details AS TEXT) LIKE '%{effect}%'"
     );
     assert_eq!(app.count(&unexpected).await, 1);
+}
+
+/// The same edge with a second refund the provider did make, in the next
+/// window: each operation is answered by its own refund, the one at the
+/// edge by the effect an earlier run paired with it, though that effect
+/// lies before the window compared. Nothing is missing, nothing unexpected.
+#[tokio::test]
+async fn two_equal_refunds_either_side_of_an_edge_are_each_answered_by_their_own() {
+    use unicity::simulate::servers::ProviderState;
+    let state = std::sync::Arc::new(ProviderState::with_page(10));
+    let port =
+        unicity::simulate::servers::provider("127.0.0.1:0", state.clone()).expect("provider binds");
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let lookup = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{port}"));
+    let extra = format!("{}{lookup}slack_secs = 2\n", downstream.sink_toml(2000));
+    let app = spawn_app_with(&extra).await;
+    let slack = Duration::seconds(2);
+    let before = Utc::now();
+    let first = app
+        .post_signed("hmac", &refund("pay_edge2", 700, Some("rr_edge2_1")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let edge = Utc::now() + slack + Duration::milliseconds(500);
+    state.made_at("re_edge2_1", "pay_edge2", 700, edge);
+    let run = reconcile_between(&app, &extra, before - Duration::hours(1), edge).await;
+    assert!(run.contains("1 matched, 0 missing, 0 unexpected"), "{run}");
+    let wait = (edge - Utc::now() + Duration::milliseconds(100)).to_std();
+    tokio::time::sleep(wait.unwrap_or_default()).await;
+    let second = app
+        .post_signed("hmac", &refund("pay_edge2", 700, Some("rr_edge2_2")))
+        .await;
+    assert_eq!(second.json["decision"], "process", "{}", second.json);
+    app.wait_applied(2).await;
+    state.made_at("re_edge2_2", "pay_edge2", 700, Utc::now());
+    let next = reconcile_between(&app, &extra, edge, edge + Duration::hours(1)).await;
+    assert!(
+        next.contains("2 matched, 0 missing, 0 unexpected, 0 cases opened"),
+        "{next}"
+    );
+    let refs = "SELECT COALESCE(provider_ref, '') FROM effects ORDER BY provider_ref";
+    assert_eq!(rows(&app, refs).await, ["re_edge2_1", "re_edge2_2"]);
+}
+
+/// A refund found missing, its late webhook's effect still in flight when
+/// the next window is compared: paired there, not yet applied, the finding
+/// stays open. The window after finds the effect applied through the
+/// operation it stands for, though it lies outside, and closes the finding.
+#[tokio::test]
+async fn a_finding_paired_with_an_effect_in_flight_closes_once_the_effect_is_applied() {
+    let now = Utc::now();
+    let provider = Provider::start(
+        &[("re_slow", "pay_slow", 700, now - Duration::minutes(50))],
+        10,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 3000 }).await;
+    let extra = format!("{}{}", downstream.sink_toml(5000), provider.lookup_toml());
+    let app = spawn_app_with(&extra).await;
+    let edge = now - Duration::minutes(10);
+    let first = reconcile_between(&app, &extra, edge - Duration::hours(1), edge).await;
+    assert!(first.contains("1 missing"), "{first}");
+    let late = app
+        .post_signed("hmac", &refund("pay_slow", 700, Some("rr_slow")))
+        .await;
+    assert_eq!(late.json["decision"], "process", "{}", late.json);
+    let next = edge + Duration::hours(1);
+    let second = reconcile_between(&app, &extra, edge, next).await;
+    assert!(second.contains("1 matched, 0 missing"), "{second}");
+    assert_eq!(app.applied_effects().await, 0, "compared while in flight");
+    app.wait_applied(1).await;
+    let third = reconcile_between(&app, &extra, next, next + Duration::hours(1)).await;
+    assert!(third.contains("0 missing, 0 unexpected"), "{third}");
+    let cases = "SELECT reason || '|' || status || '|' || COALESCE(resolution, '') FROM cases";
+    assert_eq!(
+        rows(&app, cases).await,
+        ["missing_effect|resolved|effect_found"]
+    );
 }

@@ -24,7 +24,7 @@ use crate::config::{ReconciliationConfig, Source};
 use crate::domain::cases::CaseStatus;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::pattern;
-use crate::domain::journal::{DiscrepancyKind, ReconciliationRan};
+use crate::domain::journal::{DiscrepancyKind, ProviderOperation, ReconciliationRan};
 use crate::domain::reconcile::{self, Effect, Operation, Window};
 use crate::domain::reservation::ReservationState;
 use crate::providers::lookup::Lookup;
@@ -58,8 +58,8 @@ pub async fn run_all(
 /// delivery.
 const READ_MODEL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Most open missing-effect findings a run carries, the oldest first.
-const CARRIED_MOST: u64 = 5_000;
+/// Most open missing-effect findings of its provider a run carries.
+const CARRIED_MOST: usize = 5_000;
 
 pub async fn run(
     engine: &SharedEngine,
@@ -104,16 +104,6 @@ pub async fn run(
         }
         None => return Ok(ran),
     };
-    let rows: Vec<effect::Model> =
-        crate::store::reconcile::effects_in_window(&engine.db, &lookup.provider, source, from, to)
-            .await?
-            .into_iter()
-            .filter(|e| pattern::matches(&lookup.effect_type, &e.effect_type))
-            .collect();
-    let mut effects = Vec::with_capacity(rows.len());
-    for row in &rows {
-        effects.push(ledger_effect(engine, lookup, row).await?);
-    }
     // Operations earlier runs found missing, still open: their webhook may
     // have come late, its effect in this window (`domain::reconcile`).
     let listed = operations.len();
@@ -123,6 +113,11 @@ pub async fn run(
         .filter(|op| operations.iter().all(|listed| listed.id != op.id))
         .collect::<Vec<_>>();
     operations.extend(carried);
+    let rows = compared_effects(engine, lookup, source, (from, to), &operations).await?;
+    let mut effects = Vec::with_capacity(rows.len());
+    for row in &rows {
+        effects.push(ledger_effect(engine, lookup, row).await?);
+    }
     let ops: Vec<Operation> = operations
         .iter()
         .enumerate()
@@ -158,6 +153,44 @@ pub async fn run(
     )
     .await?;
     journal(engine, ran, findings).await
+}
+
+/// The effects a run compares: those made within the window widened by the
+/// slack, and, wherever they lie, those that stand for one of `operations`
+/// already (cited, or paired by an earlier run). An operation near the
+/// window's edge is then paired with its own effect, not with a later equal
+/// one; a carried operation whose effect was paired while in flight is
+/// found applied in a later run, which closes its finding.
+async fn compared_effects(
+    engine: &SharedEngine,
+    lookup: &Lookup,
+    source: Option<&str>,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    operations: &[ProviderOperation],
+) -> anyhow::Result<Vec<effect::Model>> {
+    let store = &engine.db;
+    let mut rows =
+        crate::store::reconcile::effects_in_window(store, &lookup.provider, source, from, to)
+            .await?;
+    let mut types: Vec<String> = engine
+        .catalog
+        .strategies()
+        .map(|s| s.effect_type.clone())
+        .filter(|t| pattern::matches(&lookup.effect_type, t))
+        .collect();
+    types.sort();
+    types.dedup();
+    let ids: Vec<&str> = operations.iter().map(|op| op.id.as_str()).collect();
+    let citing =
+        crate::store::reconcile::effects_citing(store, &lookup.provider, source, &types, &ids)
+            .await?;
+    for row in citing {
+        if rows.iter().all(|r| r.effect_id != row.effect_id) {
+            rows.push(row);
+        }
+    }
+    rows.retain(|e| pattern::matches(&lookup.effect_type, &e.effect_type));
+    Ok(rows)
 }
 
 /// An effect of the ledger with its resource, amount and currency, read
