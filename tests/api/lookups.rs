@@ -591,3 +591,66 @@ async fn a_retry_decided_again_once_its_first_outcome_is_unknown_is_not_due_for_
     // retry's, keep it due, and give it a place in each of its batches
     assert!(!due_after_sweeps(&app, &retry_id).await);
 }
+
+/// Cases an earlier version made due that no look-up settles are cleared by
+/// the upgrade, as a rebuild would leave them: a tripped breaker's case, a
+/// retry's unknown outcome that names no effect. An unknown outcome naming
+/// its effect stays due for the downstream's status URL.
+#[actix_web::test]
+async fn the_upgrade_leaves_due_only_the_cases_a_look_up_settles() {
+    use sea_orm::{ActiveModelTrait, ConnectionTrait, IntoActiveModel};
+    use unicity::store::entities::case;
+    let (url, _dir) = crate::support::app::fresh_database().await;
+    let db = unicity::store::connect(&url).await.expect("database");
+    unicity::store::migrate(&db).await.expect("migrations");
+    let now = chrono::Utc::now();
+    let due = |reason: &str, details: Value| case::Model {
+        case_id: uuid::Uuid::now_v7().to_string(),
+        delivery_id: uuid::Uuid::now_v7().to_string(),
+        business_key: None,
+        action: "reconcile".to_owned(),
+        reason: reason.to_owned(),
+        status: "open".to_owned(),
+        lookup_first: true,
+        details,
+        opened_at: now,
+        resolved_at: None,
+        resolution: None,
+        resolved_by: None,
+        lookups: 0,
+        next_lookup_at: Some(now),
+        assignee: None,
+    };
+    let effect = uuid::Uuid::now_v7().to_string();
+    for case in [
+        due("breaker_tripped", json!({"effect_id": effect})),
+        due("outcome_unknown", json!({"effect_id": null})),
+        due("outcome_unknown", json!({"effect_id": effect})),
+        due("weak_match_critical", json!({})),
+    ] {
+        case.into_active_model()
+            .reset_all()
+            .insert(&db)
+            .await
+            .expect("a case");
+    }
+    let version = "m20261207_000054_no_case_due_that_no_look_up_settles";
+    db.execute_unprepared(&format!(
+        "DELETE FROM seaql_migrations WHERE version = '{version}'"
+    ))
+    .await
+    .expect("the upgrade to run again");
+    unicity::store::migrate(&db).await.expect("the upgrade");
+    let still_due = db
+        .query_all_raw(sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            "SELECT reason FROM cases WHERE next_lookup_at IS NOT NULL ORDER BY reason".to_owned(),
+        ))
+        .await
+        .expect("read");
+    let reasons: Vec<String> = still_due
+        .iter()
+        .map(|row| row.try_get_by_index(0).expect("a reason"))
+        .collect();
+    assert_eq!(reasons, ["outcome_unknown", "weak_match_critical"]);
+}
