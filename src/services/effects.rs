@@ -60,7 +60,7 @@ pub async fn reserve_effect(
 pub fn spawn(engine: SharedEngine, job: EffectJob, source: String, event: Option<Value>) {
     tokio::spawn(async move {
         let queued = std::time::Instant::now();
-        let Ok(_turn) = engine.effect_calls.acquire().await else {
+        let Ok(turn) = engine.effect_calls.acquire().await else {
             return;
         };
         let job = if late(&engine, queued.elapsed()) {
@@ -78,17 +78,20 @@ pub fn spawn(engine: SharedEngine, job: EffectJob, source: String, event: Option
         } else {
             job
         };
-        if let Err(error) = run(&engine, &job, &source, event).await {
+        if let Err(error) = run(&engine, &job, &source, event, turn).await {
             tracing::error!(delivery.id = %job.delivery_id, effect.id = %job.effect_id, %error, "effect not settled; its lease will expire to unknown");
         }
     });
 }
 
+/// Calls the downstream in its `turn`, given back once the call ended (the
+/// settlement may wait on the database), then settles what it answered.
 async fn run(
     engine: &SharedEngine,
     job: &EffectJob,
     source: &str,
     event: Option<Value>,
+    turn: tokio::sync::SemaphorePermit<'_>,
 ) -> Result<(), DbErr> {
     let sink = sinks::select(&engine.sinks, source, &job.effect_type);
     let request = EffectRequest {
@@ -102,6 +105,7 @@ async fn run(
     let sent_at = Utc::now();
     let started = std::time::Instant::now();
     let attempt = sinks::apply(&engine.http, sink, &request).await;
+    drop(turn);
     let took = started.elapsed();
     engine
         .metrics
@@ -117,10 +121,12 @@ async fn run(
 
 /// `settle`, tried again while the database refuses it (its writer busy
 /// past its timeout while a rebuild holds it, a connection lost) for as
-/// long as the lease: the downstream has answered, and an applied effect
-/// left unsettled would expire to an unknown outcome, a case for a person.
-/// A settlement is a claim on the fencing token: one that committed before
-/// its answer was lost is refused the second time, harmlessly.
+/// long as a lease: the downstream has answered, and an effect it applied
+/// or refused, left unsettled, would expire to an unknown outcome, a case
+/// for a person. Such a settlement moves its reservation on: one that
+/// committed before its answer was lost is refused the second time,
+/// harmlessly. An unknown outcome is settled once: the lease's expiry says
+/// the same, and a second one would open a second case.
 async fn settle_patiently(
     engine: &Engine,
     job: &EffectJob,
@@ -130,8 +136,9 @@ async fn settle_patiently(
     let deadline = std::time::Instant::now() + engine.lease().to_std().unwrap_or_default();
     let mut pause = std::time::Duration::from_millis(100);
     loop {
+        let again = !matches!(attempt, Attempt::Unknown { .. });
         match settle(engine, job, attempt.clone(), call).await {
-            Err(error) if std::time::Instant::now() + pause < deadline => {
+            Err(error) if again && std::time::Instant::now() + pause < deadline => {
                 tracing::warn!(effect.id = %job.effect_id, %error, "settlement not written; trying again");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(std::time::Duration::from_secs(5));
