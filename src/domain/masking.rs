@@ -175,6 +175,15 @@ impl SensitiveMask {
         self.found.push((clear, tag));
     }
 
+    /// Also hides `digest` whatever this body holds: a fingerprint of
+    /// another body (a collision's, journaled before 2026-12-07), shown
+    /// where that body's values are not, replaced by its keyed tag.
+    pub fn hide_fingerprint(&mut self, digest: &str, secret: &KeySecret) {
+        let clear = Value::String(digest.to_owned());
+        let tag = masked_tag(&secret.seal(&clear));
+        self.found.push((clear, tag));
+    }
+
     /// Each clear value known, with what replaces it.
     pub fn found(&self) -> &[(Value, Value)] {
         &self.found

@@ -235,11 +235,40 @@ pub fn transport_match(
     TransportMatch::DeliveryIdCollision {
         first_delivery: first.map(|f| f.as_uuid()).unwrap_or_default(),
         differences: vec![FieldDifference {
-            field: "body (without volatile fields)".to_owned(),
+            field: BODY_DIFFERENCE.to_owned(),
             existing: Value::String("as first received".to_owned()),
             new: Value::String("different".to_owned()),
         }],
     }
+}
+
+/// The field a delivery id's collision names as its difference.
+pub const BODY_DIFFERENCE: &str = "body (without volatile fields)";
+
+/// The fingerprints a delivery id's collision journaled before 2026-12-07
+/// named as its difference, found anywhere in `value` (a decision, a case's
+/// details): unkeyed digests of the two bodies, which views hide wherever
+/// they show them (the journal keeps what it was given).
+pub fn journaled_fingerprints(value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::Object(map) => {
+                if map.get("field").and_then(Value::as_str) == Some(BODY_DIFFERENCE) {
+                    let digests = ["existing", "new"]
+                        .into_iter()
+                        .filter_map(|side| map.get(side).and_then(Value::as_str))
+                        .filter(|s| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()));
+                    found.extend(digests.map(str::to_owned));
+                }
+                stack.extend(map.values());
+            }
+            Value::Array(items) => stack.extend(items),
+            _ => {}
+        }
+    }
+    found
 }
 
 /// What claiming `claim` for `key` journals: its reservation, leased for

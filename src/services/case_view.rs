@@ -23,6 +23,7 @@ use crate::domain::identity::Catalog;
 use crate::domain::journal::{
     CaseCommented, CaseResolved, KeyDerived, LookupPerformed, ProviderOperation,
 };
+use crate::domain::masking::SensitiveMask;
 
 /// One case, everything a person needs to decide it.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -149,9 +150,15 @@ pub async fn show(
     sources: &HashMap<String, Arc<Source>>,
     case_id: Uuid,
 ) -> Result<CaseView, CaseError> {
-    let case = crate::store::cases::find(&engine.db, case_id)
+    let mut case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
+    // A collision opened before 2026-12-07 named both bodies' fingerprints.
+    let mut fingerprints = SensitiveMask::default();
+    for digest in crate::domain::plan::journaled_fingerprints(&case.details) {
+        fingerprints.hide_fingerprint(&digest, &engine.key_secret);
+    }
+    fingerprints.scrub(&mut case.details);
     let delivery = match case.delivery_id.parse::<DeliveryId>() {
         Ok(id) => Some(view(engine, sources, id).await?),
         Err(_) => None,

@@ -199,6 +199,13 @@ pub async fn show(
     for digest in digests {
         sensitive.hide_digest(digest, &engine.key_secret);
     }
+    // A collision decided before 2026-12-07 named both bodies' fingerprints.
+    if let Some(decision) = decision {
+        let named = JournalEvent::DecisionMade(decision.clone()).data();
+        for digest in crate::domain::plan::journaled_fingerprints(&named) {
+            sensitive.hide_fingerprint(&digest, &engine.key_secret);
+        }
+    }
     let body_ref = body_ref.map(|mut body_ref| {
         body_ref.sha256 = scrubbed_text(&sensitive, &body_ref.sha256);
         body_ref

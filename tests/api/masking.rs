@@ -431,4 +431,23 @@ async fn a_delivery_id_that_comes_back_with_another_body_shows_neither_bodys_fin
         assert!(!text.contains(&fingerprint), "{text}");
         assert!(!text.contains(EMAIL), "{text}");
     }
+    // A collision decided before 2026-12-07 named the first body's
+    // fingerprint in its case (and its decision, which the journal keeps as
+    // written): its page hides it too.
+    let postgres = app.db.get_database_backend() == sea_orm::DbBackend::Postgres;
+    let rewrite = if postgres {
+        format!(
+            "UPDATE cases SET details = REPLACE(details::text, 'as first received', '{fingerprint}')::jsonb"
+        )
+    } else {
+        format!("UPDATE cases SET details = REPLACE(details, 'as first received', '{fingerprint}')")
+    };
+    sea_orm::ConnectionTrait::execute_unprepared(&app.db, &rewrite)
+        .await
+        .expect("an earlier version's case");
+    let rewritten =
+        format!("SELECT COUNT(*) FROM cases WHERE CAST(details AS TEXT) LIKE '%{fingerprint}%'");
+    assert_eq!(app.count(&rewritten).await, 1, "the case rewritten");
+    let legacy = app.get(&format!("/api/cases/{case_id}")).await.json;
+    assert!(!legacy.to_string().contains(&fingerprint), "{legacy}");
 }

@@ -244,3 +244,18 @@ fn derived_keys_name_their_delivery_and_lead_back_to_their_base() {
     assert_eq!(base_key(&derived), "refund@2:aa");
     assert_eq!(base_key("refund@2:aa"), "refund@2:aa");
 }
+
+#[test]
+fn the_fingerprints_an_earlier_collision_named_are_found_wherever_they_are_shown() {
+    let (first, second) = ("a".repeat(64), "b".repeat(64));
+    let recorded = json!({
+        "summary": format!("came back with a different body ({first} → {second})"),
+        "differences": [
+            {"field": BODY_DIFFERENCE, "existing": first, "new": second},
+            {"field": "amount", "existing": "c".repeat(64), "new": 5},
+        ],
+    });
+    assert_eq!(journaled_fingerprints(&recorded), [first, second]);
+    let named = json!({"differences": [{"field": BODY_DIFFERENCE, "existing": "as first received", "new": "different"}]});
+    assert!(journaled_fingerprints(&named).is_empty());
+}
