@@ -211,3 +211,18 @@ async fn newest_first_and_a_window_of_reception_times_read_the_primary_key() {
     assert_eq!(counted.len(), 1, "{counted:?}");
     assert_eq!(counted[0].deliveries, 1500, "{counted:?}");
 }
+
+/// A case is found by its delivery through an index: the writer looks up
+/// the case a lease's expiry opened, and a breaker's evaluations skip the
+/// ignored deliveries a case flags, one probe each.
+#[tokio::test]
+async fn a_case_is_found_by_its_delivery_without_reading_every_case() {
+    let app = spawn_app().await;
+    let db = &app.db;
+    let by_delivery = Statement::from_string(
+        db.get_database_backend(),
+        "SELECT case_id FROM cases WHERE delivery_id = '01a24ed7-9730-74c0-9be7-73e53acf3715'",
+    );
+    let plan = plan(db, by_delivery).await;
+    assert!(plan.contains("cases_delivery"), "{plan}");
+}
