@@ -536,56 +536,79 @@ async fn a_refund_found_missing_is_closed_by_its_late_webhook_in_a_later_window(
     );
 }
 
+/// A refund applied and paired by a first run with the provider's
+/// operation, listed in that run's slack (two seconds) past its window's
+/// edge; then, once the edge has passed, a second, equal refund applied in
+/// the next window, where the operation is listed again and the first
+/// refund is not.
+struct Edge {
+    app: TestApp,
+    extra: String,
+    state: std::sync::Arc<unicity::simulate::servers::ProviderState>,
+    edge: chrono::DateTime<Utc>,
+    second: crate::support::app::Reply,
+}
+
+impl Edge {
+    async fn new(payment: &str) -> Self {
+        use unicity::simulate::servers::ProviderState;
+        let state = std::sync::Arc::new(ProviderState::with_page(10));
+        let port = unicity::simulate::servers::provider("127.0.0.1:0", state.clone())
+            .expect("provider binds");
+        let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+        let lookup = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{port}"));
+        let extra = format!("{}{lookup}slack_secs = 2\n", downstream.sink_toml(2000));
+        let app = spawn_app_with(&extra).await;
+        let before = Utc::now();
+        let refunded = |n: u8| refund(payment, 700, Some(&format!("rr_{payment}_{n}")));
+        let first = app.post_signed("hmac", &refunded(1)).await;
+        assert_eq!(first.json["decision"], "process", "{}", first.json);
+        app.wait_applied(1).await;
+        let edge = Utc::now() + Duration::seconds(2) + Duration::milliseconds(500);
+        state.made_at(&format!("re_{payment}_1"), payment, 700, edge);
+        let run = reconcile_between(&app, &extra, before - Duration::hours(1), edge).await;
+        assert!(run.contains("1 matched, 0 missing, 0 unexpected"), "{run}");
+        let wait = (edge - Utc::now() + Duration::milliseconds(100)).to_std();
+        tokio::time::sleep(wait.unwrap_or_default()).await;
+        let second = app.post_signed("hmac", &refunded(2)).await;
+        assert_eq!(second.json["decision"], "process", "{}", second.json);
+        app.wait_applied(2).await;
+        Self {
+            app,
+            extra,
+            state,
+            edge,
+            second,
+        }
+    }
+
+    /// Reconciles the window after the edge; returns what it said.
+    async fn next_window(&self) -> String {
+        let (from, to) = (self.edge, self.edge + Duration::hours(1));
+        reconcile_between(&self.app, &self.extra, from, to).await
+    }
+}
+
 /// An effect paired by fields stands for the operation only if no other
-/// effect does. Near a window's edge the operation is listed by two runs and
-/// its first effect, paired by the first run, lies outside the second's: the
-/// second pairs a later, equal refund with it, a pairing the ledger refuses.
-/// That refund answers nothing the provider made: it is unexpected.
+/// effect does. Near a window's edge the operation is listed by two runs;
+/// the second finds the effect the first paired with it, though it lies
+/// before its window, and the later, equal refund answers nothing the
+/// provider made: it is unexpected.
 #[tokio::test]
 async fn a_second_refund_for_an_operation_another_effect_stands_for_is_unexpected() {
-    use unicity::simulate::servers::ProviderState;
-    let state = std::sync::Arc::new(ProviderState::with_page(10));
-    let port =
-        unicity::simulate::servers::provider("127.0.0.1:0", state.clone()).expect("provider binds");
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-    let lookup = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{port}"));
-    // Each side listed two seconds wider than the window.
-    let extra = format!("{}{lookup}slack_secs = 2\n", downstream.sink_toml(2000));
-    let app = spawn_app_with(&extra).await;
-    let slack = Duration::seconds(2);
-    // Given a refund applied, paired by a first run with the provider's
-    // operation, listed in that run's slack past its window
-    let before = Utc::now();
-    let first = app
-        .post_signed("hmac", &refund("pay_twice", 700, Some("rr_twice_1")))
-        .await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
-    app.wait_applied(1).await;
-    let edge = Utc::now() + slack + Duration::milliseconds(500);
-    state.made_at("re_once", "pay_twice", 700, edge);
-    let run = reconcile_between(&app, &extra, before - Duration::hours(1), edge).await;
-    assert!(run.contains("1 matched, 0 missing, 0 unexpected"), "{run}");
-    // When a second, equal refund is applied in the next window, where the
-    // operation is listed again and the first refund is not
-    let wait = (edge - Utc::now() + Duration::milliseconds(100)).to_std();
-    tokio::time::sleep(wait.unwrap_or_default()).await;
-    let second = app
-        .post_signed("hmac", &refund("pay_twice", 700, Some("rr_twice_2")))
-        .await;
-    assert_eq!(second.json["decision"], "process", "{}", second.json);
-    app.wait_applied(2).await;
-    let next = reconcile_between(&app, &extra, edge, edge + Duration::hours(1)).await;
-    // Then the second refund is unexpected: one refund made, two applied
+    let edge = Edge::new("pay_twice").await;
+    let next = edge.next_window().await;
+    // One refund made, two applied
     assert!(
         next.contains("1 matched, 0 missing, 1 unexpected, 1 cases opened"),
         "{next}"
     );
-    let effect = second.json["effect_id"].as_str().expect("an effect");
+    let effect = edge.second.json["effect_id"].as_str().expect("an effect");
     let unexpected = format!(
         "SELECT COUNT(*) FROM cases WHERE reason = 'unexpected_effect' \
          AND status = 'open' AND CAST(details AS TEXT) LIKE '%{effect}%'"
     );
-    assert_eq!(app.count(&unexpected).await, 1);
+    assert_eq!(edge.app.count(&unexpected).await, 1);
 }
 
 /// The same edge with a second refund the provider did make, in the next
@@ -594,40 +617,19 @@ async fn a_second_refund_for_an_operation_another_effect_stands_for_is_unexpecte
 /// lies before the window compared. Nothing is missing, nothing unexpected.
 #[tokio::test]
 async fn two_equal_refunds_either_side_of_an_edge_are_each_answered_by_their_own() {
-    use unicity::simulate::servers::ProviderState;
-    let state = std::sync::Arc::new(ProviderState::with_page(10));
-    let port =
-        unicity::simulate::servers::provider("127.0.0.1:0", state.clone()).expect("provider binds");
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-    let lookup = crate::support::provider::lookup_toml(&format!("http://127.0.0.1:{port}"));
-    let extra = format!("{}{lookup}slack_secs = 2\n", downstream.sink_toml(2000));
-    let app = spawn_app_with(&extra).await;
-    let slack = Duration::seconds(2);
-    let before = Utc::now();
-    let first = app
-        .post_signed("hmac", &refund("pay_edge2", 700, Some("rr_edge2_1")))
-        .await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
-    app.wait_applied(1).await;
-    let edge = Utc::now() + slack + Duration::milliseconds(500);
-    state.made_at("re_edge2_1", "pay_edge2", 700, edge);
-    let run = reconcile_between(&app, &extra, before - Duration::hours(1), edge).await;
-    assert!(run.contains("1 matched, 0 missing, 0 unexpected"), "{run}");
-    let wait = (edge - Utc::now() + Duration::milliseconds(100)).to_std();
-    tokio::time::sleep(wait.unwrap_or_default()).await;
-    let second = app
-        .post_signed("hmac", &refund("pay_edge2", 700, Some("rr_edge2_2")))
-        .await;
-    assert_eq!(second.json["decision"], "process", "{}", second.json);
-    app.wait_applied(2).await;
-    state.made_at("re_edge2_2", "pay_edge2", 700, Utc::now());
-    let next = reconcile_between(&app, &extra, edge, edge + Duration::hours(1)).await;
+    let edge = Edge::new("pay_edge2").await;
+    edge.state
+        .made_at("re_pay_edge2_2", "pay_edge2", 700, Utc::now());
+    let next = edge.next_window().await;
     assert!(
         next.contains("2 matched, 0 missing, 0 unexpected, 0 cases opened"),
         "{next}"
     );
     let refs = "SELECT COALESCE(provider_ref, '') FROM effects ORDER BY provider_ref";
-    assert_eq!(rows(&app, refs).await, ["re_edge2_1", "re_edge2_2"]);
+    assert_eq!(
+        rows(&edge.app, refs).await,
+        ["re_pay_edge2_1", "re_pay_edge2_2"]
+    );
 }
 
 /// A refund found missing, its late webhook's effect still in flight when
