@@ -370,3 +370,70 @@ async fn a_settlement_whose_connection_was_killed_is_written_on_a_fresh_one() {
     assert_eq!(app.journal_count("EffectOutcomeUnknown").await, 0);
     assert_eq!(downstream.calls().len(), 1);
 }
+
+/// With a transaction per delivery (`group_commit = false`) too, readiness
+/// comes back with the database, not with the next delivery: a load
+/// balancer that sends nothing to an unready server would otherwise never
+/// send it any. (On SQLite the read model's projector writes through the
+/// writer and heals it by the way; on PostgreSQL nothing else writes.)
+#[tokio::test]
+async fn without_group_commit_readiness_comes_back_with_the_database_while_nothing_arrives() {
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let app = spawn_app_with("[engine]\ngroup_commit = false\n").await;
+    if app.db.get_database_backend() != sea_orm::DbBackend::Postgres {
+        return; // A PostgreSQL backend to kill; the PostgreSQL run covers it.
+    }
+    // Given a delivery's transaction waiting on the journal, and killed
+    let other = sea_orm::Database::connect(app.database_url.as_str())
+        .await
+        .expect("a connection");
+    let holding = other.begin().await.expect("begun");
+    holding
+        .execute_unprepared("LOCK TABLE journal IN EXCLUSIVE MODE")
+        .await
+        .expect("journal held");
+    let body = crate::support::app::refund("pay_ready", 300, Some("rr_ready"));
+    let killing = async {
+        let waiting = sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            "SELECT COUNT(*) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        );
+        let started = std::time::Instant::now();
+        loop {
+            let row = other.query_one_raw(waiting.clone()).await.expect("read");
+            if row
+                .expect("a row")
+                .try_get::<i64>("", "n")
+                .expect("a count")
+                > 0
+            {
+                break;
+            }
+            assert!(started.elapsed().as_secs() < 30, "the delivery waits");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        holding
+            .execute_unprepared(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                 AND pid <> pg_backend_pid()",
+            )
+            .await
+            .expect("killed");
+        holding.rollback().await.expect("released");
+    };
+    let (refused, ()) = tokio::join!(app.post_signed("hmac", &body), killing);
+    assert_eq!(refused.status, 503, "{}", refused.json);
+    // When the database is back and no delivery arrives, then the server
+    // is ready again on its own
+    let mut ready = false;
+    for _ in 0..50 {
+        if readiness(&app).await == 200 {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(ready, "/readyz stays unready until a delivery arrives");
+}

@@ -24,7 +24,7 @@ use crate::store::key_index::{IndexKeys, KeyIndex};
 const MAX_BATCH: usize = 256;
 /// How often a writer whose last batch failed tries a probe commit while no
 /// job arrives.
-const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+pub(super) const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Runs batches until every sender is gone. After a failed batch the writer
 /// reports itself unhealthy and, while idle, probes until a commit succeeds.

@@ -3,10 +3,13 @@
 //! rollback that failed, the pool is presumed broken and replaced; a caller
 //! hears of success only once its transaction committed.
 
+use std::sync::Arc;
+
 use sea_orm::{DatabaseConnection, DbErr, TransactionTrait};
 use tokio::sync::Mutex;
 
-use super::connection::{Connection, Health, is_storage_error};
+use super::batch::PROBE_INTERVAL;
+use super::connection::{Connection, Health, is_storage_error, probe};
 use super::job::WriteJob;
 use crate::store::deferred::Deferred;
 use crate::store::tx::Tx;
@@ -18,6 +21,38 @@ pub struct Direct {
 }
 
 impl Direct {
+    /// While the pool is unhealthy, commits a probe every second until one
+    /// succeeds: readiness comes back with the database (a freed disk, a
+    /// server back up), not with the next delivery, which a load balancer
+    /// that waits on `/readyz` would never send. Stops with the pool.
+    pub(super) fn watch(direct: &Arc<Self>) {
+        let watched = Arc::downgrade(direct);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(PROBE_INTERVAL).await;
+                let Some(direct) = watched.upgrade() else {
+                    return;
+                };
+                if direct.health.is_ok() {
+                    continue;
+                }
+                let mut connection = direct.connection.lock().await;
+                let probed = match connection.get().await {
+                    Ok((db, generation)) => match probe(&db, "unicity-direct").await {
+                        Ok(()) => true,
+                        Err(error) => {
+                            tracing::warn!(%error, "direct writer probe failed");
+                            connection.discard(generation).await;
+                            false
+                        }
+                    },
+                    Err(_) => false,
+                };
+                direct.health.set(probed);
+            }
+        });
+    }
+
     /// One job in its own transaction. Any storage error, and any failed
     /// commit or rollback, replaces the pool the job used.
     pub(super) async fn run<J: WriteJob>(&self, job: J) -> Result<J::Output, DbErr> {

@@ -97,10 +97,12 @@ pub enum Writer {
 impl Writer {
     /// A transaction per job, on a pool of its own opened on `url`.
     pub async fn direct(url: &str, durability: Durability) -> anyhow::Result<Self> {
-        Ok(Self::Direct(Arc::new(Direct {
+        let direct = Arc::new(Direct {
             connection: Mutex::new(Connection::open(url, Pool::Shared, durability).await?),
             health: Health::default(),
-        })))
+        });
+        Direct::watch(&direct);
+        Ok(Self::Direct(direct))
     }
 
     /// `count` group-commit writers on the database at `url`, each on a
