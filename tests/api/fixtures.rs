@@ -211,3 +211,75 @@ async fn a_case_opened_after_the_first_200_deliveries_of_its_key_is_refused_not_
     );
     assert_eq!(app.journal_count("FixtureExported").await, 0);
 }
+
+/// A delivery's time is stamped as it begins to arrive, its decision made
+/// once its body is read. One whose body came slowly was held against an
+/// identical one that began later but was decided first: the fixture keeps
+/// both, in the order they were decided, and replays as it was decided.
+#[tokio::test]
+async fn a_case_exports_its_deliveries_in_the_order_they_were_decided() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let app = crate::support::app::spawn_app().await;
+    let body = crate::support::app::refund("pay_slow_body", 700, None);
+    // Given a refund whose body is still on its way
+    let source = app.source("hmac");
+    let secret = crate::support::app::secret_of(source);
+    let now = chrono::Utc::now().timestamp();
+    let signed = unicity::providers::signature::sign(&source.scheme, &secret, "m", now, &body)
+        .expect("signable");
+    let host = app.address.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&host)
+        .await
+        .expect("connected");
+    let mut head = format!(
+        "POST /hooks/hmac HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in &signed {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    slow.write_all(head.as_bytes()).await.expect("head sent");
+    slow.write_all(&body[..10]).await.expect("a part sent");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // When an identical refund arrives whole and is processed first
+    let quick = app.post_signed("hmac", &body).await;
+    assert_eq!(quick.json["decision"], "process", "{}", quick.json);
+    app.wait_applied(1).await;
+    // and the slow one's body then completes: held as its look-alike
+    slow.write_all(&body[10..]).await.expect("the rest sent");
+    let mut answer = String::new();
+    slow.read_to_string(&mut answer).await.expect("answered");
+    let json = answer.split("\r\n\r\n").nth(1).expect("a body");
+    let held: serde_json::Value = serde_json::from_str(json.trim()).expect("json");
+    assert_eq!(held["reason"], "weak_match_critical", "{held}");
+    let case_id = held["case_id"].as_str().expect("a case").to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({
+                "resolution": "process_as_distinct",
+                "note": "two refunds listed by the provider",
+                "authoritative_ref": "re_slow_2",
+            }),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // Then the fixture holds both, the quick one first, and replays
+    let response = app.export_fixture(&case_id).await;
+    assert_eq!(response.status(), 200);
+    let fixture: Fixture = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    assert_eq!(fixture.deliveries.len(), 2);
+    assert_eq!(fixture.case.delivery, 1);
+    let base = unicity::config::FileConfig::read(None).expect("the demo configuration");
+    let (url, _dir) = fresh_database().await;
+    let replayed = fixtures::replay(&fixture, &base, &url)
+        .await
+        .expect("the replay runs");
+    assert!(
+        replayed.differences().is_empty(),
+        "{:?}",
+        replayed.differences()
+    );
+}
