@@ -310,6 +310,69 @@ async fn postgres_connections_killed_mid_burst_lose_no_acknowledged_delivery() {
     assert_all_journaled_after_restart(&url, &ledger).await;
 }
 
+/// A PostgreSQL table held in EXCLUSIVE mode from a connection of the
+/// test's own, as an administrator's long transaction would hold it.
+struct Held {
+    other: sea_orm::DatabaseConnection,
+    holding: sea_orm::DatabaseTransaction,
+}
+
+impl Held {
+    async fn lock(app: &TestApp, table: &str) -> Self {
+        use sea_orm::{ConnectionTrait, TransactionTrait};
+        let other = sea_orm::Database::connect(app.database_url.as_str())
+            .await
+            .expect("a connection");
+        let holding = other.begin().await.expect("begun");
+        holding
+            .execute_unprepared(&format!("LOCK TABLE {table} IN EXCLUSIVE MODE"))
+            .await
+            .expect("the table held");
+        Self { other, holding }
+    }
+
+    /// Once a transaction waits on the lock, kills its backend, then lets
+    /// the table go.
+    async fn kill_the_waiting(self) {
+        use sea_orm::ConnectionTrait;
+        let waiting = sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            "SELECT COUNT(*) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        );
+        let started = std::time::Instant::now();
+        loop {
+            let row = self
+                .other
+                .query_one_raw(waiting.clone())
+                .await
+                .expect("read");
+            if row
+                .expect("a row")
+                .try_get::<i64>("", "n")
+                .expect("a count")
+                > 0
+            {
+                break;
+            }
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "nothing waits on the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.holding
+            .execute_unprepared(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
+                 AND pid <> pg_backend_pid()",
+            )
+            .await
+            .expect("killed");
+        self.holding.rollback().await.expect("released");
+    }
+}
+
 /// The downstream applied a refund, and the connection writing its
 /// settlement was killed (a failover, an administrator): the settlement is
 /// written on a fresh connection, not left for the lease to expire into an
@@ -317,7 +380,6 @@ async fn postgres_connections_killed_mid_burst_lose_no_acknowledged_delivery() {
 #[tokio::test]
 async fn a_settlement_whose_connection_was_killed_is_written_on_a_fresh_one() {
     use crate::support::downstream::{Behaviour, Downstream};
-    use sea_orm::{ConnectionTrait, TransactionTrait};
     let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1000 }).await;
     let app = spawn_app_with(&downstream.sink_toml(5000)).await;
     if app.db.get_database_backend() != sea_orm::DbBackend::Postgres {
@@ -328,43 +390,9 @@ async fn a_settlement_whose_connection_was_killed_is_written_on_a_fresh_one() {
     let body = crate::support::app::refund("pay_kill", 300, Some("rr_kill"));
     let sent = app.post_signed("hmac", &body).await;
     assert_eq!(sent.json["decision"], "process", "{}", sent.json);
-    let other = sea_orm::Database::connect(app.database_url.as_str())
-        .await
-        .expect("a connection");
-    let holding = other.begin().await.expect("begun");
-    holding
-        .execute_unprepared("LOCK TABLE effects IN EXCLUSIVE MODE")
-        .await
-        .expect("effects held");
-    let waiting = sea_orm::Statement::from_string(
-        sea_orm::DbBackend::Postgres,
-        "SELECT COUNT(*) AS n FROM pg_stat_activity \
-         WHERE datname = current_database() AND wait_event_type = 'Lock'",
-    );
-    let started = std::time::Instant::now();
-    loop {
-        let row = other.query_one_raw(waiting.clone()).await.expect("read");
-        if row
-            .expect("a row")
-            .try_get::<i64>("", "n")
-            .expect("a count")
-            > 0
-        {
-            break;
-        }
-        assert!(started.elapsed().as_secs() < 30, "the settlement waits");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let held = Held::lock(&app, "effects").await;
     // When its connection is killed
-    holding
-        .execute_unprepared(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock' \
-             AND pid <> pg_backend_pid()",
-        )
-        .await
-        .expect("killed");
-    holding.rollback().await.expect("released");
+    held.kill_the_waiting().await;
     // Then the refund is settled applied all the same
     app.wait_applied(1).await;
     assert_eq!(app.journal_count("EffectOutcomeUnknown").await, 0);
@@ -378,51 +406,14 @@ async fn a_settlement_whose_connection_was_killed_is_written_on_a_fresh_one() {
 /// writer and heals it by the way; on PostgreSQL nothing else writes.)
 #[tokio::test]
 async fn without_group_commit_readiness_comes_back_with_the_database_while_nothing_arrives() {
-    use sea_orm::{ConnectionTrait, TransactionTrait};
     let app = spawn_app_with("[engine]\ngroup_commit = false\n").await;
     if app.db.get_database_backend() != sea_orm::DbBackend::Postgres {
         return; // A PostgreSQL backend to kill; the PostgreSQL run covers it.
     }
     // Given a delivery's transaction waiting on the journal, and killed
-    let other = sea_orm::Database::connect(app.database_url.as_str())
-        .await
-        .expect("a connection");
-    let holding = other.begin().await.expect("begun");
-    holding
-        .execute_unprepared("LOCK TABLE journal IN EXCLUSIVE MODE")
-        .await
-        .expect("journal held");
+    let held = Held::lock(&app, "journal").await;
     let body = crate::support::app::refund("pay_ready", 300, Some("rr_ready"));
-    let killing = async {
-        let waiting = sea_orm::Statement::from_string(
-            sea_orm::DbBackend::Postgres,
-            "SELECT COUNT(*) AS n FROM pg_stat_activity \
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        );
-        let started = std::time::Instant::now();
-        loop {
-            let row = other.query_one_raw(waiting.clone()).await.expect("read");
-            if row
-                .expect("a row")
-                .try_get::<i64>("", "n")
-                .expect("a count")
-                > 0
-            {
-                break;
-            }
-            assert!(started.elapsed().as_secs() < 30, "the delivery waits");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        holding
-            .execute_unprepared(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock' \
-                 AND pid <> pg_backend_pid()",
-            )
-            .await
-            .expect("killed");
-        holding.rollback().await.expect("released");
-    };
+    let killing = held.kill_the_waiting();
     let (refused, ()) = tokio::join!(app.post_signed("hmac", &body), killing);
     assert_eq!(refused.status, 503, "{}", refused.json);
     // When the database is back and no delivery arrives, then the server
