@@ -8,9 +8,11 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, DbErr};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::delivery::DeliveryId;
+use crate::domain::identity::{KeySecret, is_sealed, mask};
 use crate::domain::journal::audit::{self, Who};
 use crate::store::access;
 use crate::store::journal;
@@ -53,7 +55,12 @@ pub struct Page {
 }
 
 /// Up to `limit` entries matching `filter`, newest first.
-pub async fn page(db: &DatabaseConnection, filter: &Filter, limit: usize) -> Result<Page, DbErr> {
+pub async fn page(
+    db: &DatabaseConnection,
+    secret: &KeySecret,
+    filter: &Filter,
+    limit: usize,
+) -> Result<Page, DbErr> {
     let names = names(db).await?;
     let mut entries = Vec::new();
     let mut before = filter.before;
@@ -78,6 +85,7 @@ pub async fn page(db: &DatabaseConnection, filter: &Filter, limit: usize) -> Res
                 Who::Named(name) => name,
                 Who::Id(id) => names.get(&id).cloned().unwrap_or(id),
                 Who::System(what) => what.to_owned(),
+                Who::Unknown(name) => unknown_name(secret, &name),
             };
             if filter.who.as_ref().is_some_and(|w| *w != who)
                 || filter.kind.as_deref().is_some_and(|k| k != audited.kind)
@@ -107,6 +115,21 @@ pub async fn page(db: &DatabaseConnection, filter: &Filter, limit: usize) -> Res
             });
         }
     }
+}
+
+/// How a name no operator has is shown: its tag, abbreviated
+/// (`hmac:3f2a9c1e…`). A refusal journaled before names were tagged holds
+/// what was typed; it is tagged here, so it is never shown either.
+fn unknown_name(secret: &KeySecret, journaled: &str) -> String {
+    let sealed = if is_sealed(journaled) {
+        journaled.to_owned()
+    } else {
+        crate::services::access::unknown_name(secret, journaled)
+    };
+    mask(&Value::String(sealed))
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// Operators' and API tokens' names by id, for the events that keep ids.
@@ -142,3 +165,22 @@ pub const KINDS: [&str; 17] = [
     "breaker_reset",
     "legacy_effects_imported",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_journaled_before_tags_is_shown_as_the_tag_it_would_have_had() {
+        let secret = KeySecret::from_bytes(b"a secret of sixteen bytes").unwrap();
+        let typed = "Correct-Horse-7319";
+        let now = crate::services::access::unknown_name(&secret, typed);
+        let shown = unknown_name(&secret, typed);
+        assert!(!shown.contains(typed));
+        assert_eq!(shown, unknown_name(&secret, &now));
+        assert!(
+            shown.starts_with("hmac:") && shown.ends_with('…'),
+            "{shown}"
+        );
+    }
+}

@@ -187,6 +187,7 @@ fn row(
         resolved_by: c.resolved_by.as_deref().map(|by| match audit::stored(by) {
             Who::Named(name) | Who::Id(name) => name,
             Who::System(what) => what.to_owned(),
+            Who::Unknown(_) => "an unknown name".to_owned(),
         }),
         resolved_at: c.resolved_at,
         resolution_reference,

@@ -5,6 +5,7 @@
 use reqwest::StatusCode;
 use unicity::auth::Role;
 
+use crate::support::counts::Counts;
 use crate::support::forms::{Answer, FormClient, csrf_in, signed_in};
 use crate::support::pages::Pages;
 
@@ -63,9 +64,8 @@ async fn an_engineer_reads_who_did_what_newest_first_and_narrows_it_by_who_and_k
     assert!(comment < added, "newest first");
     assert!(rows[comment].contains("fin") && rows[comment].contains(&format!("/cases/{case}")));
     assert!(rows[added].contains("<td>ada</td>"), "{}", rows[added]);
-    // and a hostile name is text, never markup
-    assert!(!page.body.contains("<b>mallory</b>"));
-    assert!(page.body.contains("&#60;b&#62;mallory&#60;/b&#62;"));
+    // and a name no operator has is shown as its tag, never as typed
+    assert!(!page.body.contains("mallory"), "{}", page.body);
 
     // When narrowed to ada, then only ada's actions
     let ada_only = entries(&eve.get("/audit?who=ada").await.body);
@@ -89,6 +89,11 @@ async fn an_engineer_reads_who_did_what_newest_first_and_narrows_it_by_who_and_k
         "{}",
         refusals[0]
     );
+
+    // and a hostile filter is echoed as text, never markup
+    let hostile = eve.get("/audit?who=%3Cb%3Emallory%3C%2Fb%3E").await;
+    assert!(!hostile.body.contains("<b>mallory</b>"));
+    assert!(hostile.body.contains("&#60;b&#62;mallory&#60;/b&#62;"));
 
     // And support may not read it
     let mut sam = signed_in(&p.app, "sam", Role::Support).await;
@@ -173,4 +178,51 @@ async fn a_note_holding_a_nul_character_is_refused_and_journals_nothing() {
     );
     let trail = eve.get("/audit?kind=case_commented").await;
     assert_eq!(entries(&trail.body).len(), 1, "{}", trail.body);
+}
+
+#[tokio::test]
+async fn a_password_typed_as_a_name_is_journaled_and_shown_only_as_a_keyed_tag() {
+    // Given a password typed into the name field, twice, and another
+    // unknown name once
+    let p = Pages::new().await;
+    let typed = "Correct-Horse-7319";
+    for name in [typed, typed, "nobody-at-all"] {
+        let refused = FormClient::new(&p.app).login(name, "whatever it was").await;
+        assert_ne!(refused.status, StatusCode::SEE_OTHER);
+    }
+
+    // Then the append-only journal never holds what was typed
+    p.app.wait_journal("LoginFailed", 3).await;
+    assert_eq!(p.app.journal_rows_containing(typed).await, 0);
+    assert_eq!(p.app.journal_rows_containing("nobody-at-all").await, 0);
+
+    // And the audit trail shows each refusal under a tag: the same for the
+    // same name typed again, another for another name
+    let mut eve = signed_in(&p.app, "eve", Role::Engineer).await;
+    let page = eve.get("/audit?kind=sign_in_refused").await;
+    assert!(!page.body.contains(typed), "{}", page.body);
+    let tags: Vec<String> = entries(&page.body)
+        .iter()
+        .map(|row| {
+            let start = row.find("hmac:").expect("a tag");
+            let tag = &row[start..start + 13];
+            assert!(row[start + 13..].starts_with('…'), "{row}");
+            tag.to_owned()
+        })
+        .collect();
+    assert_eq!(tags.len(), 3, "{tags:?}");
+    assert_eq!(tags[1], tags[2], "the same name typed twice");
+    assert_ne!(tags[0], tags[1], "another name");
+    assert!(
+        tags.iter()
+            .all(|t| t[5..].bytes().all(|b| b.is_ascii_hexdigit()))
+    );
+    // and an operator's own refused sign-in still names them
+    let _ = FormClient::new(&p.app)
+        .login("eve", "not eve's password")
+        .await;
+    let page = eve.get("/audit?kind=sign_in_refused&who=eve").await;
+    let rows = entries(&page.body);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0].contains("wrong password"), "{}", rows[0]);
 }

@@ -39,6 +39,11 @@ impl KeySecret {
 
     /// `hmac:<hex>` of the canonical form of `value`.
     pub fn seal(&self, value: &Value) -> Value {
+        Value::String(self.sealed(value))
+    }
+
+    /// `hmac:<hex>` of the canonical form of `value`, as text.
+    pub fn sealed(&self, value: &Value) -> String {
         let text = jcs::key_string(&jcs::canonical_numbers(value));
         // HMAC accepts keys of any length, so this cannot fail.
         let digest = match Hmac::<Sha256>::new_from_slice(&self.0) {
@@ -48,7 +53,7 @@ impl KeySecret {
             }
             Err(_) => hex::encode(Sha256::digest(text.as_bytes())),
         };
-        Value::String(format!("{HMAC_PREFIX}{digest}"))
+        format!("{HMAC_PREFIX}{digest}")
     }
 }
 
@@ -190,7 +195,8 @@ pub fn mask(value: &Value) -> Value {
     }
 }
 
-fn is_sealed(s: &str) -> bool {
+/// Whether `s` is a sealed value (`hmac:<64 hex>`).
+pub fn is_sealed(s: &str) -> bool {
     s.strip_prefix(HMAC_PREFIX)
         .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }

@@ -31,7 +31,7 @@ pub use batch::BATCH_STRATEGY;
 pub use catalog::{Catalog, CatalogConfig, CatalogError, HierarchyDef};
 pub use field::{FieldRef, FieldRefError};
 pub use horizon::Horizon;
-pub use key::{IdentityKey, IdentityKeyError, KeySecret, KeySecretError, mask};
+pub use key::{IdentityKey, IdentityKeyError, KeySecret, KeySecretError, is_sealed, mask};
 pub use normalize::{NormalizeRules, VolatileField};
 pub use presets::PRESETS;
 pub use provider::{EventTypePart, EventTypeRule, ProviderDef};

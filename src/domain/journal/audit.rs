@@ -35,6 +35,9 @@ pub enum Who {
     Id(String),
     /// The command line on the host, the first-run setup link, a look-up.
     System(&'static str),
+    /// A name no operator has, typed at sign-in: its keyed tag as journaled,
+    /// or, in refusals journaled before tags, what was typed (never shown).
+    Unknown(String),
 }
 
 /// One audited action.
@@ -93,7 +96,10 @@ pub fn audited(event: &JournalEvent) -> Option<Audited> {
             None,
         ),
         E::LoginFailed(e) => (
-            Who::Named(e.name.clone()),
+            match e.operator_id {
+                Some(_) => Who::Named(e.name.clone()),
+                None => Who::Unknown(e.name.clone()),
+            },
             "sign_in_refused",
             format!(
                 "sign-in refused ({}) from {}",

@@ -71,7 +71,7 @@ pub async fn show(
         kind: (!kind.is_empty()).then(|| kind.clone()),
         before: query.before,
     };
-    let page = audit::page(state.db(), &filter, PAGE)
+    let page = audit::page(state.db(), &state.engine.key_secret, &filter, PAGE)
         .await
         .map_err(UiError::internal)?;
     let now = Utc::now();

@@ -96,7 +96,15 @@ pub async fn submit(
         .attempt(&name, address)
         .map_err(UiError::throttled)?;
     let client = address.map(|ip| ip.to_string());
-    match access::login(state.db(), &name, password, client).await {
+    match access::login(
+        state.db(),
+        &state.engine.key_secret,
+        &name,
+        password,
+        client,
+    )
+    .await
+    {
         Ok(SignedIn {
             principal: operator,
             credential,

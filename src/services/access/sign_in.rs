@@ -1,6 +1,7 @@
 //! Signing in and out, and the operator a session stands for. Every sign-in
 //! costs one argon2 verification, known name or not; a refusal is journaled
-//! with its reason, never the password.
+//! with its reason, never the password, and a name no operator has only as
+//! its keyed tag: people type their password into the name field.
 
 use chrono::Utc;
 use sea_orm::DatabaseConnection;
@@ -9,6 +10,7 @@ use secrecy::SecretString;
 use super::errors::{AccessError, LoginError, MAX_NAME, role_of, uuid_of};
 use crate::auth::password::{self};
 use crate::auth::{Principal, PrincipalKind, secrets};
+use crate::domain::identity::KeySecret;
 use crate::domain::journal::{JournalEvent, LoginFailed, OperatorLoggedIn, OperatorLoggedOut};
 use crate::store::access::{self as store};
 use crate::store::transaction;
@@ -30,9 +32,11 @@ fn credential(password_hash: &str) -> String {
 }
 
 /// Checks a name and password. Every outcome costs one argon2 verification;
-/// a refusal is journaled with its reason (never the password).
+/// a refusal is journaled with its reason (never the password), an unknown
+/// name as its tag under `secret` (see `unknown_name`).
 pub async fn login(
     db: &DatabaseConnection,
+    secret: &KeySecret,
     name: &str,
     password: SecretString,
     client: Option<String>,
@@ -70,8 +74,12 @@ pub async fn login(
                 })
             }
             (operator, reason) => {
+                let name = match &operator {
+                    Some(operator) => operator.name.clone(),
+                    None => unknown_name(secret, name),
+                };
                 let event = JournalEvent::LoginFailed(LoginFailed {
-                    name: name.chars().take(MAX_NAME).collect(),
+                    name,
                     operator_id: operator.and_then(|o| o.id.parse().ok()),
                     reason: reason.unwrap_or("unknown_name").to_owned(),
                     client,
@@ -82,6 +90,15 @@ pub async fn login(
         })
     })
     .await?
+}
+
+/// What the journal keeps of a name no operator has: its HMAC under the
+/// server's secret (`hmac:<64 hex>`), so the same name typed again is
+/// recognisable in the audit trail while a password typed into the name
+/// field never reaches the append-only journal.
+pub fn unknown_name(secret: &KeySecret, typed: &str) -> String {
+    let typed: String = typed.chars().take(MAX_NAME).collect();
+    secret.sealed(&serde_json::Value::String(typed))
 }
 
 pub async fn logout(db: &DatabaseConnection, principal: &Principal) -> Result<(), AccessError> {
