@@ -224,7 +224,7 @@ impl From<CaseError> for UiError {
     fn from(error: CaseError) -> Self {
         match error {
             CaseError::NotFound => Self::new(StatusCode::NOT_FOUND, "There is no such case."),
-            CaseError::Forbidden { .. } => Self::forbidden(),
+            CaseError::Forbidden { .. } | CaseError::NoLongerAllowed => Self::forbidden(),
             CaseError::Refused(refusal) => Self::new(StatusCode::CONFLICT, refusal.to_string()),
             CaseError::Db(error) => Self::internal(error),
         }

@@ -11,6 +11,7 @@ use crate::support::app::{TestApp, fresh_database, refund, spawn_on, test_settin
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::operator;
+use crate::support::held::AdminChange;
 
 struct Setup {
     app: TestApp,
@@ -778,34 +779,23 @@ async fn the_service_itself_refuses_a_money_case_to_a_role_that_may_not_resolve_
 /// that resolves, not before it.
 #[tokio::test]
 async fn a_resolution_that_waited_while_its_author_was_demoted_resolves_nothing() {
-    use sea_orm::{ConnectionTrait, TransactionTrait};
     // Given a money case, and ann of finance asking to resolve it
     let s = Setup::new().await;
     let (_, case_id, _) = s.weak_match_case().await;
     let engine = s.engine().await;
     // While an admin's transaction demoting her holds what the resolution
     // needs (SQLite: the database's write lock; PostgreSQL: the case's row)
-    let admin = sea_orm::Database::connect(s.url.as_str())
-        .await
-        .expect("a connection");
-    let postgres = admin.get_database_backend() == sea_orm::DbBackend::Postgres;
-    let immediate = sea_orm::TransactionOptions {
-        sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
-        ..Default::default()
-    };
-    let demoting = admin.begin_with_options(immediate).await.expect("begun");
-    if postgres {
+    let demoting = AdminChange::begin(&s.url).await;
+    if demoting.postgres {
         demoting
-            .execute_unprepared(&format!(
+            .execute(&format!(
                 "SELECT 1 FROM cases WHERE case_id = '{case_id}' FOR UPDATE"
             ))
-            .await
-            .expect("the case held");
+            .await;
     }
     demoting
-        .execute_unprepared("UPDATE operators SET role = 'support' WHERE name = 'ann'")
-        .await
-        .expect("ann demoted");
+        .execute("UPDATE operators SET role = 'support' WHERE name = 'ann'")
+        .await;
     let resolving = tokio::spawn(async move {
         cases::resolve(
             &engine,
@@ -814,18 +804,7 @@ async fn a_resolution_that_waited_while_its_author_was_demoted_resolves_nothing(
         .await
     });
     // When the demotion commits once the resolution waits on it
-    if postgres {
-        let waiting = "SELECT COUNT(*) FROM pg_stat_activity \
-                       WHERE datname = current_database() AND wait_event_type = 'Lock'";
-        let started = std::time::Instant::now();
-        while s.app.count(waiting).await == 0 {
-            assert!(started.elapsed().as_secs() < 30, "the resolution waits");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    } else {
-        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    }
-    demoting.commit().await.expect("demotion committed");
+    demoting.commit_once_waited_on().await;
     // Then she resolves nothing, and nothing is applied
     let outcome = resolving.await.expect("no panic");
     assert!(
@@ -835,4 +814,44 @@ async fn a_resolution_that_waited_while_its_author_was_demoted_resolves_nothing(
     assert_eq!(s.case_column(case_id, "status").await, "open");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 1);
+}
+
+/// An operator disabled while their comment and assignment wait their turn
+/// for the writer writes neither: they are read again in the transaction
+/// that writes, as a resolution's author is.
+#[tokio::test]
+async fn a_comment_and_an_assignment_that_waited_while_their_author_was_disabled_write_nothing() {
+    // Given a case, and ann commenting on it and giving it back to nobody
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    // While an admin's transaction disabling her holds her row (and, on
+    // SQLite, the database's write lock)
+    let disabling = AdminChange::begin(&s.url).await;
+    disabling
+        .execute("UPDATE operators SET enabled = false WHERE name = 'ann'")
+        .await;
+    let commenting = {
+        let engine = engine.clone();
+        tokio::spawn(async move {
+            cases::comment(&engine, case_id, &ann(), "mine now".to_owned()).await
+        })
+    };
+    let assigning =
+        tokio::spawn(async move { cases::assign(&engine, case_id, None, &ann()).await });
+    // When the change commits once they wait on it
+    disabling.commit_once_waited_on().await;
+    // Then neither is written
+    let commented = commenting.await.expect("no panic");
+    assert!(
+        matches!(commented, Err(CaseError::NoLongerAllowed)),
+        "{commented:?}"
+    );
+    let assigned = assigning.await.expect("no panic");
+    assert!(
+        matches!(assigned, Err(CaseError::NoLongerAllowed)),
+        "{assigned:?}"
+    );
+    assert_eq!(s.app.journal_count("CaseCommented").await, 0);
+    assert_eq!(s.app.journal_count("CaseAssigned").await, 0);
 }

@@ -314,7 +314,7 @@ async fn the_strategies_page_tells_an_engineer_what_each_version_keyed_and_why_i
 /// database resets nothing: the role is read again where the reset commits.
 #[tokio::test]
 async fn a_reset_that_waited_while_its_author_was_demoted_resets_nothing() {
-    use sea_orm::{ConnectionTrait, TransactionTrait};
+    use crate::support::held::AdminChange;
     use unicity::auth::{Principal, PrincipalKind};
     use unicity::services::breakers::{self, PersonsReset};
     let app = spawn_app_with(
@@ -339,36 +339,16 @@ async fn a_reset_that_waited_while_its_author_was_demoted_resets_nothing() {
     };
     // While an admin's transaction demoting her holds her row (and, on
     // SQLite, the database's write lock)
-    let admin = sea_orm::Database::connect(app.database_url.as_str())
-        .await
-        .expect("a connection");
-    let postgres = admin.get_database_backend() == sea_orm::DbBackend::Postgres;
-    let immediate = sea_orm::TransactionOptions {
-        sqlite_transaction_mode: Some(sea_orm::SqliteTransactionMode::Immediate),
-        ..Default::default()
-    };
-    let demoting = admin.begin_with_options(immediate).await.expect("begun");
+    let demoting = AdminChange::begin(&app.database_url).await;
     demoting
-        .execute_unprepared("UPDATE operators SET role = 'support' WHERE name = 'eve'")
-        .await
-        .expect("eve demoted");
+        .execute("UPDATE operators SET role = 'support' WHERE name = 'eve'")
+        .await;
     let db = app.db.clone();
     let resetting = tokio::spawn(async move {
         breakers::reset_by(&db, &strategy, &eve, "false alarm".to_owned()).await
     });
     // When the demotion commits once the reset waits on it
-    if postgres {
-        let waiting = "SELECT COUNT(*) FROM pg_stat_activity \
-                       WHERE datname = current_database() AND wait_event_type = 'Lock'";
-        let started = std::time::Instant::now();
-        while app.count(waiting).await == 0 {
-            assert!(started.elapsed().as_secs() < 30, "the reset waits");
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    } else {
-        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    }
-    demoting.commit().await.expect("demotion committed");
+    demoting.commit_once_waited_on().await;
     // Then she resets nothing: the breaker stays tripped
     let outcome = resetting.await.expect("no panic").expect("no error");
     assert_eq!(outcome, PersonsReset::Forbidden);

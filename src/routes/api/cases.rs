@@ -312,14 +312,9 @@ pub async fn comment(
     caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    cases::comment(
-        &state.engine,
-        id,
-        caller.signature(),
-        body.into_inner().note,
-    )
-    .await
-    .map_err(case_error)?;
+    cases::comment(&state.engine, id, &caller, body.into_inner().note)
+        .await
+        .map_err(case_error)?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -340,7 +335,7 @@ fn case_error(error: CaseError) -> ApiError {
             "case_not_found",
             "no case with this id",
         ),
-        error @ CaseError::Forbidden { .. } => {
+        error @ (CaseError::Forbidden { .. } | CaseError::NoLongerAllowed) => {
             ApiError::new(StatusCode::FORBIDDEN, "forbidden", error.to_string())
         }
         CaseError::Refused(refusal) => {

@@ -108,7 +108,7 @@ pub async fn comment(
     form: CsrfForm<CommentForm>,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
-    match cases::comment(&state.engine, id, operator.signature(), form.0.note).await {
+    match cases::comment(&state.engine, id, &operator, form.0.note).await {
         Ok(()) => Ok(back(id, "commented")),
         Err(CaseError::Refused(Refusal::NoteRequired)) => Ok(back(id, "comment_empty")),
         Err(error) => refused(id, error),

@@ -16,13 +16,16 @@ pub use operators::{
     check_password, create_operator, disable_operator, operators, set_password, set_role,
 };
 pub use setup::{complete_setup, open_setup, setup_open};
-pub use sign_in::{SignedIn, login, logout, operator, session_operator};
+pub use sign_in::{SignedIn, login, logout, operator, session_operator, unknown_name};
 pub use tokens::{issue_token, revoke_token, token, tokens};
 
-use sea_orm::ConnectionTrait;
+use futures_util::future::BoxFuture;
+use sea_orm::{ConnectionTrait, DbErr};
 
-use crate::auth::{Principal, PrincipalKind};
+use crate::auth::{Action, Principal, PrincipalKind};
+use crate::store::Tx;
 use crate::store::access as store;
+use crate::store::writer::WriteJob;
 
 /// `caller` as it stands now: its current role, or `None` once the
 /// operator is disabled or the token revoked or expired. For an action
@@ -41,5 +44,31 @@ pub async fn still<C: ConnectionTrait>(
             sign_in::enabled(row)
         }
         PrincipalKind::Token => tokens::live(store::token_held(conn, &id).await?),
+    }
+}
+
+/// A writer job done only if its caller, read again in the job's own
+/// transaction (`still`), may still do `needs`: an operator disabled, or a
+/// token revoked, after the request was let in writes nothing more. `None`
+/// when refused.
+pub struct AsCaller<J> {
+    pub caller: Principal,
+    pub needs: Action,
+    pub job: J,
+}
+
+impl<J: WriteJob> WriteJob for AsCaller<J> {
+    type Output = Option<J::Output>;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
+        Box::pin(async move {
+            let now = still(tx.connection(), &self.caller)
+                .await
+                .map_err(|error| DbErr::Custom(error.to_string()))?;
+            if !now.is_some_and(|caller| caller.may(self.needs)) {
+                return Ok(None);
+            }
+            self.job.run(tx).await.map(Some)
+        })
     }
 }

@@ -19,6 +19,7 @@ use chrono::Utc;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
+use super::access::AsCaller;
 use super::effects::Journaled;
 use super::engine::{SharedEngine, WriteEvent};
 use crate::auth::{Action, Principal};
@@ -188,23 +189,30 @@ pub async fn assign(
         assignee: assignee.map(str::to_owned),
         by: by.actor(),
     });
-    // Journaled only if the case is still open when it is written: a case
-    // resolved meanwhile gets no assignment on its record.
+    // Journaled only if the case is still open when it is written (a case
+    // resolved meanwhile gets no assignment on its record), and its author
+    // still may.
     let assigned = engine
         .writer
-        .submit(WriteEvent::claim(case.delivery_id.parse().ok(), event))
+        .submit(AsCaller {
+            caller: by.clone(),
+            needs: Action::CommentCases,
+            job: WriteEvent::claim(case.delivery_id.parse().ok(), event),
+        })
         .await?;
-    if !assigned {
-        return Err(Refusal::AlreadyResolved.into());
+    match assigned {
+        None => Err(CaseError::NoLongerAllowed),
+        Some(false) => Err(Refusal::AlreadyResolved.into()),
+        Some(true) => Ok(()),
     }
-    Ok(())
 }
 
-/// Adds a note to a case (journaled with its delivery).
+/// Adds a note to a case (journaled with its delivery), if its author,
+/// read again as it is written, still may.
 pub async fn comment(
     engine: &SharedEngine,
     case_id: Uuid,
-    by: String,
+    by: &Principal,
     note: String,
 ) -> Result<(), CaseError> {
     if note.trim().is_empty() {
@@ -216,14 +224,18 @@ pub async fn comment(
     let delivery_id: Option<DeliveryId> = case.delivery_id.parse().ok();
     let event = JournalEvent::CaseCommented(CaseCommented {
         case_id,
-        commented_by: by,
+        commented_by: by.signature(),
         note,
     });
     engine
         .writer
-        .submit(WriteEvent::record(delivery_id, event))
-        .await?;
-    Ok(())
+        .submit(AsCaller {
+            caller: by.clone(),
+            needs: Action::CommentCases,
+            job: WriteEvent::record(delivery_id, event),
+        })
+        .await?
+        .ok_or(CaseError::NoLongerAllowed)
 }
 
 /// How long a resolution form stays valid once shown.

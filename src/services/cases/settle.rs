@@ -47,6 +47,10 @@ pub enum CaseError {
     /// The caller's role may not resolve this case.
     #[error("{}", forbidden_why(*critical))]
     Forbidden { critical: bool },
+    /// The caller, read again as the action is written, was disabled,
+    /// revoked or demoted since the request was let in.
+    #[error("the account that asked no longer allows this")]
+    NoLongerAllowed,
     #[error(transparent)]
     Refused(#[from] Refusal),
     #[error(transparent)]
