@@ -41,7 +41,10 @@ pub(super) async fn run(cli: &Cli, command: &FixturesCommand) -> anyhow::Result<
             let masks = definitions
                 .sources
                 .iter()
-                .map(|source| Ok((source.slug.clone(), source.header_mask()?)))
+                .map(|source| {
+                    let mask = source.header_mask_in(&definitions.catalog)?;
+                    Ok((source.slug.clone(), mask))
+                })
                 .collect::<anyhow::Result<HashMap<_, _>>>()?;
             let db = open_for_reading(cli).await?;
             // The case's deliveries come from the read model, brought up to

@@ -112,6 +112,19 @@ impl Settings {
             }
             source.resource =
                 catalog.resource_paths(&source.origin.provider, configured.as_deref());
+            let keyed = catalog.keyed_headers(&source.origin.provider);
+            for header in keyed
+                .iter()
+                .filter(|h| source.header_mask.masked_by_pattern(h))
+            {
+                tracing::warn!(
+                    source = source.slug(),
+                    header = header.as_str(),
+                    "a header this source's strategies key on is masked by a pattern: \
+                     fixtures and shadow replays of its deliveries cannot key as it did"
+                );
+            }
+            source.header_mask = source.header_mask.clone().keeping(&keyed);
         }
         // An observed source's effects, or those of its observed effect
         // types, are recorded in the ledger, never sent: their own sinks come

@@ -7,7 +7,7 @@ use anyhow::bail;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
-use crate::domain::identity::{DeliveryFacts, FieldRef, ResourcePaths};
+use crate::domain::identity::{Catalog, DeliveryFacts, FieldRef, ResourcePaths};
 use crate::domain::journal::Origin;
 use crate::domain::masking::HeaderMask;
 use crate::providers::signature::{self, SchemeConfig};
@@ -170,6 +170,15 @@ impl SourceFile {
         let mut masked = signature::sensitive_headers(&self.signature);
         masked.extend(self.masked_headers.iter().cloned());
         HeaderMask::with(&masked).map_err(|e| anyhow::anyhow!("source {:?}: {e}", self.slug))
+    }
+
+    /// `header_mask`, keeping the headers `catalog`'s strategies for this
+    /// source's provider key on (`HeaderMask::keeping`), as the server
+    /// applies it.
+    pub fn header_mask_in(&self, catalog: &Catalog) -> anyhow::Result<HeaderMask> {
+        Ok(self
+            .header_mask()?
+            .keeping(&catalog.keyed_headers(&self.provider)))
     }
 
     pub(super) fn resolve(self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<Source> {

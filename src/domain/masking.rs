@@ -69,6 +69,8 @@ fn normalized(name: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeaderMask {
     patterns: Vec<String>,
+    /// Names the secret words alone do not mask (`keeping`).
+    kept: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -83,6 +85,7 @@ impl Default for HeaderMask {
                 .iter()
                 .map(|p| (*p).to_owned())
                 .collect(),
+            kept: Vec::new(),
         }
     }
 }
@@ -101,7 +104,27 @@ impl HeaderMask {
                 patterns.push(p);
             }
         }
-        Ok(Self { patterns })
+        Ok(Self {
+            patterns,
+            kept: Vec::new(),
+        })
+    }
+
+    /// This mask, except that `keyed` (the headers a source's strategies key
+    /// on: `Catalog::keyed_headers`) are not masked for holding a secret
+    /// word alone: an `Idempotency-Key` a strategy keys on is journaled as
+    /// it came, so a replay keys as the live decision did. A default or
+    /// configured pattern still masks them (`masked_by_pattern` tells which).
+    pub fn keeping<S: AsRef<str>>(mut self, keyed: &[S]) -> Self {
+        self.kept = keyed.iter().map(|name| normalized(name.as_ref())).collect();
+        self
+    }
+
+    /// Whether a default or configured pattern (not the secret words
+    /// alone) masks `name`.
+    pub fn masked_by_pattern(&self, name: &str) -> bool {
+        let name = normalized(name);
+        self.patterns.iter().any(|p| pattern::matches(p, &name))
     }
 
     pub fn patterns(&self) -> &[String] {
@@ -110,7 +133,8 @@ impl HeaderMask {
 
     pub fn matches(&self, name: &str) -> bool {
         let name = normalized(name);
-        holds_secret_word(&name) || self.patterns.iter().any(|p| pattern::matches(p, &name))
+        (holds_secret_word(&name) && !self.kept.contains(&name))
+            || self.patterns.iter().any(|p| pattern::matches(p, &name))
     }
 
     /// The headers with every masked value replaced by [`REDACTED`].
@@ -288,6 +312,21 @@ mod tests {
         ] {
             assert!(!mask.matches(name), "{name}");
         }
+    }
+
+    #[test]
+    fn a_header_a_strategy_keys_on_is_kept_unless_a_pattern_masks_it() {
+        let mask = HeaderMask::with(&["x-partner-pin"])
+            .unwrap()
+            .keeping(&["idempotency-key", "x-partner-pin"]);
+        assert!(!mask.matches("Idempotency_Key"));
+        assert!(
+            mask.matches("x-partner-pin"),
+            "a configured pattern still masks"
+        );
+        assert!(mask.masked_by_pattern("x-partner-pin"));
+        assert!(mask.matches("x-api-key"), "a name not kept still masks");
+        assert!(HeaderMask::default().matches("idempotency-key"));
     }
 
     #[test]

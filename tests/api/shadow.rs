@@ -364,3 +364,77 @@ async fn an_event_type_carrying_a_bidi_override_is_written_out_on_the_replay_pag
     );
     assert!(!answer.body.contains('\u{202E}'), "{}", answer.body);
 }
+
+/// A provider whose strategy keys on a header named like a secret
+/// (`Idempotency-Key`): its refunds are told apart by that header alone.
+const KEYED_BY_HEADER: &str = r#"
+[[sources]]
+slug = "keyed"
+tenant = "acme"
+provider = "keyed"
+environment = "live"
+allow_unsigned = true
+signature = { scheme = "none" }
+
+[[providers]]
+name = "keyed"
+event_type = [{ parts = [{ field = "$.type" }] }]
+
+[[strategies]]
+name = "keyed-refund"
+version = 1
+provider = "keyed"
+event_types = ["refund.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "90d"
+effect_type = "refund.create"
+criticality = "critical"
+fields = [{ name = "request", path = "header:idempotency-key" }]
+
+[[hierarchies]]
+provider = "keyed"
+event_type = "refund.*"
+strategies = ["keyed-refund"]
+"#;
+
+#[tokio::test]
+async fn a_header_a_strategy_keys_on_is_journaled_so_the_live_set_replays_as_it_decided() {
+    // Given two refunds with one body told apart by their Idempotency-Key,
+    // and a retry of the first
+    let app = crate::support::app::spawn_app_with(KEYED_BY_HEADER).await;
+    let body = br#"{"type":"refund.created","payment_id":"pay_k1","amount":500}"#;
+    let key = |value: &str| vec![("Idempotency-Key".to_owned(), value.to_owned())];
+    let first = app
+        .post_raw("keyed", body.to_vec(), &key("idem-first-7d1"))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let second = app
+        .post_raw("keyed", body.to_vec(), &key("idem-second-9c4"))
+        .await;
+    assert_eq!(second.json["decision"], "process", "{}", second.json);
+    let retry = app
+        .post_raw("keyed", body.to_vec(), &key("idem-first-7d1"))
+        .await;
+    assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
+
+    // Then the journal keeps the header the strategy keyed on, as it came
+    let view = app
+        .delivery(second.json["delivery_id"].as_str().unwrap())
+        .await;
+    let kept = view.json["headers"]
+        .as_array()
+        .expect("headers")
+        .iter()
+        .find(|h| h[0] == "idempotency-key")
+        .map(|h| h[1].clone());
+    assert_eq!(kept, Some("idem-second-9c4".into()), "{}", view.json);
+    // and the live set, replayed over it, decides each delivery as it did
+    let scratch = tempfile::tempdir().unwrap();
+    let config = format!("{KEYED_BY_HEADER}\n{TEST_SOURCES}");
+    let report = shadow::shadow(&app.db, &config, "", &Window::default(), scratch.path())
+        .await
+        .expect("replayed");
+    assert_eq!(report.replayed, 3);
+    assert!(report.noise.is_empty(), "{:?}", report.noise);
+}

@@ -164,6 +164,43 @@ impl Catalog {
         paths
     }
 
+    /// The headers a delivery of `provider` is keyed by: its transport id,
+    /// event type and header aliases, and every header a strategy of it
+    /// reads. Replays (fixtures, shadow) key again from the journaled
+    /// headers, so these are journaled as they came whatever their names say
+    /// (`HeaderMask::keeping`); their values enter the key's material in
+    /// clear anyway (only body paths may be declared sensitive).
+    pub fn keyed_headers(&self, provider: &str) -> Vec<String> {
+        let mut read: Vec<&FieldRef> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
+        if let Some(def) = self.provider(provider) {
+            read.extend(&def.transport);
+            read.extend(
+                def.event_type
+                    .iter()
+                    .flat_map(|rule| &rule.parts)
+                    .map(|part| &part.field),
+            );
+            for (name, alias) in &def.header_aliases {
+                names.push(name.to_ascii_lowercase());
+                names.push(alias.to_ascii_lowercase());
+            }
+        }
+        for strategy in self.strategies().filter(|s| s.provider == provider) {
+            read.extend(strategy.fields.iter().map(|f| &f.path));
+            read.extend(strategy.discriminants.iter().map(|f| &f.path));
+            read.extend(strategy.scope.iter().filter_map(|s| s.path.as_ref()));
+        }
+        names.extend(
+            read.iter()
+                .filter_map(|f| f.header_name())
+                .map(str::to_owned),
+        );
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Where a source of `provider` reads the resource it is searched by:
     /// `configured` (the source's own list), else the provider's, else the
     /// defaults; sensitive paths marked.

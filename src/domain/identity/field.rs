@@ -88,6 +88,14 @@ impl FieldRef {
         }
     }
 
+    /// The header's name (lower-case), when this reference reads a header.
+    pub fn header_name(&self) -> Option<&str> {
+        match &self.source {
+            Source::Header(name) => Some(name),
+            Source::Body { .. } => None,
+        }
+    }
+
     /// The JSONPath, when this reference points into the body.
     pub fn body_path(&self) -> Option<&JsonPath> {
         match &self.source {

@@ -229,3 +229,27 @@ fn the_versions_record_serialises_in_snake_case() {
     assert_eq!(json["definition"]["horizon"], json!("30d"));
     assert_eq!(json["version"], json!(1));
 }
+
+#[test]
+fn the_headers_a_provider_is_keyed_by_are_listed_once_each() {
+    let text = V1
+        .replace(
+            "event_type = [{ parts = [{ field = \"$.kind\" }] }]",
+            "transport = [\"header:X-Delivery-Token\"]\nheader_aliases = { \"x-delivery-token\" = \"x-old-token\" }\nevent_type = [{ parts = [{ field = \"$.kind\" }] }]",
+        )
+        .replace(
+            "{ name = \"ref\", path = \"$.ref\" }]",
+            "{ name = \"ref\", path = \"header:Idempotency-Key\" }, { name = \"again\", path = \"header:idempotency-key\" }]",
+        );
+    let catalog = build(&text).expect("builds");
+    assert_eq!(
+        catalog.keyed_headers("shop"),
+        ["idempotency-key", "x-delivery-token", "x-old-token"]
+    );
+    assert!(
+        catalog
+            .keyed_headers("github")
+            .contains(&"x-github-delivery".to_owned())
+    );
+    assert!(catalog.keyed_headers("nobody").is_empty());
+}
