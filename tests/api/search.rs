@@ -280,3 +280,62 @@ async fn an_id_typed_in_another_case_finds_its_delivery() {
     // while what is not there is still not found
     assert!(found(&app, &encoded("PAY_WALK_2")).await.is_empty());
 }
+
+/// A source searched by an email nested in the body, which a strategy of
+/// its provider declares sensitive wherever it lies (`$..email`).
+const NESTED_PRIVATE_SOURCE: &str = r#"
+[[sources]]
+slug = "nested"
+tenant = "acme"
+provider = "norefid"
+environment = "test"
+allow_unsigned = true
+signature = { scheme = "none" }
+resource = ["$.customer.email"]
+
+[[strategies]]
+name = "norefid-contact"
+version = 1
+provider = "norefid"
+event_types = ["contact.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "30d"
+effect_type = "contact.update"
+criticality = "reversible"
+fields = [{ name = "contact", path = "$.contact_id" }]
+sensitive = ["$..email"]
+"#;
+
+#[tokio::test]
+async fn a_resource_a_descendant_sensitive_path_selects_is_stored_only_as_its_keyed_hash() {
+    let app = spawn_app_with(NESTED_PRIVATE_SOURCE).await;
+    let mut body: Value = serde_json::from_slice(&refund("pay_nested", 100, Some("r"))).unwrap();
+    body["customer"] = json!({"email": "ann.nested@example.com"});
+    let posted = app
+        .post_raw("nested", serde_json::to_vec(&body).unwrap(), &[])
+        .await;
+    assert_eq!(posted.status, 202, "{}", posted.json);
+    // Found by the whole email, through its keyed hash
+    assert_eq!(
+        found(&app, &encoded("ann.nested@example.com")).await,
+        [id_of(&posted)]
+    );
+    // never stored, shown or found by a beginning in clear
+    assert_eq!(app.journal_rows_containing("ann.nested@").await, 0);
+    let shown = app.delivery(&id_of(&posted)).await;
+    assert!(
+        shown.json["resource"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("hmac:"),
+        "{}",
+        shown.json
+    );
+    assert!(
+        !shown.json.to_string().contains("ann.nested@"),
+        "{}",
+        shown.json
+    );
+    assert!(found(&app, &encoded("ann.nes*")).await.is_empty());
+}

@@ -30,19 +30,15 @@ pub struct ResourcePaths {
 
 impl ResourcePaths {
     /// `paths` in order; `sensitive` are the provider's sensitive body paths.
-    /// A path at or under a sensitive one is sensitive.
+    /// A path at or under a node a sensitive one may select is sensitive
+    /// (`may_hold`): `$.customer.email` under `$.customer`, `$..email` or
+    /// `$.*.email` alike.
     pub fn new(paths: &[FieldRef], sensitive: &[&FieldRef]) -> Self {
-        let under = |path: &str, parent: &str| {
-            path == parent
-                || path
-                    .strip_prefix(parent)
-                    .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
-        };
         Self {
             paths: paths
                 .iter()
                 .map(|p| {
-                    let hidden = sensitive.iter().any(|s| under(p.as_str(), s.as_str()));
+                    let hidden = sensitive.iter().any(|s| may_hold(s, p));
                     (p.clone(), hidden)
                 })
                 .collect(),
@@ -95,6 +91,89 @@ impl ResourcePaths {
     pub fn query(q: &str, secret: &KeySecret) -> [String; 2] {
         [q.to_owned(), sealed(q, secret)]
     }
+}
+
+/// One step of a singular path: a member's name or an array's index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Name(String),
+    Index(usize),
+}
+
+/// Whether `sensitive` may select the node `path` reads, or one above it,
+/// in some body. Decided on the one document that holds just that node
+/// (`{"customer": {"email": …}}` for `$.customer.email`): a sensitive path
+/// that selects it, or a node above it, there. When that cannot be told (a
+/// path that is not singular, a filter, which depends on values) it may.
+fn may_hold(sensitive: &FieldRef, path: &FieldRef) -> bool {
+    let (Some(query), Some(_)) = (sensitive.body_path(), path.body_path()) else {
+        return false;
+    };
+    let Some(steps) = steps(path.as_str()) else {
+        return true;
+    };
+    if sensitive.as_str().contains('?') {
+        return true;
+    }
+    let document =
+        steps
+            .iter()
+            .rev()
+            .fold(Value::String(String::new()), |inner, step| match step {
+                Step::Name(name) => Value::Object([(name.clone(), inner)].into_iter().collect()),
+                Step::Index(n) => {
+                    let mut items = vec![Value::Null; *n];
+                    items.push(inner);
+                    Value::Array(items)
+                }
+            });
+    query.query_located(&document).locations().any(|location| {
+        location.len() <= steps.len()
+            && location
+                .iter()
+                .zip(&steps)
+                .all(|(at, step)| match (at, step) {
+                    (serde_json_path::PathElement::Name(a), Step::Name(b)) => a == b,
+                    (serde_json_path::PathElement::Index(a), Step::Index(b)) => a == b,
+                    _ => false,
+                })
+    })
+}
+
+/// The steps of a singular path written with `.name`, `['name']` or
+/// `[index]`; `None` for anything else.
+fn steps(path: &str) -> Option<Vec<Step>> {
+    let mut rest = path.strip_prefix('$')?;
+    let mut steps = Vec::new();
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            let name = &after[..end];
+            let plain = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.chars().all(|c| c == '_' || c.is_alphanumeric());
+            if !plain {
+                return None;
+            }
+            steps.push(Step::Name(name.to_owned()));
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix("['") {
+            let end = after.find("']")?;
+            let name = &after[..end];
+            if name.contains(['\\', '\'']) {
+                return None;
+            }
+            steps.push(Step::Name(name.to_owned()));
+            rest = &after[end + 2..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']')?;
+            steps.push(Step::Index(after[..end].parse().ok()?));
+            rest = &after[end + 1..];
+        } else {
+            return None;
+        }
+    }
+    Some(steps)
 }
 
 fn searchable(value: &Value) -> Option<String> {
@@ -168,5 +247,26 @@ mod tests {
             clear.value(&[], Some(&body), &secret).as_deref(),
             Some("cus_1")
         );
+    }
+
+    #[test]
+    fn a_path_a_wildcard_or_descendant_sensitive_path_may_select_is_sensitive() {
+        let hidden = |sensitive: &str, path: &str| {
+            let sensitive = refs(&[sensitive]);
+            let sensitive: Vec<&FieldRef> = sensitive.iter().collect();
+            ResourcePaths::new(&refs(&[path]), &sensitive).paths[0].1
+        };
+        assert!(hidden("$..email", "$.customer.email"));
+        assert!(hidden("$..shopperEmail", "$.additionalData.shopperEmail"));
+        assert!(hidden("$.customers[*].email", "$.customers[0].email"));
+        assert!(hidden("$.*", "$.customer.email"), "a node above it");
+        assert!(hidden("$['customer']", "$.customer['email']"));
+        assert!(hidden("$.customer", "$.customer[2]"));
+        assert!(hidden("$..[?@.kind == 'email'].value", "$.contact.value"));
+        assert!(hidden("$..email", "$..email"), "not singular: it may");
+        assert!(!hidden("$..email", "$.customer_email"));
+        assert!(!hidden("$..iban", "$.payment_id"));
+        assert!(!hidden("$.customers[*].email", "$.customers[0].name"));
+        assert!(!hidden("$.customer", "header:customer"));
     }
 }
