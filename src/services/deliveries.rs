@@ -18,6 +18,7 @@ use crate::config::Source;
 use crate::domain::cases::Resolution;
 use crate::domain::decision::Part;
 use crate::domain::delivery::{BodyParse, BodyRef, DeliveryId, Headers};
+use crate::domain::identity::FieldRef;
 use crate::domain::journal::{ItemOf, JournalEvent, Origin};
 use crate::domain::masking::{HeaderMask, SensitiveMask};
 use crate::store::{bodies, journal};
@@ -178,7 +179,8 @@ pub async fn show(
             .and_then(|raw| serde_json::from_slice(&raw).ok()),
         _ => None,
     };
-    let paths = engine.catalog.sensitive_paths(&origin.provider);
+    let paths = engine.catalog.sensitive_in_body(&origin.provider);
+    let paths: Vec<&FieldRef> = paths.iter().collect();
     let mut sensitive = match body.as_mut() {
         Some(body) => SensitiveMask::mask_body(body, &paths, &engine.key_secret),
         None => SensitiveMask::default(),

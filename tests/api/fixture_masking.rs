@@ -466,3 +466,98 @@ async fn the_digests_of_a_body_with_a_sensitive_value_are_shown_keyed_not_as_com
         assert!(!page.body.contains(&digest[..16]), "on the page: {digest}");
     }
 }
+
+/// A GoCardless strategy no hierarchy uses that declares an event's
+/// metadata email sensitive: written against one event, as every strategy
+/// path is, not against the `events[]` envelope a delivery arrives in.
+const EVENT_EMAIL_SENSITIVE: &str = r#"
+[[strategies]]
+name = "gocardless-contact"
+version = 1
+provider = "gocardless"
+event_types = ["mandates.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "30d"
+effect_type = "mandate.note"
+criticality = "reversible"
+fields = [{ name = "event", path = "$.id" }]
+sensitive = ["$.metadata.email"]
+"#;
+
+/// A GoCardless event whose metadata carries `email`.
+fn event_with_email(id: &str, payment: &str, email: &str) -> Value {
+    json!({
+        "id": id, "created_at": "2026-12-07T10:00:00.000Z",
+        "resource_type": "payments", "action": "confirmed",
+        "links": { "payment": payment },
+        "details": { "origin": "gocardless", "cause": "payment_confirmed" },
+        "metadata": { "email": email }
+    })
+}
+
+#[tokio::test]
+async fn an_events_sensitive_value_is_masked_inside_the_batch_it_arrived_in() {
+    let app = spawn_app_with(EVENT_EMAIL_SENSITIVE).await;
+    let batch = |events: Vec<Value>| serde_json::to_vec(&json!({ "events": events })).unwrap();
+    // Given a batch of two events and a batch of one
+    let two = app
+        .post_signed(
+            "gocardless",
+            &batch(vec![
+                event_with_email("EV_MAIL_A", "PM_MAIL_A", "alba.secret@example.org"),
+                event_with_email("EV_MAIL_B", "PM_MAIL_B", "bruno.secret@example.org"),
+            ]),
+        )
+        .await;
+    assert_eq!(two.status, 202, "{}", two.json);
+    let one = app
+        .post_signed(
+            "gocardless",
+            &batch(vec![event_with_email(
+                "EV_MAIL_C",
+                "PM_MAIL_C",
+                "carla.secret@example.org",
+            )]),
+        )
+        .await;
+    assert_eq!(one.json["decision"], "process", "{}", one.json);
+    // Then neither delivery's page shows an email, in its body or elsewhere
+    for reply in [&two, &one] {
+        let id = reply.json["delivery_id"].as_str().expect("an id");
+        let shown = app.get(&format!("/api/deliveries/{id}")).await;
+        assert_eq!(shown.status, 200, "{}", shown.json);
+        assert!(
+            !shown.json.to_string().contains(".secret@"),
+            "{}",
+            shown.json
+        );
+    }
+
+    // Given the batch of one's event sent again about another payment (its
+    // id reused: a case), rejected by a person
+    let again = app
+        .post_signed(
+            "gocardless",
+            &batch(vec![event_with_email(
+                "EV_MAIL_C",
+                "PM_MAIL_OTHER",
+                "carla.secret@example.org",
+            )]),
+        )
+        .await;
+    let case_id = again.json["case_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a case: {}", again.json))
+        .to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            json!({"resolution": "reject", "note": "the payment is not ours"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // Then its fixture holds no email either
+    let (text, _) = exported(&app, &case_id).await;
+    assert!(!text.contains("carla.secret"), "{text}");
+}

@@ -164,6 +164,25 @@ impl Catalog {
         paths
     }
 
+    /// The paths at which a stored body of `provider` holds sensitive
+    /// values: `sensitive_paths`, which are written against one event, and,
+    /// for a provider whose deliveries may be batches, each of them under
+    /// every item (`$.events[*]` then `.metadata.email`). A view or an
+    /// export of a whole delivery masks these.
+    pub fn sensitive_in_body(&self, provider: &str) -> Vec<FieldRef> {
+        let paths = self.sensitive_paths(provider);
+        let items = self.provider(provider).and_then(|p| p.items.as_ref());
+        let under_items = items.into_iter().flat_map(|items| {
+            paths.iter().filter_map(move |path| {
+                let rest = path.as_str().strip_prefix('$')?;
+                FieldRef::parse(&format!("{}{rest}", items.as_str())).ok()
+            })
+        });
+        let mut all: Vec<FieldRef> = under_items.collect();
+        all.splice(0..0, paths.iter().map(|p| (*p).clone()));
+        all
+    }
+
     /// The headers a delivery of `provider` is keyed by: its transport id,
     /// event type and header aliases, and every header a strategy of it
     /// reads. Replays (fixtures, shadow) key again from the journaled
