@@ -5,16 +5,20 @@
 use chrono::Utc;
 use sea_orm::DbErr;
 
+use super::access::AsCaller;
 use super::engine::{Engine, WriteEvent};
+use crate::auth::{Action, Principal};
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{JournalEvent, RawBodyRead};
 use crate::store::{bodies, journal};
 
-/// Who asks. Until operator accounts exist, only the network peer is known.
-#[derive(Debug, Clone, Default)]
+/// Who asks, and from where.
+#[derive(Debug, Clone)]
 pub struct Reader {
     pub client_address: Option<String>,
-    pub operator: Option<String>,
+    /// Read again in the transaction that journals the read: a caller
+    /// disabled, demoted or revoked meanwhile is given nothing.
+    pub caller: Principal,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +27,10 @@ pub enum RawReadError {
     Disabled,
     #[error("no delivery with this id")]
     NotFound,
+    /// The caller, read again as the read is journaled, may no longer read
+    /// raw bodies.
+    #[error("the account that asked may no longer read raw bodies")]
+    NoLongerAllowed,
     /// Rejected deliveries keep only the body's hash; retention may redact a body.
     #[error("this delivery's raw body is not stored")]
     NotStored,
@@ -58,12 +66,17 @@ pub async fn read(
     let event = JournalEvent::RawBodyRead(RawBodyRead {
         body,
         client_address: reader.client_address,
-        operator: reader.operator,
+        operator: Some(reader.caller.id.to_string()),
     });
     let at = Utc::now();
     engine
         .writer
-        .submit(WriteEvent::record(Some(id), event).at(at))
-        .await?;
+        .submit(AsCaller {
+            caller: reader.caller,
+            needs: Action::ReadRawBodies,
+            job: WriteEvent::record(Some(id), event).at(at),
+        })
+        .await?
+        .ok_or(RawReadError::NoLongerAllowed)?;
     Ok(raw)
 }

@@ -561,3 +561,30 @@ async fn an_events_sensitive_value_is_masked_inside_the_batch_it_arrived_in() {
     let (text, _) = exported(&app, &case_id).await;
     assert!(!text.contains("carla.secret"), "{text}");
 }
+
+/// An export that waited for the writer while its token was demoted hands
+/// out nothing: the exporter is read again where the export is journaled.
+#[tokio::test]
+async fn an_export_that_waited_while_its_token_was_demoted_hands_out_nothing() {
+    use crate::support::held::get_while_its_token_is_demoted;
+    let app = spawn_app().await;
+    let case_id = weak_match(
+        &app,
+        "hmac",
+        &crate::support::app::refund("pay_exp_held", 700, None),
+        &crate::support::app::refund("pay_exp_held", 700, None),
+    )
+    .await;
+    let resolved = app
+        .resolve(
+            &case_id,
+            json!({"resolution": "confirm_duplicate", "note": "one refund"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // When its token is demoted while the export waits on the change
+    let response = get_while_its_token_is_demoted(&app, &format!("/cases/{case_id}/fixture")).await;
+    // Then it is refused, with nothing journaled
+    assert_eq!(response.status().as_u16(), 403);
+    assert_eq!(app.journal_count("FixtureExported").await, 0);
+}

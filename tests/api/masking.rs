@@ -451,3 +451,23 @@ async fn a_delivery_id_that_comes_back_with_another_body_shows_neither_bodys_fin
     let legacy = app.get(&format!("/api/cases/{case_id}")).await.json;
     assert!(!legacy.to_string().contains(&fingerprint), "{legacy}");
 }
+
+/// A raw read that waited for the writer while its token was demoted gives
+/// nothing: the caller is read again where the read is journaled, before
+/// any byte leaves.
+#[tokio::test]
+async fn a_raw_read_that_waited_while_its_token_was_demoted_gives_no_bytes() {
+    use crate::support::held::get_while_its_token_is_demoted;
+    let app = spawn_app_with("[engine]\nraw_body_reads = true\n").await;
+    let posted = app
+        .post_raw("open", with_email(&refund("pay_held", 1, None)), &[])
+        .await;
+    let id = posted.json["delivery_id"].as_str().expect("id").to_owned();
+    // When its token is demoted while the read waits on the change
+    let response = get_while_its_token_is_demoted(&app, &format!("/api/deliveries/{id}/raw")).await;
+    // Then it is refused, with nothing journaled
+    assert_eq!(response.status().as_u16(), 403);
+    let text = response.text().await.expect("a body");
+    assert!(!text.contains(EMAIL), "{text}");
+    assert_eq!(app.journal_count("RawBodyRead").await, 0);
+}

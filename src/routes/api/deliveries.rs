@@ -117,7 +117,7 @@ pub async fn raw(
     // a forwarding header from anyone else.
     let reader = Reader {
         client_address: crate::routes::client::address(&request).map(|a| a.to_string()),
-        operator: Some(caller.id.to_string()),
+        caller,
     };
     let address = reader.client_address.clone();
     match raw_reads::read(&state.engine, id, reader).await {
@@ -133,6 +133,11 @@ pub async fn raw(
             "raw body reads are disabled ([engine] raw_body_reads)",
         )),
         Err(RawReadError::NotFound) => Err(not_found()),
+        Err(error @ RawReadError::NoLongerAllowed) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            error.to_string(),
+        )),
         Err(RawReadError::NotStored) => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "raw_body_not_stored",

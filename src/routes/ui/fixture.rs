@@ -26,10 +26,11 @@ pub async fn fixture(
         .map(|(slug, source)| (slug.clone(), source.header_mask.clone()))
         .collect();
     crate::services::projector::before_reading(&state.engine).await;
-    let exported = fixtures::export(&state.engine, &masks, id, &operator.signature())
+    let exported = fixtures::export(&state.engine, &masks, id, &operator)
         .await
         .map_err(|error| match error {
             ExportError::NotFound => UiError::new(StatusCode::NOT_FOUND, "There is no such case."),
+            ExportError::NoLongerAllowed => UiError::forbidden(),
             ExportError::Db(error) => UiError::internal(error),
             refused => UiError::new(StatusCode::CONFLICT, refused.to_string()),
         })?;

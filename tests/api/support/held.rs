@@ -78,3 +78,24 @@ impl AdminChange {
         self.change.commit().await.expect("the change committed");
     }
 }
+
+/// `GET path` with a new engineer's token, answered while an admin's
+/// change demoting that token to support waited on it: committed once the
+/// request's write waits on the change.
+pub async fn get_while_its_token_is_demoted(
+    app: &crate::support::app::TestApp,
+    path: &str,
+) -> reqwest::Response {
+    let token = crate::support::app::issue_token(&app.db, unicity::auth::Role::Engineer).await;
+    let demoting = AdminChange::begin(&app.database_url).await;
+    demoting
+        .execute("UPDATE api_tokens SET role = 'support' WHERE role = 'engineer'")
+        .await;
+    let request = app
+        .client
+        .get(format!("{}{path}", app.address))
+        .bearer_auth(token);
+    let asking = tokio::spawn(async move { request.send().await.expect("answered") });
+    demoting.commit_once_waited_on().await;
+    asking.await.expect("no panic")
+}
