@@ -31,7 +31,12 @@ pub(super) async fn run(cli: &Cli, command: &CorpusCommand) -> anyhow::Result<()
     } = command;
     let catalog = super::definitions(cli)?.catalog;
     let db = open_for_reading(cli).await?;
-    let report = corpus::report(&db, &catalog, source.as_deref(), event_type.as_deref()).await?;
+    let chosen = corpus::Chosen {
+        source: source.as_deref(),
+        event_type: event_type.as_deref(),
+        most: None,
+    };
+    let report = corpus::report(&db, &catalog, chosen).await?;
     if *json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

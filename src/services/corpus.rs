@@ -75,7 +75,6 @@ pub struct CorpusReport {
 /// One delivery as the report reads it.
 struct Read {
     id: DeliveryId,
-    source: String,
     provider: String,
     event_type: Option<String>,
     /// What makes two deliveries one event, when anything does.
@@ -91,22 +90,46 @@ struct Read {
     collision: bool,
 }
 
-/// The report over the journal's deliveries of `source` and `event_type`
-/// (all when `None`) whose bodies are kept; `catalog` says which fields its
-/// providers and strategies already declare volatile.
+/// More deliveries are chosen than `Chosen::most`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "more than the {0} deliveries a page reads: choose a source and an event type, or run `unicity corpus report`"
+)]
+pub struct TooMany(pub usize);
+
+/// Which deliveries a report reads.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Chosen<'a> {
+    /// Only this source's (all when `None`).
+    pub source: Option<&'a str>,
+    /// Only this event type's (all when `None`).
+    pub event_type: Option<&'a str>,
+    /// Refused when more deliveries than this are chosen, before their
+    /// bodies are read: a page holds every chosen body in memory at once.
+    pub most: Option<usize>,
+}
+
+impl Chosen<'_> {
+    fn source(&self, source: &str) -> bool {
+        self.source.is_none_or(|s| s == source)
+    }
+
+    fn event_type(&self, event_type: Option<&str>) -> bool {
+        self.event_type.is_none_or(|t| event_type == Some(t))
+    }
+}
+
+/// The report over the journal's chosen deliveries whose bodies are kept;
+/// `catalog` says which fields its providers and strategies already
+/// declare volatile.
 pub async fn report(
     db: &DatabaseConnection,
     catalog: &Catalog,
-    source: Option<&str>,
-    event_type: Option<&str>,
+    chosen: Chosen<'_>,
 ) -> anyhow::Result<CorpusReport> {
-    let mut reads = read(db).await?;
-    // Only the chosen deliveries' bodies are read.
-    reads.retain(|r| {
-        source.is_none_or(|s| s == r.source)
-            && event_type.is_none_or(|t| r.event_type.as_deref() == Some(t))
-            && r.json_body.is_some()
-    });
+    // Only the chosen deliveries are kept, and their bodies read.
+    let mut reads = read(db, chosen).await?;
+    reads.retain(|r| r.json_body.is_some());
     for r in &mut reads {
         if let Some(sha256) = &r.json_body {
             r.body = bodies::get(db, sha256)
@@ -276,7 +299,7 @@ fn declared_volatile(catalog: &Catalog, providers: &BTreeSet<&str>) -> BTreeSet<
 /// Every delivery of the journal (a batch's own row left out: its events
 /// are read), with its JSON body's digest; the bodies are read later, of
 /// the chosen deliveries only.
-async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
+async fn read(db: &DatabaseConnection, chosen: Chosen<'_>) -> anyhow::Result<Vec<Read>> {
     let mut order: Vec<DeliveryId> = Vec::new();
     let mut found: HashMap<DeliveryId, Read> = HashMap::new();
     let mut pages = journal::Pages::default();
@@ -286,7 +309,9 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
                 continue;
             };
             match stored.event {
-                JournalEvent::DeliveryReceived(received) => {
+                JournalEvent::DeliveryReceived(received)
+                    if chosen.source(&received.origin.source) =>
+                {
                     let json_body =
                         (received.parse == BodyParse::Json).then_some(received.body.sha256);
                     order.push(id);
@@ -294,7 +319,6 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
                         id,
                         Read {
                             id,
-                            source: received.origin.source,
                             provider: received.origin.provider,
                             event_type: None,
                             event: None,
@@ -305,6 +329,9 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
                             collision: false,
                         },
                     );
+                }
+                JournalEvent::KeyDerived(key) if !chosen.event_type(key.event_type.as_deref()) => {
+                    found.remove(&id);
                 }
                 JournalEvent::KeyDerived(key) => {
                     if let Some(read) = found.get_mut(&id) {
@@ -336,6 +363,11 @@ async fn read(db: &DatabaseConnection) -> anyhow::Result<Vec<Read>> {
                 }
                 _ => {}
             }
+        }
+        // A delivery's reception and its key are journaled together: what
+        // is left of a page is chosen.
+        if let Some(most) = chosen.most.filter(|most| found.len() > *most) {
+            return Err(TooMany(most).into());
         }
     }
     Ok(order

@@ -38,9 +38,11 @@ async fn retries_show_the_volatile_and_conditional_fields_and_distinct_refunds_w
 
     // when the report is read,
     let catalog = crate::support::app::test_settings(&app.database_url, "").catalog;
-    let report = corpus::report(&app.db, &catalog, Some("hmac"), None)
-        .await
-        .unwrap();
+    let chosen = corpus::Chosen {
+        source: Some("hmac"),
+        ..corpus::Chosen::default()
+    };
+    let report = corpus::report(&app.db, &catalog, chosen).await.unwrap();
 
     // then the event seen three times shows its send time as volatile, the
     // email as conditional, the payment as stable,
@@ -71,4 +73,42 @@ async fn retries_show_the_volatile_and_conditional_fields_and_distinct_refunds_w
     assert!(separating.contains(&"$.amount"), "{separating:?}");
     assert!(!separating.contains(&"$.sent_at"), "{separating:?}");
     assert!(!separating.contains(&"$.payment_id"), "{separating:?}");
+}
+
+#[tokio::test]
+async fn a_page_refuses_more_deliveries_than_it_holds_and_counts_only_the_chosen_ones() {
+    // Given three refunds from one source and one from another
+    let app = spawn_app().await;
+    for n in 0..3 {
+        let reply = app
+            .post_signed(
+                "hmac",
+                &refund("pay_most", 700 + n, Some(&format!("rr_most_{n}"))),
+            )
+            .await;
+        assert_eq!(reply.json["decision"], "process", "{}", reply.json);
+    }
+    let other = app
+        .post_raw("open", refund("pay_most_open", 9, None), &[])
+        .await;
+    assert_eq!(other.status, 202, "{}", other.json);
+    let catalog = crate::support::app::test_settings(&app.database_url, "").catalog;
+    let report = |source: Option<&'static str>| {
+        let chosen = corpus::Chosen {
+            source,
+            most: Some(2),
+            ..corpus::Chosen::default()
+        };
+        corpus::report(&app.db, &catalog, chosen)
+    };
+    // When a page limited to two reads them all, or the first source's
+    let refused = report(None).await.expect_err("over the limit");
+    assert!(
+        refused.is::<corpus::TooMany>() && refused.to_string().contains("more than the 2"),
+        "{refused:#}"
+    );
+    assert!(report(Some("hmac")).await.is_err());
+    // Then the other source's one delivery is read alone
+    let open = report(Some("open")).await.expect("within the limit");
+    assert_eq!(open.deliveries, 1);
 }

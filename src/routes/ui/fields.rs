@@ -3,8 +3,9 @@
 //! page — which body fields change across one event's retries (candidates
 //! for `volatile`), which come and go, which stay, and which tell apart
 //! distinct effects on one resource (candidates for discriminants), each
-//! with example deliveries. It reads the whole journal of the filter, like
-//! the command; it suggests and changes nothing.
+//! with example deliveries. It reads the journal of the filter, like the
+//! command, but at most `MOST` deliveries' bodies (the command has no
+//! limit); it suggests and changes nothing.
 
 use actix_session::Session;
 use actix_web::http::StatusCode;
@@ -18,6 +19,9 @@ use crate::auth::Principal;
 use crate::routes::error::UiError;
 use crate::services::corpus::{self, CorpusReport, Stability};
 use crate::state::AppState;
+
+/// Most deliveries a page reads the bodies of, all held at once.
+const MOST: usize = 5_000;
 
 /// The query string, as sent: empty means all.
 #[derive(Debug, Default, Deserialize)]
@@ -75,17 +79,20 @@ pub async fn show(
         page.error = Some(format!("No source is configured as “{}”.", page.source));
         return Ok(html(HttpResponse::build(StatusCode::BAD_REQUEST), &page));
     }
-    let some = |text: &str| (!text.is_empty()).then(|| text.to_owned());
+    let (source, event_type) = (page.source.clone(), page.event_type.clone());
     crate::services::projector::before_reading(&state.engine).await;
-    page.report = Some(
-        corpus::report(
-            state.db(),
-            &state.engine.catalog,
-            some(&page.source).as_deref(),
-            some(&page.event_type).as_deref(),
-        )
-        .await
-        .map_err(UiError::internal)?,
-    );
+    let chosen = corpus::Chosen {
+        source: Some(source.as_str()).filter(|s| !s.is_empty()),
+        event_type: Some(event_type.as_str()).filter(|t| !t.is_empty()),
+        most: Some(MOST),
+    };
+    match corpus::report(state.db(), &state.engine.catalog, chosen).await {
+        Ok(report) => page.report = Some(report),
+        Err(error) if error.is::<corpus::TooMany>() => {
+            page.error = Some(error.to_string());
+            return Ok(html(HttpResponse::build(StatusCode::BAD_REQUEST), &page));
+        }
+        Err(error) => return Err(UiError::internal(error)),
+    }
     Ok(html(HttpResponse::Ok(), &page))
 }
