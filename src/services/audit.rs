@@ -146,7 +146,7 @@ async fn names(db: &DatabaseConnection) -> Result<HashMap<String, String>, DbErr
 }
 
 /// The kinds an entry may have, for the filter's choices.
-pub const KINDS: [&str; 17] = [
+pub const KINDS: [&str; 19] = [
     "signed_in",
     "sign_in_refused",
     "signed_out",
@@ -154,6 +154,7 @@ pub const KINDS: [&str; 17] = [
     "operator_disabled",
     "role_changed",
     "password_changed",
+    "password_link_issued",
     "token_issued",
     "token_revoked",
     "setup_completed",
@@ -162,6 +163,7 @@ pub const KINDS: [&str; 17] = [
     "case_assigned",
     "raw_body_read",
     "fixture_exported",
+    "provider_asked",
     "breaker_reset",
     "legacy_effects_imported",
 ];

@@ -22,6 +22,7 @@ use super::backoff;
 use super::cases::{self, CaseError, Settled, Settler};
 use super::effects::Journaled;
 use super::engine::SharedEngine;
+use crate::auth::Principal;
 use crate::domain::cases::{CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
@@ -36,6 +37,7 @@ use crate::store::entities::case;
 pub async fn settle(
     engine: &SharedEngine,
     case_id: Uuid,
+    asked_by: Option<String>,
 ) -> Result<Option<LookupVerdict>, CaseError> {
     let Some((case, _, journaled)) = askable(engine, case_id).await? else {
         return Ok(None);
@@ -113,6 +115,7 @@ pub async fn settle(
         verdict: String::new(),
         why: None,
         retry_at,
+        asked_by,
     };
     let settled = cases::settle(
         engine,
@@ -184,7 +187,7 @@ pub fn spawn(engine: &SharedEngine, case_ids: impl IntoIterator<Item = Uuid>) {
     for case_id in case_ids {
         let engine = engine.clone();
         tokio::spawn(async move {
-            if let Err(error) = settle(&engine, case_id).await {
+            if let Err(error) = settle(&engine, case_id, None).await {
                 tracing::warn!(case.id = %case_id, %error, "look-up failed; the case stays open");
             }
         });
@@ -195,12 +198,17 @@ pub fn spawn(engine: &SharedEngine, case_ids: impl IntoIterator<Item = Uuid>) {
 /// effect whose outcome is unknown (`services::status`), else the
 /// provider's list of operations. Returns the verdict's code, `None` when
 /// there was nothing to ask.
-pub async fn ask(engine: &SharedEngine, case_id: Uuid) -> Result<Option<Asked>, CaseError> {
+pub async fn ask(
+    engine: &SharedEngine,
+    case_id: Uuid,
+    asked_by: Option<&Principal>,
+) -> Result<Option<Asked>, CaseError> {
+    let asked_by = asked_by.map(Principal::signature);
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
     if case.reason == Reason::OutcomeUnknown.as_str() {
-        return Ok(super::status::settle(engine, &case)
+        return Ok(super::status::settle(engine, &case, asked_by)
             .await?
             .map(|verdict| Asked {
                 verdict,
@@ -209,14 +217,16 @@ pub async fn ask(engine: &SharedEngine, case_id: Uuid) -> Result<Option<Asked>, 
             }));
     }
     let breaker_open = provider_breaker_open(engine, &case).await?;
-    Ok(settle(engine, case_id).await?.map(|verdict| Asked {
-        verdict: verdict.code(),
-        asked: !breaker_open,
-        why: match verdict {
-            LookupVerdict::ForAPerson { why } => Some(why),
-            _ => None,
-        },
-    }))
+    Ok(settle(engine, case_id, asked_by)
+        .await?
+        .map(|verdict| Asked {
+            verdict: verdict.code(),
+            asked: !breaker_open,
+            why: match verdict {
+                LookupVerdict::ForAPerson { why } => Some(why),
+                _ => None,
+            },
+        }))
 }
 
 /// What asking about a case came to.
@@ -260,7 +270,7 @@ async fn provider_breaker_open(
 pub async fn retry_due(engine: &SharedEngine) -> Result<usize, CaseError> {
     let due = crate::store::cases::lookups_due(&engine.db, Utc::now(), 20).await?;
     for case_id in &due {
-        if let Err(error) = ask(engine, *case_id).await {
+        if let Err(error) = ask(engine, *case_id, None).await {
             tracing::warn!(case.id = %case_id, %error, "look-up retry failed");
         }
     }

@@ -50,6 +50,7 @@ use crate::store::writer::WriteJob;
 pub async fn settle(
     engine: &SharedEngine,
     case: &case::Model,
+    asked_by: Option<String>,
 ) -> Result<Option<&'static str>, CaseError> {
     if case.status != CaseStatus::Open.as_str() || case.reason != Reason::OutcomeUnknown.as_str() {
         return Ok(None);
@@ -89,6 +90,7 @@ pub async fn settle(
                     "the effect is no longer of unknown outcome ({now}): nothing to ask"
                 )),
                 retry_at: None,
+                asked_by,
             });
             let delivery = case.delivery_id.parse().ok();
             engine
@@ -117,6 +119,7 @@ pub async fn settle(
         answer: None,
         error: Some("the effect's sink declares no status URL".to_owned()),
         retry_at: None,
+        asked_by,
     };
     let mut reference = None;
     let meaning = match answer {

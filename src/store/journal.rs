@@ -333,7 +333,7 @@ pub async fn newest_audited<C: ConnectionTrait>(
 
 /// `query` narrowed to the audit trail's rows before `before`, newest
 /// first. The list of types is written literally, in the order of the
-/// partial index `journal_audit_trail` (migration `password_links_audited`), so that the
+/// partial index `journal_audit_trail_2` (migration `look_ups_audited`), so that the
 /// planner can see the query implies the index's condition: a bound
 /// parameter hides it, and the whole journal is scanned.
 fn newest_audited_query(

@@ -654,3 +654,43 @@ async fn the_upgrade_leaves_due_only_the_cases_a_look_up_settles() {
         .collect();
     assert_eq!(reasons, ["outcome_unknown", "weak_match_critical"]);
 }
+
+#[tokio::test]
+async fn who_asked_the_provider_is_in_the_audit_trail_and_the_servers_own_questions_are_not() {
+    // Given a case the server asked about by itself as it opened, the
+    // provider being down
+    let provider = ProviderApi::start(503, json!({"error": "down"})).await;
+    let (app, _downstream) = start(&provider).await;
+    let case_id = two_equal_refunds(&app).await;
+    app.wait_journal("LookupPerformed", 1).await;
+    // When finance asks again from the case page
+    let mut fin = signed_in(&app, "fin", unicity::auth::Role::Finance).await;
+    let page = fin.get(&format!("/cases/{case_id}")).await;
+    let csrf = csrf_in(&page.body);
+    let asked = fin
+        .post(&format!("/cases/{case_id}/lookup"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(
+        asked.status,
+        reqwest::StatusCode::SEE_OTHER,
+        "{}",
+        asked.body
+    );
+    assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
+    // Then the audit trail says fin asked, about that case, and only that
+    let mut eve = signed_in(&app, "eve", unicity::auth::Role::Engineer).await;
+    let trail = eve.get("/audit?kind=provider_asked").await;
+    let rows: Vec<&str> = trail.body.split("<tr data-kind=\"").skip(1).collect();
+    assert_eq!(rows.len(), 1, "{}", trail.body);
+    assert!(rows[0].contains("<td>fin</td>"), "{}", rows[0]);
+    assert!(
+        rows[0].contains("asked the provider about a case: for a person"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[0].contains(&format!("/cases/{case_id}")),
+        "{}",
+        rows[0]
+    );
+}

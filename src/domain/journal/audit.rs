@@ -5,7 +5,7 @@
 use super::{Actor, JournalEvent};
 
 /// The stored names of the events the audit trail lists.
-pub const AUDITED: [&str; 18] = [
+pub const AUDITED: [&str; 20] = [
     "OperatorLoggedIn",
     "LoginFailed",
     "OperatorLoggedOut",
@@ -24,6 +24,8 @@ pub const AUDITED: [&str; 18] = [
     "StrategyReset",
     "LegacyEffectsImported",
     "PasswordLinkIssued",
+    "LookupPerformed",
+    "StatusLookupPerformed",
 ];
 
 /// Who acted, as the event names them.
@@ -184,6 +186,27 @@ pub fn audited(event: &JournalEvent) -> Option<Audited> {
                 Some(name) => format!("assigned a case to {name}"),
                 None => "unassigned a case".to_owned(),
             },
+            Some(e.case_id),
+        ),
+        E::LookupPerformed(e) => (
+            stored(e.asked_by.as_deref()?),
+            "provider_asked",
+            match e.verdict.as_str() {
+                "" => "asked the provider about a case".to_owned(),
+                verdict => format!(
+                    "asked the provider about a case: {}",
+                    verdict.replace('_', " ")
+                ),
+            },
+            Some(e.case_id),
+        ),
+        E::StatusLookupPerformed(e) => (
+            stored(e.asked_by.as_deref()?),
+            "provider_asked",
+            format!(
+                "asked the downstream whether an effect was applied: {}",
+                e.answer.as_deref().unwrap_or("no answer")
+            ),
             Some(e.case_id),
         ),
         E::RawBodyRead(e) => (

@@ -58,6 +58,11 @@ pub struct LookupPerformed {
     /// After a failure: when the look-up is tried again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Who asked, when a person did (an operator's or a token's
+    /// signature, as `resolved_by` keeps it); absent for the server's own
+    /// questions and in look-ups journaled before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked_by: Option<String>,
 }
 
 /// One operation as the provider's API lists it.

@@ -266,10 +266,12 @@ pub struct LookupBody {
 pub async fn lookup(
     state: web::Data<AppState>,
     id: web::Path<String>,
-    _caller: Principal,
+    caller: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = parse_id(&id)?;
-    let asked = lookups::ask(&state.engine, id).await.map_err(case_error)?;
+    let asked = lookups::ask(&state.engine, id, Some(&caller))
+        .await
+        .map_err(case_error)?;
     Ok(HttpResponse::Ok().json(match asked {
         Some(a) => LookupBody {
             verdict: Some(a.verdict),

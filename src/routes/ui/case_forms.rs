@@ -123,11 +123,11 @@ pub struct LookupForm {}
 pub async fn lookup(
     state: web::Data<AppState>,
     id: web::Path<String>,
-    _operator: Principal,
+    operator: Principal,
     _form: CsrfForm<LookupForm>,
 ) -> Result<HttpResponse, UiError> {
     let id = parse_id(&id)?;
-    match lookups::ask(&state.engine, id).await {
+    match lookups::ask(&state.engine, id, Some(&operator)).await {
         Ok(Some(asked)) if !asked.asked => Ok(back(id, "not_asked_breaker")),
         Ok(Some(asked)) if asked.verdict == "for_a_person" => Ok(back(id, "asked_unsettled")),
         Ok(Some(_)) => Ok(back(id, "asked_settled")),
