@@ -172,10 +172,18 @@ impl Catalog {
     pub fn sensitive_in_body(&self, provider: &str) -> Vec<FieldRef> {
         let paths = self.sensitive_paths(provider);
         let items = self.provider(provider).and_then(|p| p.items.as_ref());
+        // A singular items path may select the array of events itself
+        // (`$.events`) or one event: both are masked under.
         let under_items = items.into_iter().flat_map(|items| {
-            paths.iter().filter_map(move |path| {
-                let rest = path.as_str().strip_prefix('$')?;
-                FieldRef::parse(&format!("{}{rest}", items.as_str())).ok()
+            let each = if items.is_singular() { "[*]" } else { "" };
+            paths.iter().flat_map(move |path| {
+                let rest = path.as_str().strip_prefix('$').unwrap_or_default();
+                [
+                    format!("{}{each}{rest}", items.as_str()),
+                    format!("{}{rest}", items.as_str()),
+                ]
+                .into_iter()
+                .filter_map(|text| FieldRef::parse(&text).ok())
             })
         });
         let mut all: Vec<FieldRef> = under_items.collect();

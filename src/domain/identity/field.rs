@@ -88,6 +88,12 @@ impl FieldRef {
         }
     }
 
+    /// Whether this is a body path that selects at most one node (no
+    /// wildcard, descendant segment, filter, slice or union).
+    pub fn is_singular(&self) -> bool {
+        matches!(self.source, Source::Body { singular: true, .. })
+    }
+
     /// The header's name (lower-case), when this reference reads a header.
     pub fn header_name(&self) -> Option<&str> {
         match &self.source {

@@ -112,7 +112,7 @@ fn may_hold(sensitive: &FieldRef, path: &FieldRef) -> bool {
     let Some(steps) = steps(path.as_str()) else {
         return true;
     };
-    if sensitive.as_str().contains('?') {
+    if depends_on_the_body(sensitive.as_str()) {
         return true;
     }
     let document =
@@ -139,6 +139,24 @@ fn may_hold(sensitive: &FieldRef, path: &FieldRef) -> bool {
                 })
     })
 }
+
+/// Whether what `sensitive` selects depends on more than where a node is:
+/// a filter (on values), an index or slice counted from the end, or a
+/// slice (on the array's length). Such a path may select anything.
+fn depends_on_the_body(sensitive: &str) -> bool {
+    let mut before = ' ';
+    for c in sensitive.chars().filter(|c| !c.is_whitespace()) {
+        if c == '?' || c == ':' || (c == '-' && matches!(before, '[' | ',')) {
+            return true;
+        }
+        before = c;
+    }
+    false
+}
+
+/// Array positions a path may name and still be decided on a document
+/// that holds it: past this, it may hold (nothing is built that large).
+const LARGEST_INDEX: usize = 10_000;
 
 /// The steps of a singular path written with `.name`, `['name']` or
 /// `[index]`; `None` for anything else.
@@ -167,7 +185,11 @@ fn steps(path: &str) -> Option<Vec<Step>> {
             rest = &after[end + 2..];
         } else if let Some(after) = rest.strip_prefix('[') {
             let end = after.find(']')?;
-            steps.push(Step::Index(after[..end].parse().ok()?));
+            let index: usize = after[..end].parse().ok()?;
+            if index > LARGEST_INDEX {
+                return None;
+            }
+            steps.push(Step::Index(index));
             rest = &after[end + 1..];
         } else {
             return None;
@@ -264,6 +286,10 @@ mod tests {
         assert!(hidden("$.customer", "$.customer[2]"));
         assert!(hidden("$..[?@.kind == 'email'].value", "$.contact.value"));
         assert!(hidden("$..email", "$..email"), "not singular: it may");
+        assert!(hidden("$.contacts[-2].email", "$.contacts[0].email"));
+        assert!(hidden("$.contacts[:-1].email", "$.contacts[0].email"));
+        assert!(hidden("$.contacts[0, -1].email", "$.contacts[3].email"));
+        assert!(hidden("$.contacts[*].email", "$.contacts[100000000].email"));
         assert!(!hidden("$..email", "$.customer_email"));
         assert!(!hidden("$..iban", "$.payment_id"));
         assert!(!hidden("$.customers[*].email", "$.customers[0].name"));

@@ -253,3 +253,35 @@ fn the_headers_a_provider_is_keyed_by_are_listed_once_each() {
     );
     assert!(catalog.keyed_headers("nobody").is_empty());
 }
+
+#[test]
+fn an_events_sensitive_paths_are_found_under_each_item_of_a_batch_however_its_items_are_written() {
+    use crate::domain::identity::KeySecret;
+    use crate::domain::masking::SensitiveMask;
+    let secret = KeySecret::from_bytes(b"0123456789abcdef").unwrap();
+    for items in ["$.events", "$.events[*]"] {
+        let text = V1
+            .replace(
+                "event_type = [{ parts = [{ field = \"$.kind\" }] }]",
+                &format!(
+                    "items = \"{items}\"\nevent_type = [{{ parts = [{{ field = \"$.kind\" }}] }}]"
+                ),
+            )
+            .replace(
+                "fields = [{ name = \"payment\"",
+                "sensitive = [\"$.metadata.email\"]\nfields = [{ name = \"payment\"",
+            );
+        let catalog = build(&text).expect("builds");
+        let paths = catalog.sensitive_in_body("shop");
+        let paths: Vec<&crate::domain::identity::FieldRef> = paths.iter().collect();
+        let mut batch = json!({"events": [
+            {"kind": "refund.made", "metadata": {"email": "ann@example.org"}},
+            {"kind": "refund.made", "metadata": {"email": "bob@example.org"}}
+        ]});
+        let mut one = json!({"kind": "refund.made", "metadata": {"email": "cy@example.org"}});
+        SensitiveMask::mask_body(&mut batch, &paths, &secret);
+        SensitiveMask::mask_body(&mut one, &paths, &secret);
+        let shown = format!("{batch}{one}");
+        assert!(!shown.contains("@example.org"), "{items}: {shown}");
+    }
+}
