@@ -62,6 +62,9 @@ pub async fn page(
     limit: usize,
 ) -> Result<Page, DbErr> {
     let names = names(db).await?;
+    // A name typed at a refused sign-in is shown as its tag: the filter
+    // finds it by the name as typed too.
+    let typed = filter.who.as_deref().map(|w| unknown_name(secret, w));
     let mut entries = Vec::new();
     let mut before = filter.before;
     let mut read = 0;
@@ -81,13 +84,14 @@ pub async fn page(
             let Some(audited) = audit::audited(&stored.event) else {
                 continue;
             };
-            let who = match audited.who {
-                Who::Named(name) => name,
-                Who::Id(id) => names.get(&id).cloned().unwrap_or(id),
-                Who::System(what) => what.to_owned(),
-                Who::Unknown(name) => unknown_name(secret, &name),
+            let (who, tagged) = match audited.who {
+                Who::Named(name) => (name, false),
+                Who::Id(id) => (names.get(&id).cloned().unwrap_or(id), false),
+                Who::System(what) => (what.to_owned(), false),
+                Who::Unknown(name) => (unknown_name(secret, &name), true),
             };
-            if filter.who.as_ref().is_some_and(|w| *w != who)
+            let wanted = |w: &String| *w == who || (tagged && typed.as_ref() == Some(&who));
+            if filter.who.as_ref().is_some_and(|w| !wanted(w))
                 || filter.kind.as_deref().is_some_and(|k| k != audited.kind)
             {
                 continue;

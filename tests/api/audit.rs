@@ -217,6 +217,16 @@ async fn a_password_typed_as_a_name_is_journaled_and_shown_only_as_a_keyed_tag()
         tags.iter()
             .all(|t| t[5..].bytes().all(|b| b.is_ascii_hexdigit()))
     );
+    // and the name as typed finds its refusals, and only those
+    let by_name = eve
+        .get("/audit?kind=sign_in_refused&who=Correct-Horse-7319")
+        .await;
+    assert_eq!(entries(&by_name.body).len(), 2, "{}", by_name.body);
+    assert!(
+        !by_name.body.contains("<td>Correct-Horse"),
+        "{}",
+        by_name.body
+    );
     // and an operator's own refused sign-in still names them
     let _ = FormClient::new(&p.app)
         .login("eve", "not eve's password")
