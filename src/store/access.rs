@@ -48,6 +48,18 @@ pub async fn operator_by_name<C: ConnectionTrait>(
         .await
 }
 
+/// The operator named `name`, held as `operator_held` holds one by id.
+pub async fn operator_by_name_held<C: ConnectionTrait>(
+    conn: &C,
+    name: &str,
+) -> Result<Option<OperatorRow>, DbErr> {
+    let mut query = operator::Entity::find().filter(operator::Column::Name.eq(name));
+    if conn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        query = query.lock_shared();
+    }
+    query.one(conn).await
+}
+
 /// The ids of the enabled admins. On PostgreSQL their rows stay locked
 /// until the transaction ends, so that two admins changing each other at
 /// once are serialised and the second sees the first's change (SQLite's

@@ -855,3 +855,26 @@ async fn a_comment_and_an_assignment_that_waited_while_their_author_was_disabled
     assert_eq!(s.app.journal_count("CaseCommented").await, 0);
     assert_eq!(s.app.journal_count("CaseAssigned").await, 0);
 }
+
+/// An operator disabled while a case is being given to them is not given
+/// it: the assignee is read in the transaction that assigns.
+#[tokio::test]
+async fn a_case_given_to_an_operator_disabled_meanwhile_is_not_assigned() {
+    let s = Setup::new().await;
+    let (_, case_id, _) = s.weak_match_case().await;
+    let engine = s.engine().await;
+    operator(&s.app, "bob", Role::Support).await;
+    let disabling = AdminChange::begin(&s.url).await;
+    disabling
+        .execute("UPDATE operators SET enabled = false WHERE name = 'bob'")
+        .await;
+    let assigning =
+        tokio::spawn(async move { cases::assign(&engine, case_id, Some("bob"), &ann()).await });
+    disabling.commit_once_waited_on().await;
+    let assigned = assigning.await.expect("no panic");
+    assert!(
+        matches!(assigned, Err(CaseError::Refused(Refusal::NoSuchOperator))),
+        "{assigned:?}"
+    );
+    assert_eq!(s.app.journal_count("CaseAssigned").await, 0);
+}

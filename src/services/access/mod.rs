@@ -60,6 +60,10 @@ pub struct AsCaller<J> {
 impl<J: WriteJob> WriteJob for AsCaller<J> {
     type Output = Option<J::Output>;
 
+    fn keys(&self) -> Option<crate::store::key_index::IndexKeys> {
+        self.job.keys()
+    }
+
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
         Box::pin(async move {
             let now = still(tx.connection(), &self.caller)

@@ -16,17 +16,20 @@ pub(super) use settle::{Settled, Settler, settle};
 pub(crate) use settle::{closes_only, existing_effect};
 
 use chrono::Utc;
+use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::access::AsCaller;
 use super::effects::Journaled;
-use super::engine::{SharedEngine, WriteEvent};
+use super::engine::{IfClaimed, SharedEngine, WriteEvent};
 use crate::auth::{Action, Principal};
 use crate::domain::cases::{Refusal, Resolution};
 use crate::domain::confidence::Criticality;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{CaseAssigned, CaseCommented, JournalEvent};
+use crate::store::Tx;
+use crate::store::writer::WriteJob;
 
 /// A resolution asked for by a person (or a token).
 pub struct Resolve {
@@ -178,32 +181,54 @@ pub async fn assign(
     let case = crate::store::cases::find(&engine.db, case_id)
         .await?
         .ok_or(CaseError::NotFound)?;
-    if let Some(name) = assignee {
-        let operator = crate::store::access::operator_by_name(&engine.db, name).await?;
-        if !operator.is_some_and(|o| o.enabled) {
-            return Err(Refusal::NoSuchOperator.into());
-        }
-    }
     let event = JournalEvent::CaseAssigned(CaseAssigned {
         case_id,
         assignee: assignee.map(str::to_owned),
         by: by.actor(),
     });
     // Journaled only if the case is still open when it is written (a case
-    // resolved meanwhile gets no assignment on its record), and its author
-    // still may.
+    // resolved meanwhile gets no assignment on its record), its author
+    // still may, and its assignee is still an enabled operator.
     let assigned = engine
         .writer
         .submit(AsCaller {
             caller: by.clone(),
             needs: Action::CommentCases,
-            job: WriteEvent::claim(case.delivery_id.parse().ok(), event),
+            job: AssignTo {
+                assignee: assignee.map(str::to_owned),
+                claim: WriteEvent::claim(case.delivery_id.parse().ok(), event),
+            },
         })
         .await?;
     match assigned {
         None => Err(CaseError::NoLongerAllowed),
-        Some(false) => Err(Refusal::AlreadyResolved.into()),
-        Some(true) => Ok(()),
+        Some(None) => Err(Refusal::NoSuchOperator.into()),
+        Some(Some(false)) => Err(Refusal::AlreadyResolved.into()),
+        Some(Some(true)) => Ok(()),
+    }
+}
+
+/// An assignment's claim, taken only if its assignee is, in the same
+/// transaction, an enabled operator: `None` when not.
+struct AssignTo {
+    assignee: Option<String>,
+    claim: WriteEvent<IfClaimed>,
+}
+
+impl WriteJob for AssignTo {
+    type Output = Option<bool>;
+
+    fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
+        Box::pin(async move {
+            if let Some(name) = &self.assignee {
+                let operator =
+                    crate::store::access::operator_by_name_held(tx.connection(), name).await?;
+                if !operator.is_some_and(|o| o.enabled) {
+                    return Ok(None);
+                }
+            }
+            self.claim.run(tx).await.map(Some)
+        })
     }
 }
 
