@@ -116,7 +116,12 @@ impl HeaderMask {
     /// it came, so a replay keys as the live decision did. A default or
     /// configured pattern still masks them (`masked_by_pattern` tells which).
     pub fn keeping<S: AsRef<str>>(mut self, keyed: &[S]) -> Self {
-        self.kept = keyed.iter().map(|name| normalized(name.as_ref())).collect();
+        // Kept by the name the strategy reads, as a header is found: in
+        // any case, `_` and `-` apart.
+        self.kept = keyed
+            .iter()
+            .map(|name| name.as_ref().trim().to_ascii_lowercase())
+            .collect();
         self
     }
 
@@ -132,8 +137,9 @@ impl HeaderMask {
     }
 
     pub fn matches(&self, name: &str) -> bool {
+        let kept = self.kept.contains(&name.trim().to_ascii_lowercase());
         let name = normalized(name);
-        (holds_secret_word(&name) && !self.kept.contains(&name))
+        (holds_secret_word(&name) && !kept)
             || self.patterns.iter().any(|p| pattern::matches(p, &name))
     }
 
@@ -319,7 +325,8 @@ mod tests {
         let mask = HeaderMask::with(&["x-partner-pin"])
             .unwrap()
             .keeping(&["idempotency-key", "x-partner-pin"]);
-        assert!(!mask.matches("Idempotency_Key"));
+        assert!(!mask.matches("Idempotency-KEY"));
+        assert!(mask.matches("Idempotency_Key"), "not the header read");
         assert!(
             mask.matches("x-partner-pin"),
             "a configured pattern still masks"

@@ -366,7 +366,8 @@ async fn read(db: &DatabaseConnection, chosen: Chosen<'_>) -> anyhow::Result<Vec
         }
         // A delivery's reception and its key are journaled together: what
         // is left of a page is chosen.
-        if let Some(most) = chosen.most.filter(|most| found.len() > *most) {
+        let bodies = || found.values().filter(|r| r.json_body.is_some()).count();
+        if let Some(most) = chosen.most.filter(|most| bodies() > *most) {
             return Err(TooMany(most).into());
         }
     }
