@@ -271,6 +271,14 @@ impl WriteJob for SettleFromStatus {
                 .claim(Some(first), &JournalEvent::CaseResolved(resolution), at)
                 .await?;
             let retry = settlement.outcome == SettlementOutcome::Failed;
+            // A person who resolved the case meanwhile decided: an answer
+            // "never applied" settles nothing, so the key stays unknown and
+            // every retry of the delivery goes to a person (settled failed,
+            // the next retry would send it again, after a refund by hand).
+            // An answer "applied" is recorded: it sends nothing.
+            if retry && !resolved {
+                return Ok(None);
+            }
             let event = if retry {
                 JournalEvent::EffectFailed(settlement.clone())
             } else {
@@ -279,9 +287,7 @@ impl WriteJob for SettleFromStatus {
             if !tx.claim(Some(first), &event, at).await? {
                 return Err(DbErr::Custom("the effect's settlement moved on".to_owned()));
             }
-            // A person who resolved the case meanwhile decided: nothing
-            // is sent again on the status answer alone.
-            let (true, true, Some(summary)) = (retry, resolved, summary) else {
+            let (true, Some(summary)) = (retry, summary) else {
                 return Ok(None);
             };
             let claimed = Claim {

@@ -144,3 +144,86 @@ async fn a_case_whose_effect_settled_meanwhile_stops_being_due_and_says_why() {
         "not asked again"
     );
 }
+
+/// A status URL that answers 404 ("never applied") after `delay_ms`,
+/// counting the questions.
+struct SlowStatus {
+    url: String,
+    asked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl SlowStatus {
+    async fn start(delay_ms: u64) -> Self {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = asked.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut request = [0u8; 4096];
+                    let _ = socket.read(&mut request).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+                    let _ = socket
+                        .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        Self { url, asked }
+    }
+
+    async fn wait_asked(&self) {
+        for _ in 0..200 {
+            if self.asked.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("the status URL was never asked");
+    }
+}
+
+/// A person who resolved the case while the downstream's status answer was
+/// on its way decided: an answer "never applied" arriving after them
+/// settles nothing, so the key stays unknown and a retry of the refund
+/// goes to a person instead of being sent a second time.
+#[tokio::test]
+async fn a_status_answer_arriving_after_a_person_resolved_the_case_sends_nothing_again() {
+    let downstream = Downstream::start(Behaviour::HangOnceWithoutApplying).await;
+    let status = SlowStatus::start(1_500).await;
+    let sink = format!(
+        "{}status_url = \"{}/{{idempotency_key}}\"\nstatus_not_found = \"failed\"\n",
+        downstream.sink_toml(300),
+        status.url
+    );
+    let app = spawn_app_with(&format!(
+        "[engine]\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{sink}"
+    ))
+    .await;
+    let case_id = an_unknown_outcome(&app).await;
+    // While the question is on its way, finance refunds by hand and says so
+    status.wait_asked().await;
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "reject", "note": "refunded by hand"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // When the answer "never applied" arrives
+    app.wait_journal("StatusLookupPerformed", 1).await;
+    // Then the effect stays unknown
+    assert_eq!(app.journal_count("EffectFailed").await, 0);
+    assert_eq!(app.effects_in("unknown").await, 1);
+    // and the provider's retry of the refund is not sent again
+    let retry = app
+        .post_signed("hmac", &refund("pay_s", 700, Some("rr_1")))
+        .await;
+    assert_eq!(retry.json["decision"], "reconcile", "{}", retry.json);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(downstream.calls().len(), 1, "{:?}", downstream.calls());
+}
