@@ -878,3 +878,72 @@ async fn a_case_given_to_an_operator_disabled_meanwhile_is_not_assigned() {
     );
     assert_eq!(s.app.journal_count("CaseAssigned").await, 0);
 }
+
+/// Two people processing two look-alikes of one refund as distinct, each
+/// without citing the provider's operation, at once, through writers that
+/// commit each job alone (`group_commit = false`): the second must cite
+/// one, as through the group-committing writer. PostgreSQL: SQLite has one
+/// writer at a time whatever the mode.
+#[tokio::test]
+async fn two_uncited_distinct_resolutions_at_once_without_group_commit_apply_one() {
+    let s = Setup::new().await;
+    let (_, first_case, _) = s.weak_match_case().await;
+    let third = s
+        .app
+        .post_signed("hmac", &refund("pay_case", 700, None))
+        .await;
+    assert_eq!(
+        third.json["reason"], "weak_match_critical",
+        "{}",
+        third.json
+    );
+    let second_case: uuid::Uuid = third.json["case_id"].as_str().unwrap().parse().unwrap();
+    if !s.app.is_postgres() {
+        return;
+    }
+    let direct = || async {
+        let mut settings = test_settings(&s.url, &s.extra);
+        settings.engine.group_commit = Some(false);
+        Engine::open(
+            &s.url,
+            settings.catalog,
+            settings.key_secret,
+            settings.sinks,
+            settings.lookups,
+            settings.engine,
+        )
+        .await
+        .expect("engine opens")
+    };
+    let (one, two) = (direct().await, direct().await);
+    // While an admin's transaction keeps new effects waiting
+    let holding = AdminChange::begin(&s.url).await;
+    holding.execute("LOCK TABLE effects IN SHARE MODE").await;
+    let uncited = |case_id| Resolve {
+        authoritative_ref: None,
+        ..request(case_id, Resolution::ProcessAsDistinct, "another refund")
+    };
+    let first = tokio::spawn({
+        let request = uncited(first_case);
+        async move { cases::resolve(&one, request).await }
+    });
+    let second = tokio::spawn({
+        let request = uncited(second_case);
+        async move { cases::resolve(&two, request).await }
+    });
+    // When it lets go once both resolutions wait
+    holding.commit_once_waiting(2).await;
+    // Then one applies and the other is asked to cite an operation
+    let outcomes = [first.await.unwrap(), second.await.unwrap()];
+    let refused = outcomes
+        .iter()
+        .filter(|o| matches!(o, Err(CaseError::Refused(Refusal::CiteAnOperation))))
+        .count();
+    assert_eq!(refused, 1, "{outcomes:?}");
+    assert_eq!(
+        s.app
+            .count("SELECT COUNT(*) FROM effects WHERE key LIKE '%~case-%'")
+            .await,
+        1
+    );
+}

@@ -1,5 +1,6 @@
 //! Direct mode (`group_commit = false`): each job in a transaction of its
-//! own, claims made in the database. After a storage error, or a commit or
+//! own, claims made in the database, owning on PostgreSQL the locks a
+//! batch of it would (`locks`). After a storage error, or a commit or
 //! rollback that failed, the pool is presumed broken and replaced; a caller
 //! hears of success only once its transaction committed.
 
@@ -11,6 +12,8 @@ use tokio::sync::Mutex;
 use super::batch::PROBE_INTERVAL;
 use super::connection::{Connection, Health, is_storage_error, probe};
 use super::job::WriteJob;
+use super::locks::{lock_set, own_writes};
+use crate::store::key_index::KeyIndex;
 use crate::store::deferred::Deferred;
 use crate::store::tx::Tx;
 
@@ -77,6 +80,16 @@ impl Direct {
         job: J,
     ) -> Result<J::Output, (DbErr, bool)> {
         let txn = db.begin().await.map_err(|error| (error, true))?;
+        // The locks a batch of this one job would own (PostgreSQL): keyed
+        // work waits on work touching the same keys, the rest (a case's
+        // resolution reading every effect under a key) on all keyed work,
+        // across processes and modes alike. Checks that read before they
+        // write, such as the second uncited distinct effect's, rely on it.
+        let locks = lock_set([job.keys().as_ref()]);
+        if let Err(error) = own_writes(&txn, &locks, &mut KeyIndex::default(), []).await {
+            let broken = is_storage_error(&error) || txn.rollback().await.is_err();
+            return Err((error, broken));
+        }
         let mut tx = Tx::new(&txn, Deferred::default());
         let outcome = match job.run(&mut tx).await {
             Ok(value) => tx.into_rows().flush(&txn).await.map(|()| value),

@@ -52,6 +52,12 @@ impl AdminChange {
     /// backend of its database waits on a lock, on SQLite after long enough
     /// for the server's writer to be waiting on the write lock.
     pub async fn commit_once_waited_on(self) {
+        self.commit_once_waiting(1).await;
+    }
+
+    /// `commit_once_waited_on`, once `waiting` backends wait on a lock (on
+    /// PostgreSQL: this change's, or one another waiter holds).
+    pub async fn commit_once_waiting(self, waiters: i64) {
         if self.postgres {
             let waiting = sea_orm::Statement::from_string(
                 DbBackend::Postgres,
@@ -66,7 +72,7 @@ impl AdminChange {
                     .await
                     .expect("read")
                     .expect("a row");
-                if row.try_get::<i64>("", "n").expect("a count") > 0 {
+                if row.try_get::<i64>("", "n").expect("a count") >= waiters {
                     break;
                 }
                 assert!(started.elapsed().as_secs() < 30, "nothing waits on it");
