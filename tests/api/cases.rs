@@ -47,7 +47,14 @@ impl Setup {
 
     /// Another process on the same database, as an operator's would be.
     async fn engine(&self) -> SharedEngine {
-        let s = test_settings(&self.url, &self.extra);
+        self.engine_committing(None).await
+    }
+
+    /// `engine`, its writer committing each job alone when `group_commit`
+    /// is `Some(false)`.
+    async fn engine_committing(&self, group_commit: Option<bool>) -> SharedEngine {
+        let mut s = test_settings(&self.url, &self.extra);
+        s.engine.group_commit = group_commit.or(s.engine.group_commit);
         Engine::open(
             &self.url,
             s.catalog,
@@ -58,6 +65,20 @@ impl Setup {
         )
         .await
         .expect("engine opens")
+    }
+
+    /// A third equal refund, after `weak_match_case`: another case.
+    async fn another_look_alike(&self) -> uuid::Uuid {
+        let other = self
+            .app
+            .post_signed("hmac", &refund("pay_case", 700, None))
+            .await;
+        assert_eq!(
+            other.json["reason"], "weak_match_critical",
+            "{}",
+            other.json
+        );
+        other.json["case_id"].as_str().unwrap().parse().unwrap()
     }
 
     /// Two equal refunds without a reference: the second is a weak match on
@@ -632,16 +653,7 @@ async fn a_second_look_alike_processed_as_distinct_must_cite_the_operation_it_is
     // first processed as distinct by a person who cited nothing
     let s = Setup::new().await;
     let (_, first_case, _) = s.weak_match_case().await;
-    let other = s
-        .app
-        .post_signed("hmac", &refund("pay_case", 700, None))
-        .await;
-    assert_eq!(
-        other.json["reason"], "weak_match_critical",
-        "{}",
-        other.json
-    );
-    let second_case: uuid::Uuid = other.json["case_id"].as_str().unwrap().parse().unwrap();
+    let second_case = s.another_look_alike().await;
     let engine = s.engine().await;
     let uncited = |case_id| Resolve {
         authoritative_ref: None,
@@ -888,34 +900,12 @@ async fn a_case_given_to_an_operator_disabled_meanwhile_is_not_assigned() {
 async fn two_uncited_distinct_resolutions_at_once_without_group_commit_apply_one() {
     let s = Setup::new().await;
     let (_, first_case, _) = s.weak_match_case().await;
-    let third = s
-        .app
-        .post_signed("hmac", &refund("pay_case", 700, None))
-        .await;
-    assert_eq!(
-        third.json["reason"], "weak_match_critical",
-        "{}",
-        third.json
-    );
-    let second_case: uuid::Uuid = third.json["case_id"].as_str().unwrap().parse().unwrap();
+    let second_case = s.another_look_alike().await;
     if !s.app.is_postgres() {
         return;
     }
-    let direct = || async {
-        let mut settings = test_settings(&s.url, &s.extra);
-        settings.engine.group_commit = Some(false);
-        Engine::open(
-            &s.url,
-            settings.catalog,
-            settings.key_secret,
-            settings.sinks,
-            settings.lookups,
-            settings.engine,
-        )
-        .await
-        .expect("engine opens")
-    };
-    let (one, two) = (direct().await, direct().await);
+    let one = s.engine_committing(Some(false)).await;
+    let two = s.engine_committing(Some(false)).await;
     // While an admin's transaction keeps new effects waiting
     let holding = AdminChange::begin(&s.url).await;
     holding.execute("LOCK TABLE effects IN SHARE MODE").await;

@@ -13,8 +13,8 @@ use super::batch::PROBE_INTERVAL;
 use super::connection::{Connection, Health, is_storage_error, probe};
 use super::job::WriteJob;
 use super::locks::{lock_set, own_writes};
-use crate::store::key_index::KeyIndex;
 use crate::store::deferred::Deferred;
+use crate::store::key_index::KeyIndex;
 use crate::store::tx::Tx;
 
 /// The pool of direct mode, replaced after a storage error like a writer's.
