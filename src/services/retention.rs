@@ -25,7 +25,10 @@ pub async fn purge_evidence(
     for chunk in ids.chunks(PURGED_PER_TRANSACTION) {
         purged += transaction(db, async |tx| {
             let mut purged = 0;
-            for effect_id in chunk.iter().filter_map(|id| id.parse().ok()) {
+            for (id, effect_id) in chunk.iter().filter_map(|id| Some((id, id.parse().ok()?))) {
+                if !ledger::still_purgeable(tx.connection(), id, before).await? {
+                    continue;
+                }
                 let event = JournalEvent::EvidencePurged(EvidencePurged { effect_id });
                 tx.record(None, event, now).await?;
                 purged += 1;

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 
 use super::entities::effect;
+use crate::domain::reservation::ReservationState;
 
 /// The ledger rows of `keys`.
 pub async fn of_keys<C: ConnectionTrait>(
@@ -16,20 +17,46 @@ pub async fn of_keys<C: ConnectionTrait>(
         .await
 }
 
-/// The ids of the effects settled before `before` whose stored result is
-/// still there.
+/// The ids of the effects applied before `before` whose stored result is
+/// still there. An effect whose outcome is unknown, or that failed, has no
+/// result that proves it happened: retention leaves it (its `settled_at`
+/// may be an earlier attempt's).
 pub async fn evidence_settled_before<C: ConnectionTrait>(
     conn: &C,
     before: DateTime<Utc>,
 ) -> Result<Vec<String>, DbErr> {
-    effect::Entity::find()
+    purgeable(effect::Entity::find(), before)
         .select_only()
         .column(effect::Column::EffectId)
-        .filter(effect::Column::SettledAt.lt(before))
-        .filter(effect::Column::EvidencePurgedAt.is_null())
         .into_tuple()
         .all(conn)
         .await
+}
+
+/// Whether the effect `effect_id` is still one `evidence_settled_before`
+/// lists, read in the transaction that purges it (its row held there on
+/// PostgreSQL): settled again since the list was read, its fresh result
+/// stays.
+pub async fn still_purgeable<C: ConnectionTrait>(
+    conn: &C,
+    effect_id: &str,
+    before: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let mut query = purgeable(effect::Entity::find_by_id(effect_id.to_owned()), before);
+    if conn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        query = query.lock_exclusive();
+    }
+    Ok(query.one(conn).await?.is_some())
+}
+
+fn purgeable(
+    query: sea_orm::Select<effect::Entity>,
+    before: DateTime<Utc>,
+) -> sea_orm::Select<effect::Entity> {
+    query
+        .filter(effect::Column::State.eq(ReservationState::Applied.as_str()))
+        .filter(effect::Column::SettledAt.lt(before))
+        .filter(effect::Column::EvidencePurgedAt.is_null())
 }
 
 /// The effects keyed by `strategy` (`name@version`) under its own keys — not

@@ -227,3 +227,25 @@ async fn a_status_answer_arriving_after_a_person_resolved_the_case_sends_nothing
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 1, "{:?}", downstream.calls());
 }
+
+/// Retention purges the stored result of applied effects only: an effect
+/// whose outcome is unknown has no result to prove anything yet, and
+/// flagged purged it would keep the one its status answer brings forever.
+#[tokio::test]
+async fn retention_leaves_an_effect_whose_outcome_is_unknown_alone() {
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    let app = start(&downstream, false).await;
+    an_unknown_outcome(&app).await;
+    assert_eq!(app.effects_in("unknown").await, 1);
+    let later = chrono::Utc::now() + chrono::Duration::hours(1);
+    let purged = unicity::services::retention::purge_evidence(&app.db, later)
+        .await
+        .expect("purged");
+    assert_eq!(purged, 0);
+    assert_eq!(app.journal_count("EvidencePurged").await, 0);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effects WHERE evidence_purged_at IS NOT NULL")
+            .await,
+        0
+    );
+}
