@@ -622,8 +622,16 @@ async fn the_upgrade_leaves_due_only_the_cases_a_look_up_settles() {
         assignee: None,
     };
     let effect = uuid::Uuid::now_v7().to_string();
+    let resolved = case::Model {
+        status: "resolved".to_owned(),
+        resolved_at: Some(now),
+        resolution: Some("reject".to_owned()),
+        resolved_by: Some("cli".to_owned()),
+        ..due("breaker_tripped", json!({"effect_id": effect}))
+    };
     for case in [
         due("breaker_tripped", json!({"effect_id": effect})),
+        resolved,
         due("outcome_unknown", json!({"effect_id": null})),
         due("outcome_unknown", json!({"effect_id": effect})),
         due("weak_match_critical", json!({})),
@@ -634,12 +642,16 @@ async fn the_upgrade_leaves_due_only_the_cases_a_look_up_settles() {
             .await
             .expect("a case");
     }
-    let version = "m20261207_000054_no_case_due_that_no_look_up_settles";
-    db.execute_unprepared(&format!(
-        "DELETE FROM seaql_migrations WHERE version = '{version}'"
-    ))
-    .await
-    .expect("the upgrade to run again");
+    for version in [
+        "m20261207_000054_no_case_due_that_no_look_up_settles",
+        "m20261207_000057_no_resolved_case_due",
+    ] {
+        db.execute_unprepared(&format!(
+            "DELETE FROM seaql_migrations WHERE version = '{version}'"
+        ))
+        .await
+        .expect("the upgrade to run again");
+    }
     unicity::store::migrate(&db).await.expect("the upgrade");
     let still_due = db
         .query_all_raw(sea_orm::Statement::from_string(
