@@ -212,6 +212,26 @@ async fn a_case_opened_after_the_first_200_deliveries_of_its_key_is_refused_not_
     assert_eq!(app.journal_count("FixtureExported").await, 0);
 }
 
+/// The case `case_id` exported from `app`, after checking that it replays
+/// on a fresh database with the demo configuration's strategies exactly as
+/// it was decided and resolved.
+async fn exported_and_replayed(app: &crate::support::app::TestApp, case_id: &str) -> Fixture {
+    let response = app.export_fixture(case_id).await;
+    assert_eq!(response.status(), 200);
+    let fixture: Fixture = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    let base = unicity::config::FileConfig::read(None).expect("the demo configuration");
+    let (url, _dir) = fresh_database().await;
+    let replayed = fixtures::replay(&fixture, &base, &url)
+        .await
+        .expect("the replay runs");
+    assert!(
+        replayed.differences().is_empty(),
+        "{:?}",
+        replayed.differences()
+    );
+    fixture
+}
+
 /// A delivery's time is stamped as it begins to arrive, its decision made
 /// once its body is read. One whose body came slowly was held against an
 /// identical one that began later but was decided first: the fixture keeps
@@ -267,19 +287,86 @@ async fn a_case_exports_its_deliveries_in_the_order_they_were_decided() {
         .await;
     assert_eq!(resolved.status, 200, "{}", resolved.json);
     // Then the fixture holds both, the quick one first, and replays
-    let response = app.export_fixture(&case_id).await;
-    assert_eq!(response.status(), 200);
-    let fixture: Fixture = serde_json::from_str(&response.text().await.unwrap()).unwrap();
+    let fixture = exported_and_replayed(&app, &case_id).await;
     assert_eq!(fixture.deliveries.len(), 2);
     assert_eq!(fixture.case.delivery, 1);
-    let base = unicity::config::FileConfig::read(None).expect("the demo configuration");
-    let (url, _dir) = fresh_database().await;
-    let replayed = fixtures::replay(&fixture, &base, &url)
-        .await
-        .expect("the replay runs");
-    assert!(
-        replayed.differences().is_empty(),
-        "{:?}",
-        replayed.differences()
-    );
+}
+
+/// A look-alike that arrived while the first refund's call was in flight
+/// was deferred, then decided again once the call settled, and opened the
+/// case: the fixture expects the decision that stands, not the deferral a
+/// replay (whose downstream answers at once) never makes.
+#[tokio::test]
+async fn a_delivery_deferred_then_decided_again_is_exported_with_the_decision_that_stands() {
+    use crate::support::downstream::{Behaviour, Downstream};
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1_500 }).await;
+    let app = crate::support::app::spawn_app_with(&downstream.sink_toml(5_000)).await;
+    let body = crate::support::app::refund("pay_deferred", 700, None);
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    downstream.wait_calls(1).await;
+    // Given its look-alike deferred while the first call is in flight
+    let second = app.post_signed("hmac", &body).await;
+    assert_eq!(second.json["decision"], "defer", "{}", second.json);
+    // and decided again once it settled: held in a case
+    app.wait_applied(1).await;
+    let mut case_id = None;
+    for _ in 0..100 {
+        let open = app.get("/api/cases?status=open").await;
+        case_id = open.json["cases"][0]["case_id"].as_str().map(str::to_owned);
+        if case_id.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let case_id = case_id.expect("the look-alike's case");
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "confirm_duplicate", "note": "one refund"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // When it is exported, then it replays, and the look-alike expects its
+    // standing decision
+    let fixture = exported_and_replayed(&app, &case_id).await;
+    let expected: Vec<&str> = fixture
+        .deliveries
+        .iter()
+        .map(|d| d.expect.reason.as_str())
+        .collect();
+    assert_eq!(expected, ["new_key", "weak_match_critical"]);
+}
+
+/// A refund's call outlived its lease: the sweeper made its outcome
+/// unknown, and the provider's retry went to a person. The fixture says
+/// when the lease ran out, as it says when a sink answered "unknown", and
+/// replays as it was decided.
+#[tokio::test]
+async fn a_retry_held_after_its_first_calls_lease_ran_out_replays_as_it_was_decided() {
+    use crate::support::downstream::{Behaviour, Downstream};
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 3_000 }).await;
+    let app = crate::support::app::spawn_app_with(&format!(
+        "{}[engine]\nlease_secs = 1\nsweep_interval_ms = 100\n",
+        downstream.sink_toml(10_000)
+    ))
+    .await;
+    let body = crate::support::app::refund("pay_expired", 700, Some("rr_expired"));
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    // Given the first call's lease run out while it is still in flight
+    app.wait_journal("ReservationExpired", 1).await;
+    // and the provider's retry held for a person
+    let retry = app.post_signed("hmac", &body).await;
+    assert_eq!(retry.json["reason"], "outcome_unknown", "{}", retry.json);
+    let case_id = retry.json["case_id"].as_str().expect("a case").to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "reject", "note": "the provider lists one refund"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // When the case is exported, then it replays as it was decided
+    exported_and_replayed(&app, &case_id).await;
 }
