@@ -157,9 +157,11 @@ pub async fn show(
         ),
         _ => return Err(ShowError::NotFound),
     };
+    // A source no longer configured: the defaults, keeping what its
+    // provider's strategies key on, as a configured one would.
     let header_mask = match sources.get(&origin.source) {
         Some(source) => source.header_mask.clone(),
-        None => HeaderMask::default(),
+        None => HeaderMask::default().keeping(&engine.catalog.keyed_headers(&origin.provider)),
     };
     let headers = header_mask.apply(&headers);
     let identity = stored.iter().find_map(|s| match &s.event {

@@ -365,17 +365,10 @@ async fn an_event_type_carrying_a_bidi_override_is_written_out_on_the_replay_pag
     assert!(!answer.body.contains('\u{202E}'), "{}", answer.body);
 }
 
-/// A provider whose strategy keys on a header named like a secret
-/// (`Idempotency-Key`): its refunds are told apart by that header alone.
-const KEYED_BY_HEADER: &str = r#"
-[[sources]]
-slug = "keyed"
-tenant = "acme"
-provider = "keyed"
-environment = "live"
-allow_unsigned = true
-signature = { scheme = "none" }
-
+/// The provider and strategy of `KEYED_BY_HEADER`, without its source.
+macro_rules! keyed_catalog {
+    () => {
+        r#"
 [[providers]]
 name = "keyed"
 event_type = [{ parts = [{ field = "$.type" }] }]
@@ -396,7 +389,24 @@ fields = [{ name = "request", path = "header:idempotency-key" }]
 provider = "keyed"
 event_type = "refund.*"
 strategies = ["keyed-refund"]
-"#;
+"#
+    };
+}
+
+/// A provider whose strategy keys on a header named like a secret
+/// (`Idempotency-Key`): its refunds are told apart by that header alone.
+const KEYED_BY_HEADER: &str = concat!(
+    r#"
+[[sources]]
+slug = "keyed"
+tenant = "acme"
+provider = "keyed"
+environment = "live"
+allow_unsigned = true
+signature = { scheme = "none" }
+"#,
+    keyed_catalog!()
+);
 
 #[tokio::test]
 async fn a_header_a_strategy_keys_on_is_journaled_so_the_live_set_replays_as_it_decided() {
@@ -437,4 +447,27 @@ async fn a_header_a_strategy_keys_on_is_journaled_so_the_live_set_replays_as_it_
         .expect("replayed");
     assert_eq!(report.replayed, 3);
     assert!(report.noise.is_empty(), "{:?}", report.noise);
+}
+
+#[tokio::test]
+async fn a_header_a_strategy_keys_on_is_shown_once_its_source_is_no_longer_configured() {
+    // Given a delivery keyed on its Idempotency-Key
+    let app = crate::support::app::spawn_app_with(KEYED_BY_HEADER).await;
+    let body = br#"{"type":"refund.created","payment_id":"pay_k2","amount":500}"#;
+    let key = vec![("Idempotency-Key".to_owned(), "idem-gone-5e2".to_owned())];
+    let posted = app.post_raw("keyed", body.to_vec(), &key).await;
+    assert_eq!(posted.json["decision"], "process", "{}", posted.json);
+    // When a server whose configuration no longer has its source shows it
+    let later = crate::support::app::spawn_on(&app.database_url, keyed_catalog!(), None).await;
+    let view = later
+        .delivery(posted.json["delivery_id"].as_str().unwrap())
+        .await;
+    // Then the header its provider's strategy keys on is shown as journaled
+    let shown = view.json["headers"]
+        .as_array()
+        .expect("headers")
+        .iter()
+        .find(|h| h[0] == "idempotency-key")
+        .map(|h| h[1].clone());
+    assert_eq!(shown, Some("idem-gone-5e2".into()), "{}", view.json);
 }
