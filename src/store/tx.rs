@@ -212,7 +212,7 @@ impl<'t> Tx<'t> {
     }
 
     /// The effects migrated keys among `keys` stand for (see `migrations`).
-    async fn migrated_effects(
+    pub async fn migrated_effects(
         &self,
         keys: &[String],
     ) -> Result<Vec<(migrated_key::Model, effect::Model)>, DbErr> {

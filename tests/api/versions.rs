@@ -115,10 +115,16 @@ struct Scenario {
     _dir: Option<tempfile::TempDir>,
     downstream: Downstream,
     app: Option<TestApp>,
+    /// More configuration every server of the scenario has (a look-up).
+    extra: String,
 }
 
 impl Scenario {
     async fn start(versions: &[Version]) -> Self {
+        Self::start_with(versions, String::new()).await
+    }
+
+    async fn start_with(versions: &[Version], extra: String) -> Self {
         let (url, dir) = fresh_database().await;
         let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
         let mut scenario = Self {
@@ -126,18 +132,23 @@ impl Scenario {
             _dir: dir,
             downstream,
             app: None,
+            extra,
         };
         scenario.restart(versions).await;
         scenario
     }
 
+    fn config(&self, versions: &[Version]) -> String {
+        format!("{}{}", config(&self.downstream, versions), self.extra)
+    }
+
     async fn restart(&mut self, versions: &[Version]) {
-        let config = config(&self.downstream, versions);
+        let config = self.config(versions);
         self.app = Some(spawn_on(&self.url, &config, None).await);
     }
 
     fn settings(&self, versions: &[Version]) -> unicity::config::Settings {
-        test_settings(&self.url, &config(&self.downstream, versions))
+        test_settings(&self.url, &self.config(versions))
     }
 
     fn app(&self) -> &TestApp {
@@ -643,4 +654,77 @@ async fn a_retry_waiting_on_an_older_versions_reservation_is_woken_when_it_settl
     new.wait_decided("defer", 0).await;
     new.wait_decided("ignore", 1).await;
     assert_eq!(downstream.calls().len(), 1);
+}
+
+/// A refund whose body retention removed before its version was retired is
+/// held for approval when the provider retries it; the provider's API,
+/// asked, lists that one refund. The look-up counts the effect the retired
+/// version keyed, as the decision found it: never paid a second time.
+#[tokio::test]
+async fn a_look_up_after_a_retirement_counts_the_refund_the_retired_version_keyed() {
+    let provider = crate::support::provider::ProviderApi::start(
+        200,
+        crate::lookups::refunds_of(&[("re_w", "pay_v", 700)]),
+    )
+    .await;
+    let lookup = provider.config_with("/payments/{payment_id}/refunds", "amount = \"amount\"\n");
+    let v1 = || version(1, "2s", &["amount"]);
+    let v2 = || version(2, "2s", &["amount"]);
+    let mut s = Scenario::start_with(&[v1()], lookup).await;
+    // Given a refund keyed by v1, applied, its key purged and its body gone
+    let gone = s.app().post_signed("hmac", &refund_of("rr_w", 700)).await;
+    assert_eq!(gone.json["decision"], "process", "{}", gone.json);
+    s.downstream.wait_calls(1).await;
+    s.app().wait_applied(1).await;
+    s.wait_for_purge().await;
+    let shown = s
+        .app()
+        .delivery(gone.json["delivery_id"].as_str().unwrap())
+        .await;
+    let sha = shown.json["body_ref"]["sha256"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.app()
+        .db
+        .execute_unprepared(&format!("DELETE FROM raw_bodies WHERE sha256 = '{sha}'"))
+        .await
+        .unwrap();
+    // and v1 retired for v2, its unmigrated key left in the ledger
+    let settings = s.settings(&[v1(), v2()]);
+    unicity::services::strategies::migrate(
+        &s.app().db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        "vref@1",
+    )
+    .await
+    .expect("migration runs");
+    s.restart(&[
+        Version {
+            retired: true,
+            ..v1()
+        },
+        v2(),
+    ])
+    .await;
+    // When the provider retries it and its API is asked
+    let retry = s.app().post_signed("hmac", &refund_of("rr_w", 700)).await;
+    assert_eq!(retry.json["reason"], "evidence_purged", "{}", retry.json);
+    let case_id = retry.json["case_id"].as_str().expect("a case").to_owned();
+    s.app().wait_journal("LookupPerformed", 1).await;
+    // Then the one refund it lists is counted as the one already made: the
+    // case is not settled as a second operation (with no effect linked to
+    // confirm it a duplicate of, it stays for a person)
+    let case = s.app().get(&format!("/api/cases/{case_id}")).await.json;
+    assert_eq!(case["status"], "open", "{case}");
+    assert_eq!(
+        s.app()
+            .journal_count_containing("LookupPerformed", "process_as_distinct")
+            .await,
+        0
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 1, "a second refund was sent");
 }

@@ -430,18 +430,31 @@ impl WriteJob for ResolveCase {
     }
 }
 
-/// The base keys of `key`'s keys in force: what effects under it are found by.
-fn bases(key: &KeySummary) -> Vec<String> {
-    key.in_force()
+/// The base keys the effects under `key` lie under: its keys in force,
+/// its retired versions' keys, and the keys its keys in force stand for
+/// since a migration (`KeyMigrated`). The decision finds an earlier effect
+/// through any of them; what a look-up or a person's resolution counts as
+/// made must too, or a retry found through a retired version's key is
+/// counted as nothing made and paid again.
+async fn bases(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Vec<String>, DbErr> {
+    let in_force = key.in_force();
+    let mut bases: Vec<String> = in_force
         .iter()
+        .chain(&key.retired_keys)
         .map(|k| plan::base_key(k).to_owned())
-        .collect()
+        .collect();
+    for (alias, _) in tx.migrated_effects(&in_force).await? {
+        bases.push(plan::base_key(&alias.effect_key).to_owned());
+    }
+    bases.sort();
+    bases.dedup();
+    Ok(bases)
 }
 
 /// Whether an effect applied as distinct under `key` (under `key~…`, not
 /// the key's own) that may have moved money cites no provider operation.
 async fn uncited_distinct(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbErr> {
-    let bases = bases(key);
+    let bases = bases(tx, key).await?;
     Ok(tx
         .live_effects(&bases)
         .await?
@@ -457,7 +470,7 @@ async fn accounted(
     key: &KeySummary,
     matching: &[String],
 ) -> Result<Accounted, DbErr> {
-    let bases = bases(key);
+    let bases = bases(tx, key).await?;
     let live = tx.live_effects(&bases).await?;
     let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();
     let cited_elsewhere = tx
