@@ -6,7 +6,7 @@
 
 use clap::Subcommand;
 
-use super::{Cli, definitions, open_database, open_read_model, settings};
+use super::{Cli, definitions, open_database, open_for_reading, open_read_model, settings};
 use crate::services::{breakers, strategies, strategy_list};
 
 #[derive(Subcommand)]
@@ -109,7 +109,14 @@ async fn list(cli: &Cli, json: bool) -> anyhow::Result<()> {
 
 async fn retire(cli: &Cli, strategy: &str, dry_run: bool) -> anyhow::Result<()> {
     let settings = settings(cli)?;
-    let db = open_database(cli).await?;
+    // A dry run writes nothing, schema migrations included: it reads the
+    // database as it is, and is refused on another schema than this
+    // binary's, as every read is.
+    let db = if dry_run {
+        open_for_reading(cli).await?
+    } else {
+        open_database(cli).await?
+    };
     let plan = strategies::plan(
         &db,
         &settings.catalog,

@@ -127,6 +127,7 @@ async fn reading_commands_refuse_a_database_behind_the_binary_and_leave_it_as_it
         &["observe", "report", "--source", "stripe"],
         &["replay", "--strategies", &candidate],
         &["fixtures", "export", "--case", &case, "--out", &out],
+        &["strategies", "retire", "norefid-refund-ref@1", "--dry-run"],
     ] {
         // when a command that reads runs on it,
         let mut command = cli(&url, &experimenting(), dir.path());
