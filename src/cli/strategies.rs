@@ -186,8 +186,23 @@ pub(super) async fn reset(cli: &Cli, command: &BreakerCommand) -> anyhow::Result
     let db = open_database(cli).await?;
     if breakers::reset(&db, strategy, "cli".to_owned(), reason.clone()).await? {
         println!("breaker of {strategy} reset");
-    } else {
-        println!("{strategy} was not tripped");
+        return Ok(());
     }
+    // Not tripped: say so of a version that exists; a mistyped one is an
+    // error, not a reset that found nothing to do.
+    let recorded = crate::store::strategy_versions::all(&db).await?;
+    let known = definitions(cli)?
+        .catalog
+        .strategies()
+        .any(|s| format!("{}@{}", s.name, s.version) == *strategy)
+        || recorded
+            .iter()
+            .any(|r| format!("{}@{}", r.name, r.version) == *strategy);
+    if !known {
+        anyhow::bail!(
+            "no strategy version {strategy:?} is configured or recorded: a breaker is reset by its name@version, as `unicity strategies list` shows it"
+        );
+    }
+    println!("{strategy} was not tripped");
     Ok(())
 }

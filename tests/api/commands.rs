@@ -168,3 +168,22 @@ async fn a_retention_age_beyond_any_date_is_refused_with_a_clear_error() {
     assert!(said.contains("reaches before any date"), "{said}");
     assert!(!said.contains("panicked"), "{said}");
 }
+
+#[tokio::test]
+async fn a_breaker_reset_of_a_version_nobody_has_fails_and_of_an_untripped_one_says_so() {
+    let app = spawn_app_with("").await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let reset = |strategy: &str| {
+        let mut command = cli(&app.database_url, "", dir.path());
+        command.args(["breaker", "reset", strategy, "--reason", "checked by hand"]);
+        command
+    };
+    // A mistyped name@version is an error naming it
+    let said = refused(reset("norefid-refund-fingerprnt@1")).await;
+    assert!(said.contains("norefid-refund-fingerprnt@1"), "{said}");
+    assert!(said.contains("strategies list"), "{said}");
+    // A configured version that is not tripped is said so, and succeeds
+    let printed = finished(reset("norefid-refund-fingerprint@1")).await;
+    assert!(printed.contains("was not tripped"), "{printed}");
+    assert_eq!(app.journal_count("StrategyReset").await, 0);
+}
