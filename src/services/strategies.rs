@@ -19,7 +19,7 @@ use crate::domain::journal::{
 use crate::store::entities::effect;
 use crate::store::projections::migrations;
 use crate::store::{
-    bodies, journal, strategy_versions, transaction, transaction_owning_reservations,
+    bodies, journal, ledger, strategy_versions, transaction, transaction_owning_reservations,
 };
 
 /// Refuses to start on a changed-but-not-bumped strategy; records new versions.
@@ -34,6 +34,7 @@ pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> any
         );
     }
     refuse_unmigrated_retirements(db, catalog, &recorded).await?;
+    refuse_forgotten_versions(db, catalog, &recorded).await?;
     let now = Utc::now();
     let added = transaction(db, async |tx| {
         let mut added = 0;
@@ -88,6 +89,41 @@ async fn refuse_unmigrated_retirements(
              version from the retained bodies), then start again.",
             pending.join(", "),
             if pending.len() == 1 { "it" } else { "they" },
+        );
+    }
+    Ok(())
+}
+
+/// Refuses to start without a version that keyed effects: its keys, the
+/// ones its effects were migrated to and the ledger's record of them are
+/// searched only while the configuration holds it (retired or not), so a
+/// late retry of what it keyed would find nothing and be processed again.
+/// A version edited in place under a new number, or a retired table
+/// deleted, is the mistake this catches.
+async fn refuse_forgotten_versions(
+    db: &DatabaseConnection,
+    catalog: &Catalog,
+    recorded: &[StrategyVersionRecord],
+) -> anyhow::Result<()> {
+    let mut forgotten = Vec::new();
+    for r in recorded
+        .iter()
+        .filter(|r| catalog.strategy(&r.name, r.version).is_none())
+    {
+        let strategy = format!("{}@{}", r.name, r.version);
+        if ledger::any_keyed_by(db, &strategy).await? {
+            forgotten.push(strategy);
+        }
+    }
+    if let Some(first) = forgotten.first() {
+        bail!(
+            "refusing to start: {} keyed effects and {} no longer in the configuration, so a late \
+             retry of what {} keyed would be processed again. Put its definition back as it was \
+             recorded (`unicity strategies list` shows its fingerprint), with `retired = true` \
+             once `unicity strategies retire {first}` has run.",
+            forgotten.join(", "),
+            if forgotten.len() == 1 { "is" } else { "are" },
+            if forgotten.len() == 1 { "it" } else { "they" },
         );
     }
     Ok(())

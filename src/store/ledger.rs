@@ -76,6 +76,20 @@ pub async fn keyed_by<C: ConnectionTrait>(
         .collect())
 }
 
+/// Whether any effect was keyed by `strategy` (`name@version`), under its
+/// own keys or one derived from them (`key~…`).
+pub async fn any_keyed_by<C: ConnectionTrait>(conn: &C, strategy: &str) -> Result<bool, DbErr> {
+    let prefix = format!("{strategy}:");
+    Ok(effect::Entity::find()
+        .select_only()
+        .column(effect::Column::EffectId)
+        .filter(effect::Column::Key.starts_with(prefix.as_str()))
+        .into_tuple::<String>()
+        .one(conn)
+        .await?
+        .is_some())
+}
+
 /// How many effects were applied for the business key `key`: its own, and
 /// those applied as distinct under keys derived from it (`key~…`).
 pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u64, DbErr> {

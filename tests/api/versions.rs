@@ -728,3 +728,42 @@ async fn a_look_up_after_a_retirement_counts_the_refund_the_retired_version_keye
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(s.downstream.calls().len(), 1, "a second refund was sent");
 }
+
+/// A version edited in place under a new number, its old table gone: the
+/// refund the old one keyed would be found by nothing, and its late retry
+/// processed again. The server refuses to start, naming the version.
+#[tokio::test]
+async fn a_version_that_keyed_a_refund_cannot_leave_the_configuration() {
+    let mut s = Scenario::start(&[version(1, "30d", &["amount"])]).await;
+    s.first_refund().await;
+    let refused =
+        unicity::startup::Application::build(s.settings(&[version(2, "30d", &["amount"])])).await;
+    let error = format!("{:#}", refused.err().expect("the start is refused"));
+    assert!(error.contains("vref@1"), "{error}");
+    assert!(error.contains("retired = true"), "{error}");
+    // Kept, retired once its keys are migrated, it starts and finds it
+    let settings = s.settings(&[
+        version(1, "30d", &["amount"]),
+        version(2, "30d", &["amount"]),
+    ]);
+    unicity::services::strategies::migrate(
+        &s.app().db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        "vref@1",
+    )
+    .await
+    .expect("migration runs");
+    s.restart(&[
+        Version {
+            retired: true,
+            ..version(1, "30d", &["amount"])
+        },
+        version(2, "30d", &["amount"]),
+    ])
+    .await;
+    let late = s.send(1500).await;
+    assert_eq!(late.json["decision"], "ignore", "{}", late.json);
+    s.assert_one_refund().await;
+}
