@@ -94,21 +94,27 @@ async fn refuse_unmigrated_retirements(
     Ok(())
 }
 
-/// Refuses to start without a version that keyed effects: its keys, the
-/// ones its effects were migrated to and the ledger's record of them are
-/// searched only while the configuration holds it (retired or not), so a
-/// late retry of what it keyed would find nothing and be processed again.
-/// A version edited in place under a new number, or a retired table
-/// deleted, is the mistake this catches.
+/// Refuses to start without a version that keyed effects while another
+/// version of its strategy is configured: its keys, the ones its effects
+/// were migrated to and the ledger's record of them are searched only
+/// while the configuration holds it (retired or not), so a late retry of
+/// what it keyed would find nothing and be processed again. A version
+/// edited in place under a new number, or a retired table deleted, is the
+/// mistake this catches.
 async fn refuse_forgotten_versions(
     db: &DatabaseConnection,
     catalog: &Catalog,
     recorded: &[StrategyVersionRecord],
 ) -> anyhow::Result<()> {
     let mut forgotten = Vec::new();
+    // Of a strategy the configuration still has: a version edited in place
+    // or a retired table deleted. (A strategy dropped whole is another
+    // change, made on purpose, which other servers on one database with
+    // other configurations also make.)
+    let named = |name: &str| catalog.strategies().any(|s| s.name == name);
     for r in recorded
         .iter()
-        .filter(|r| catalog.strategy(&r.name, r.version).is_none())
+        .filter(|r| named(&r.name) && catalog.strategy(&r.name, r.version).is_none())
     {
         let strategy = format!("{}@{}", r.name, r.version);
         if ledger::any_keyed_by(db, &strategy).await? {
