@@ -235,10 +235,11 @@ async fn open_read_model(cli: &Cli) -> anyhow::Result<sea_orm::DatabaseConnectio
 }
 
 /// The decision engine on the configured database, without the server, as
-/// the server opens it (migrated, its strategy versions recorded): for
-/// `reconcile` and `simulate`, which run what the server runs.
+/// the server opens it (migrated), for `reconcile` and `simulate`, which run
+/// what the server runs but decide no delivery: the strategy versions of the
+/// file they are given are not recorded (only a server records versions).
 async fn open_engine(settings: Settings) -> anyhow::Result<crate::services::engine::SharedEngine> {
-    crate::services::engine::Engine::open(
+    crate::services::engine::Engine::open_for_a_command(
         &settings.database_url,
         settings.catalog,
         settings.key_secret,

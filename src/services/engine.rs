@@ -74,11 +74,44 @@ impl Engine {
         lookups: Vec<Lookup>,
         config: EngineConfig,
     ) -> anyhow::Result<SharedEngine> {
+        let parts = (catalog, key_secret, sinks, lookups, config);
+        Self::open_recording(database_url, parts, true).await
+    }
+
+    /// `open` for a host command that decides no delivery (`reconcile`,
+    /// `simulate`): strategy versions are recorded by servers only, so a
+    /// draft in an engineer's file never becomes the definition a version
+    /// number stands for.
+    pub async fn open_for_a_command(
+        database_url: &str,
+        catalog: Catalog,
+        key_secret: KeySecret,
+        sinks: Vec<SinkConfig>,
+        lookups: Vec<Lookup>,
+        config: EngineConfig,
+    ) -> anyhow::Result<SharedEngine> {
+        let parts = (catalog, key_secret, sinks, lookups, config);
+        Self::open_recording(database_url, parts, false).await
+    }
+
+    async fn open_recording(
+        database_url: &str,
+        (catalog, key_secret, sinks, lookups, config): (
+            Catalog,
+            KeySecret,
+            Vec<SinkConfig>,
+            Vec<Lookup>,
+            EngineConfig,
+        ),
+        record: bool,
+    ) -> anyhow::Result<SharedEngine> {
         let db = store::connect_with(database_url, config.durability).await?;
         store::migrate(&db).await?;
-        let added = super::strategies::check_and_record(&db, &catalog).await?;
-        if added > 0 {
-            tracing::info!(added, "new strategy versions recorded");
+        if record {
+            let added = super::strategies::check_and_record(&db, &catalog).await?;
+            if added > 0 {
+                tracing::info!(added, "new strategy versions recorded");
+            }
         }
         let metrics = Metrics::new();
         let writer = if config.group_commit.unwrap_or(true) {

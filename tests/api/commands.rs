@@ -187,3 +187,31 @@ async fn a_breaker_reset_of_a_version_nobody_has_fails_and_of_an_untripped_one_s
     assert!(printed.contains("was not tripped"), "{printed}");
     assert_eq!(app.journal_count("StrategyReset").await, 0);
 }
+
+#[tokio::test]
+async fn reconciling_with_a_version_only_the_local_file_knows_records_nothing() {
+    // Given a server that recorded its strategy versions
+    let app = spawn_app_with(&deployed()).await;
+    let versions = app.strategy_versions().await;
+    // When an engineer reconciles with a file holding an experimental one
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut reconcile = cli(&app.database_url, &experimenting(), dir.path());
+    let now = chrono::Utc::now();
+    reconcile.args([
+        "reconcile",
+        "--from",
+        &(now - chrono::Duration::hours(1)).to_rfc3339(),
+        "--to",
+        &now.to_rfc3339(),
+    ]);
+    // (nothing here lists operations: it stops there)
+    let said = refused(reconcile).await;
+    assert!(said.contains("list_url"), "{said}");
+    // Then the database knows nothing of the experiment
+    assert_eq!(app.strategy_versions().await, versions);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM strategy_versions WHERE name = 'vref' AND version = 2")
+            .await,
+        0
+    );
+}
