@@ -85,8 +85,15 @@ const COMPARED: [&str; 3] = [
     ReservationState::Unknown.as_str(),
 ];
 
+/// Runs read to find where the reconciled time ends: those whose windows
+/// end last.
+const COVERING_RUNS: u64 = 200;
+
 /// Where the reconciled time of `provider` ends: the latest end of a window
-/// a run over every source compared without error.
+/// a run over every source compared without error, each no later than when
+/// it ran. A run compares what the provider listed when it ran: one given a
+/// window that ends tomorrow (`unicity reconcile --to`) has not compared the
+/// hours after it, and a later outage's stretch must still be.
 pub async fn covered_until<C: ConnectionTrait>(
     conn: &C,
     provider: &str,
@@ -96,9 +103,12 @@ pub async fn covered_until<C: ConnectionTrait>(
         .filter(reconciliation_run::Column::Source.is_null())
         .filter(reconciliation_run::Column::Error.is_null())
         .order_by_desc(reconciliation_run::Column::WindowTo)
-        .one(conn)
+        .limit(COVERING_RUNS)
+        .all(conn)
         .await?
-        .map(|run| run.window_to))
+        .into_iter()
+        .map(|run| Ord::min(run.window_to, run.ran_at))
+        .max())
 }
 
 /// The latest runs, newest first.

@@ -667,3 +667,62 @@ async fn a_finding_paired_with_an_effect_in_flight_closes_once_the_effect_is_app
         ["missing_effect|resolved|effect_found"]
     );
 }
+
+/// A run given a window that ends tomorrow ("reconcile today", by hand at
+/// noon) compared nothing made after it ran: the reconciled time ends where
+/// the runs stand, so an outage later that day is still compared.
+#[tokio::test]
+async fn a_run_over_a_window_ending_later_than_it_ran_covers_only_until_it_ran() {
+    use sea_orm::{ActiveModelTrait, IntoActiveModel};
+    use unicity::store::entities::reconciliation_run;
+    let (url, _dir) = crate::support::app::fresh_database().await;
+    let db = unicity::store::connect(&url).await.expect("database");
+    unicity::store::migrate(&db).await.expect("migrations");
+    let now = Utc::now();
+    let run = |from, to, ran_at| reconciliation_run::Model {
+        run_id: uuid::Uuid::now_v7().to_string(),
+        provider: "norefid".to_owned(),
+        source: None,
+        window_from: from,
+        window_to: to,
+        expected: 0,
+        applied: 0,
+        matched: 0,
+        missing: 0,
+        unexpected: 0,
+        opened: 0,
+        error: None,
+        ran_at,
+    };
+    // Given "today" reconciled by hand six hours ago, to midnight tonight,
+    // and a periodic run four hours ago, then an outage
+    for model in [
+        run(
+            now - Duration::hours(12),
+            now + Duration::hours(12),
+            now - Duration::hours(6),
+        ),
+        run(
+            now - Duration::hours(5),
+            now - Duration::hours(4),
+            now - Duration::hours(4) + Duration::minutes(10),
+        ),
+    ] {
+        model
+            .into_active_model()
+            .reset_all()
+            .insert(&db)
+            .await
+            .expect("a run");
+    }
+    // Then the reconciled time ends where the periodic run's window did
+    let covered = unicity::store::reconcile::covered_until(&db, "norefid")
+        .await
+        .expect("read")
+        .expect("covered");
+    assert_eq!(
+        covered.timestamp(),
+        (now - Duration::hours(4)).timestamp(),
+        "{covered}"
+    );
+}
