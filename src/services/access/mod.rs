@@ -64,6 +64,10 @@ impl<J: WriteJob> WriteJob for AsCaller<J> {
         self.job.keys()
     }
 
+    fn owns_every_key(&self) -> bool {
+        self.job.owns_every_key()
+    }
+
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
         Box::pin(async move {
             let now = still(tx.connection(), &self.caller)

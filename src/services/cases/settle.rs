@@ -425,6 +425,10 @@ struct ResolveCase {
 impl WriteJob for ResolveCase {
     type Output = Outcome;
 
+    fn owns_every_key(&self) -> bool {
+        true
+    }
+
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Outcome, DbErr>> {
         Box::pin(async move { self.context.settle(tx, &self.engine, self.settler).await })
     }

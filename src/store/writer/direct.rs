@@ -80,15 +80,20 @@ impl Direct {
         job: J,
     ) -> Result<J::Output, (DbErr, bool)> {
         let txn = db.begin().await.map_err(|error| (error, true))?;
-        // The locks a batch of this one job would own (PostgreSQL): keyed
-        // work waits on work touching the same keys, the rest (a case's
-        // resolution reading every effect under a key) on all keyed work,
-        // across processes and modes alike. Checks that read before they
-        // write, such as the second uncited distinct effect's, rely on it.
-        let locks = lock_set([job.keys().as_ref()]);
-        if let Err(error) = own_writes(&txn, &locks, &mut KeyIndex::default(), []).await {
-            let broken = is_storage_error(&error) || txn.rollback().await.is_err();
-            return Err((error, broken));
+        // The locks a batch of this one job would own (PostgreSQL), for
+        // keyed work and for work that counts under a key before it writes
+        // (`owns_every_key`): keyed work waits on work touching the same
+        // keys, a case's resolution on all keyed work, across processes and
+        // modes alike; the second uncited distinct effect's refusal relies
+        // on it. Other keyless jobs (an effect's answer, a count) take none,
+        // as before: one at a time they would hold every writer up.
+        let keys = job.keys();
+        if keys.is_some() || job.owns_every_key() {
+            let locks = lock_set([keys.as_ref()]);
+            if let Err(error) = own_writes(&txn, &locks, &mut KeyIndex::default(), []).await {
+                let broken = is_storage_error(&error) || txn.rollback().await.is_err();
+                return Err((error, broken));
+            }
         }
         let mut tx = Tx::new(&txn, Deferred::default());
         let outcome = match job.run(&mut tx).await {

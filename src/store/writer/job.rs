@@ -33,6 +33,15 @@ pub trait WriteJob: Send + 'static {
         None
     }
 
+    /// Whether, committed alone (`group_commit = false`), the job must own
+    /// every key while it runs (PostgreSQL): a job that counts what exists
+    /// under a key before it writes on the count (a case's resolution, the
+    /// second uncited distinct effect it refuses). Under group commit a
+    /// batch with a keyless job owns every key anyway.
+    fn owns_every_key(&self) -> bool {
+        false
+    }
+
     /// The work. An error rolls back this job's writes only.
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>>;
 }
