@@ -370,3 +370,40 @@ async fn a_retry_held_after_its_first_calls_lease_ran_out_replays_as_it_was_deci
     // When the case is exported, then it replays as it was decided
     exported_and_replayed(&app, &case_id).await;
 }
+
+/// A lease ran out, then the call answered "applied" after all, and only
+/// then did a look-alike arrive: it saw an applied refund. The fixture
+/// carries the lapse only until that answer, and replays as decided.
+#[tokio::test]
+async fn a_lease_that_ran_out_before_a_late_applied_answer_replays_as_the_answer_left_it() {
+    use crate::support::downstream::{Behaviour, Downstream};
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 2_000 }).await;
+    let app = crate::support::app::spawn_app_with(&format!(
+        "{}[engine]\nlease_secs = 1\nsweep_interval_ms = 100\n",
+        downstream.sink_toml(10_000)
+    ))
+    .await;
+    let body = crate::support::app::refund("pay_lapsed", 700, None);
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    // Given the first call's lease run out, then its answer "applied"
+    app.wait_journal("ReservationExpired", 1).await;
+    app.wait_journal("EffectApplied", 1).await;
+    // and then a look-alike held for a person, who confirms it a duplicate
+    let second = app.post_signed("hmac", &body).await;
+    assert_eq!(
+        second.json["reason"], "weak_match_critical",
+        "{}",
+        second.json
+    );
+    let case_id = second.json["case_id"].as_str().expect("a case").to_owned();
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "confirm_duplicate", "note": "one refund"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // When it is exported, then it replays as it was decided
+    exported_and_replayed(&app, &case_id).await;
+}
