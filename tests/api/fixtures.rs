@@ -338,22 +338,36 @@ async fn a_delivery_deferred_then_decided_again_is_exported_with_the_decision_th
     assert_eq!(expected, ["new_key", "weak_match_critical"]);
 }
 
+/// A server whose leases last a second and whose downstream answers after
+/// `delay_ms`, and `body` sent to it once, processed: its call outlives
+/// its lease.
+async fn a_call_outliving_its_lease(
+    delay_ms: u64,
+    body: &[u8],
+) -> (
+    crate::support::app::TestApp,
+    crate::support::downstream::Downstream,
+) {
+    use crate::support::downstream::{Behaviour, Downstream};
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms }).await;
+    let app = crate::support::app::spawn_app_with(&format!(
+        "{}[engine]\nlease_secs = 1\nsweep_interval_ms = 100\n",
+        downstream.sink_toml(10_000)
+    ))
+    .await;
+    let first = app.post_signed("hmac", body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    (app, downstream)
+}
+
 /// A refund's call outlived its lease: the sweeper made its outcome
 /// unknown, and the provider's retry went to a person. The fixture says
 /// when the lease ran out, as it says when a sink answered "unknown", and
 /// replays as it was decided.
 #[tokio::test]
 async fn a_retry_held_after_its_first_calls_lease_ran_out_replays_as_it_was_decided() {
-    use crate::support::downstream::{Behaviour, Downstream};
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 3_000 }).await;
-    let app = crate::support::app::spawn_app_with(&format!(
-        "{}[engine]\nlease_secs = 1\nsweep_interval_ms = 100\n",
-        downstream.sink_toml(10_000)
-    ))
-    .await;
     let body = crate::support::app::refund("pay_expired", 700, Some("rr_expired"));
-    let first = app.post_signed("hmac", &body).await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let (app, _downstream) = a_call_outliving_its_lease(3_000, &body).await;
     // Given the first call's lease run out while it is still in flight
     app.wait_journal("ReservationExpired", 1).await;
     // and the provider's retry held for a person
@@ -376,16 +390,8 @@ async fn a_retry_held_after_its_first_calls_lease_ran_out_replays_as_it_was_deci
 /// carries the lapse only until that answer, and replays as decided.
 #[tokio::test]
 async fn a_lease_that_ran_out_before_a_late_applied_answer_replays_as_the_answer_left_it() {
-    use crate::support::downstream::{Behaviour, Downstream};
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 2_000 }).await;
-    let app = crate::support::app::spawn_app_with(&format!(
-        "{}[engine]\nlease_secs = 1\nsweep_interval_ms = 100\n",
-        downstream.sink_toml(10_000)
-    ))
-    .await;
     let body = crate::support::app::refund("pay_lapsed", 700, None);
-    let first = app.post_signed("hmac", &body).await;
-    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let (app, _downstream) = a_call_outliving_its_lease(2_000, &body).await;
     // Given the first call's lease run out, then its answer "applied"
     app.wait_journal("ReservationExpired", 1).await;
     app.wait_journal("EffectApplied", 1).await;
