@@ -285,3 +285,36 @@ fn an_events_sensitive_paths_are_found_under_each_item_of_a_batch_however_its_it
         assert!(!shown.contains("@example.org"), "{items}: {shown}");
     }
 }
+
+/// Every preset version a release shipped, with its fingerprint, as frozen
+/// in `frozen/preset_versions.txt`: a server refuses to start without a
+/// version that keyed effects, and on one whose definition changed under
+/// its number, so a release keeps each (retired, not removed) unchanged.
+#[test]
+fn every_preset_version_ever_shipped_is_still_there_unchanged() {
+    let shipped = include_str!("frozen/preset_versions.txt");
+    let catalog = presets();
+    let mut listed = 0;
+    for line in shipped
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let (version, fingerprint) = line.split_once(' ').expect("name@version fingerprint");
+        let (name, number) = version.split_once('@').expect("name@version");
+        let def = catalog
+            .strategy(name, number.parse().expect("a number"))
+            .unwrap_or_else(|| panic!("{version} was shipped and is no longer a preset"));
+        assert_eq!(
+            def.fingerprint(),
+            fingerprint.trim(),
+            "{version} changed under its number"
+        );
+        listed += 1;
+    }
+    // A new preset version is added to the file when it ships.
+    assert_eq!(
+        listed,
+        catalog.strategies().count(),
+        "a preset version is not in the file"
+    );
+}
