@@ -232,6 +232,19 @@ async fn exported_and_replayed(app: &crate::support::app::TestApp, case_id: &str
     fixture
 }
 
+/// The case `held` opened, resolved as `resolution` asks and exported,
+/// after checking that it replays as it was decided (`exported_and_replayed`).
+async fn resolved_and_replayed(
+    app: &crate::support::app::TestApp,
+    held: &crate::support::app::Reply,
+    resolution: serde_json::Value,
+) -> Fixture {
+    let case_id = held.json["case_id"].as_str().expect("a case").to_owned();
+    let resolved = app.resolve(&case_id, resolution).await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    exported_and_replayed(app, &case_id).await
+}
+
 /// A delivery's time is stamped as it begins to arrive, its decision made
 /// once its body is read. One whose body came slowly was held against an
 /// identical one that began later but was decided first: the fixture keeps
@@ -373,16 +386,13 @@ async fn a_retry_held_after_its_first_calls_lease_ran_out_replays_as_it_was_deci
     // and the provider's retry held for a person
     let retry = app.post_signed("hmac", &body).await;
     assert_eq!(retry.json["reason"], "outcome_unknown", "{}", retry.json);
-    let case_id = retry.json["case_id"].as_str().expect("a case").to_owned();
-    let resolved = app
-        .resolve(
-            &case_id,
-            serde_json::json!({"resolution": "reject", "note": "the provider lists one refund"}),
-        )
-        .await;
-    assert_eq!(resolved.status, 200, "{}", resolved.json);
-    // When the case is exported, then it replays as it was decided
-    exported_and_replayed(&app, &case_id).await;
+    // When it is resolved and exported, then it replays as it was decided
+    resolved_and_replayed(
+        &app,
+        &retry,
+        serde_json::json!({"resolution": "reject", "note": "the provider lists one refund"}),
+    )
+    .await;
 }
 
 /// A lease ran out, then the call answered "applied" after all, and only
@@ -402,14 +412,11 @@ async fn a_lease_that_ran_out_before_a_late_applied_answer_replays_as_the_answer
         "{}",
         second.json
     );
-    let case_id = second.json["case_id"].as_str().expect("a case").to_owned();
-    let resolved = app
-        .resolve(
-            &case_id,
-            serde_json::json!({"resolution": "confirm_duplicate", "note": "one refund"}),
-        )
-        .await;
-    assert_eq!(resolved.status, 200, "{}", resolved.json);
-    // When it is exported, then it replays as it was decided
-    exported_and_replayed(&app, &case_id).await;
+    // When it is resolved and exported, then it replays as it was decided
+    resolved_and_replayed(
+        &app,
+        &second,
+        serde_json::json!({"resolution": "confirm_duplicate", "note": "one refund"}),
+    )
+    .await;
 }

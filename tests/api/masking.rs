@@ -35,7 +35,8 @@ async fn post_partner(app: &TestApp, secret: &str, body: &[u8]) -> crate::suppor
     app.post_raw("partner", body.to_vec(), &headers).await
 }
 
-fn header<'a>(view: &'a Value, name: &str) -> Option<&'a str> {
+/// The value of header `name` on a delivery's view, as shown.
+pub fn header<'a>(view: &'a Value, name: &str) -> Option<&'a str> {
     view["headers"]
         .as_array()?
         .iter()

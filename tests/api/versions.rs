@@ -168,6 +168,23 @@ impl Scenario {
         first
     }
 
+    /// Retention removes the body of the delivery `reply` answered.
+    async fn drop_body(&self, reply: &Reply) {
+        let shown = self
+            .app()
+            .delivery(reply.json["delivery_id"].as_str().unwrap())
+            .await;
+        let sha = shown.json["body_ref"]["sha256"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        self.app()
+            .db
+            .execute_unprepared(&format!("DELETE FROM raw_bodies WHERE sha256 = '{sha}'"))
+            .await
+            .unwrap();
+    }
+
     /// Past the horizon the sweeper purges the key from the fast index.
     async fn wait_for_purge(&self) {
         self.app().wait_reservations(0).await;
@@ -326,19 +343,7 @@ async fn retiring_a_version_first_migrates_its_keys_and_a_purged_body_asks_for_a
     s.downstream.wait_calls(2).await;
     s.wait_for_purge().await;
     // Retention drops the second refund's body.
-    let shown = s
-        .app()
-        .delivery(gone.json["delivery_id"].as_str().unwrap())
-        .await;
-    let sha = shown.json["body_ref"]["sha256"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    s.app()
-        .db
-        .execute_unprepared(&format!("DELETE FROM raw_bodies WHERE sha256 = '{sha}'"))
-        .await
-        .unwrap();
+    s.drop_body(&gone).await;
 
     // Retiring v1 before its keys were migrated is refused.
     let retired = || {
@@ -677,19 +682,7 @@ async fn a_look_up_after_a_retirement_counts_the_refund_the_retired_version_keye
     s.downstream.wait_calls(1).await;
     s.app().wait_applied(1).await;
     s.wait_for_purge().await;
-    let shown = s
-        .app()
-        .delivery(gone.json["delivery_id"].as_str().unwrap())
-        .await;
-    let sha = shown.json["body_ref"]["sha256"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    s.app()
-        .db
-        .execute_unprepared(&format!("DELETE FROM raw_bodies WHERE sha256 = '{sha}'"))
-        .await
-        .unwrap();
+    s.drop_body(&gone).await;
     // and v1 retired for v2, its unmigrated key left in the ledger
     let settings = s.settings(&[v1(), v2()]);
     unicity::services::strategies::migrate(
