@@ -190,6 +190,44 @@ pub fn case_id(kind: &str, subject: &str) -> Uuid {
     Uuid::from_bytes(bytes)
 }
 
+/// A run as the reconciled time counts it: its window, ending no later
+/// than when it ran (it compared what the provider listed then), and
+/// whether it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compared {
+    pub window: Window,
+    pub failed: bool,
+}
+
+/// Where the reconciled time ends, from the latest runs over every source
+/// of a provider: the latest end of a run without error, unless a failed
+/// run's window holds a stretch that no run without error compared. Then it
+/// ends where that stretch starts, so the periodic run compares it even
+/// when a later run (by hand, after an outage) compared the hours after.
+pub fn reconciled_until(runs: &[Compared]) -> Option<DateTime<Utc>> {
+    let compared: Vec<Window> = runs
+        .iter()
+        .filter(|r| !r.failed)
+        .map(|r| r.window)
+        .collect();
+    let latest = compared.iter().map(|window| window.to).max();
+    let first_gap = runs
+        .iter()
+        .filter(|run| run.failed)
+        .filter_map(|run| first_uncompared(run.window, &compared))
+        .min();
+    latest.into_iter().chain(first_gap).min()
+}
+
+/// The earliest instant of `window` that none of `compared` contains.
+fn first_uncompared(window: Window, compared: &[Window]) -> Option<DateTime<Utc>> {
+    let mut at = window.from;
+    while let Some(covering) = compared.iter().find(|other| other.contains(at)) {
+        at = covering.to;
+    }
+    (at < window.to).then_some(at)
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
@@ -347,5 +385,42 @@ mod tests {
         assert_ne!(a, case_id("missing_effect", "norefid/re_2"));
         assert_ne!(a, case_id("unexpected_effect", "norefid/re_1"));
         assert_eq!(a.get_version_num(), 8);
+    }
+
+    fn ran(from: u32, to: u32, failed: bool) -> Compared {
+        Compared {
+            window: Window {
+                from: at(from),
+                to: at(to),
+            },
+            failed,
+        }
+    }
+
+    #[test]
+    fn the_reconciled_time_ends_where_the_latest_run_without_error_ended() {
+        let runs = [ran(0, 10, false), ran(10, 20, false), ran(20, 30, true)];
+        assert_eq!(reconciled_until(&runs), Some(at(20)));
+        assert_eq!(reconciled_until(&[]), None);
+    }
+
+    #[test]
+    fn a_failed_window_no_run_compared_holds_the_reconciled_time_back() {
+        // A periodic window failed, then a run by hand compared a later hour
+        let runs = [ran(0, 10, false), ran(10, 20, true), ran(30, 40, false)];
+        assert_eq!(reconciled_until(&runs), Some(at(10)));
+        // Part of it compared since: only what is left holds it back
+        let runs = [
+            ran(0, 10, false),
+            ran(10, 20, true),
+            ran(5, 15, false),
+            ran(30, 40, false),
+        ];
+        assert_eq!(reconciled_until(&runs), Some(at(15)));
+        // All of it compared since, over two runs: nothing holds it back
+        let runs = [ran(10, 20, true), ran(8, 14, false), ran(14, 25, false)];
+        assert_eq!(reconciled_until(&runs), Some(at(25)));
+        // The very first run failed: the next one starts where it did
+        assert_eq!(reconciled_until(&[ran(10, 20, true)]), Some(at(10)));
     }
 }

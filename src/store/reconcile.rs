@@ -9,6 +9,7 @@ use sea_orm::{
 
 use super::entities::{delivery, effect, reconciliation_run};
 use super::id_range;
+use crate::domain::reconcile::{Compared, Window, reconciled_until};
 use crate::domain::reservation::ReservationState;
 
 /// Effects created in `[from, to)` whose first delivery came from `provider`
@@ -89,26 +90,32 @@ const COMPARED: [&str; 3] = [
 /// end last.
 const COVERING_RUNS: u64 = 200;
 
-/// Where the reconciled time of `provider` ends: the latest end of a window
-/// a run over every source compared without error, each no later than when
-/// it ran. A run compares what the provider listed when it ran: one given a
-/// window that ends tomorrow (`unicity reconcile --to`) has not compared the
-/// hours after it, and a later outage's stretch must still be.
+/// Where the reconciled time of `provider` ends (`reconciled_until`), from
+/// its latest runs over every source, failed ones too. A run compares what
+/// the provider listed when it ran: one given a window that ends tomorrow
+/// (`unicity reconcile --to`) has not compared the hours after it, and a
+/// later outage's stretch must still be.
 pub async fn covered_until<C: ConnectionTrait>(
     conn: &C,
     provider: &str,
 ) -> Result<Option<DateTime<Utc>>, DbErr> {
-    Ok(reconciliation_run::Entity::find()
+    let runs: Vec<Compared> = reconciliation_run::Entity::find()
         .filter(reconciliation_run::Column::Provider.eq(provider))
         .filter(reconciliation_run::Column::Source.is_null())
-        .filter(reconciliation_run::Column::Error.is_null())
         .order_by_desc(reconciliation_run::Column::WindowTo)
         .limit(COVERING_RUNS)
         .all(conn)
         .await?
         .into_iter()
-        .map(|run| Ord::min(run.window_to, run.ran_at))
-        .max())
+        .map(|run| Compared {
+            window: Window {
+                from: run.window_from,
+                to: Ord::min(run.window_to, run.ran_at),
+            },
+            failed: run.error.is_some(),
+        })
+        .collect();
+    Ok(reconciled_until(&runs))
 }
 
 /// The latest runs, newest first.

@@ -13,7 +13,7 @@ use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::{csrf_in, signed_in};
 use crate::support::pages::form_token;
-use crate::support::processes::{cli, finished};
+use crate::support::processes::{cli, finished, refused};
 use crate::support::provider::Provider;
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.
@@ -184,6 +184,28 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
     assert_eq!(rows(&app, runs).await, live_runs);
 }
 
+/// A provider that made one refund `(id, payment, minutes ago)` whose
+/// webhook never came, and a server whose only run compared the hour from
+/// three to two hours ago; the look-up's configuration.
+async fn an_hour_compared_before(
+    (id, payment, minutes): (&str, &str, i64),
+) -> (Provider, String, TestApp) {
+    let now = Utc::now();
+    let provider =
+        Provider::start(&[(id, payment, 300, now - Duration::minutes(minutes))], 10).await;
+    let extra = provider.lookup_toml();
+    let app = spawn_app_with(&extra).await;
+    let compared = reconcile_between(
+        &app,
+        &extra,
+        now - Duration::hours(3),
+        now - Duration::hours(2),
+    )
+    .await;
+    assert!(compared.contains("0 operations expected"), "{compared}");
+    (provider, extra, app)
+}
+
 /// A server that was down (or a run that failed) leaves a stretch of time
 /// no window covered: the periodic run starts where the last run that
 /// succeeded ended, not an hour before now, so a refund made in the
@@ -191,52 +213,13 @@ async fn reconciliation_finds_a_dropped_delivery_and_an_injected_effect_and_open
 #[tokio::test]
 async fn the_periodic_run_covers_the_time_since_the_last_window_it_reconciled() {
     // Given an hour reconciled three to two hours ago, and then nothing
-    let now = Utc::now();
-    let provider = Provider::start(
-        &[("re_gap", "pay_gap", 300, now - Duration::minutes(90))],
-        10,
-    )
-    .await;
-    let extra = provider.lookup_toml();
-    let app = spawn_app_with(&extra).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let mut command = cli(&app.database_url, &extra, dir.path());
-    command.args([
-        "reconcile",
-        "--from",
-        &(now - Duration::hours(3)).to_rfc3339(),
-        "--to",
-        &(now - Duration::hours(2)).to_rfc3339(),
-    ]);
-    let seeded = finished(command).await;
-    assert!(seeded.contains("0 operations expected"), "{seeded}");
+    let (_provider, extra, app) = an_hour_compared_before(("re_gap", "pay_gap", 90)).await;
     // When a server runs reconciliation periodically (the default window,
     // delay and slack: an hour, ten minutes, five minutes)
     let periodic = extra.replace("interval_secs = 0", "interval_secs = 1");
     let server = spawn_on(&app.database_url, &periodic, None).await;
     // Then the refund made ninety minutes ago, in the stretch, is found
-    let started = std::time::Instant::now();
-    while server
-        .count("SELECT COUNT(*) FROM cases WHERE reason = 'missing_effect'")
-        .await
-        == 0
-    {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "no missing effect found; runs: {:?}",
-            rows(
-                &server,
-                "SELECT CAST(window_from AS TEXT) || ' to ' || CAST(window_to AS TEXT) \
-                 FROM reconciliation_runs ORDER BY window_from"
-            )
-            .await
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    let named = server
-        .count("SELECT COUNT(*) FROM cases WHERE CAST(details AS TEXT) LIKE '%re_gap%'")
-        .await;
-    assert_eq!(named, 1);
+    found_missing(&server, "re_gap").await;
     // And no stretch between the runs was left out
     let windows = rows(
         &server,
@@ -249,6 +232,71 @@ async fn the_periodic_run_covers_the_time_since_the_last_window_it_reconciled() 
         let (start, _) = pair[1].split_once('|').expect("two ends");
         assert!(start <= end, "a gap between {} and {}", pair[0], pair[1]);
     }
+}
+
+/// Waits until a periodic run of `server` opened a missing-effect finding
+/// naming `refund`, and no other.
+async fn found_missing(server: &TestApp, refund: &str) {
+    let started = std::time::Instant::now();
+    while server
+        .count("SELECT COUNT(*) FROM cases WHERE reason = 'missing_effect'")
+        .await
+        == 0
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "no missing effect found; runs: {:?}",
+            rows(
+                server,
+                "SELECT CAST(window_from AS TEXT) || ' to ' || CAST(window_to AS TEXT) \
+                 || CASE WHEN error IS NULL THEN '' ELSE ' failed' END FROM reconciliation_runs ORDER BY window_from"
+            )
+            .await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let named = server
+        .count(&format!(
+            "SELECT COUNT(*) FROM cases WHERE CAST(details AS TEXT) LIKE '%{refund}%'"
+        ))
+        .await;
+    assert_eq!(named, 1);
+}
+
+/// A periodic window that failed (the provider's API was down) is compared
+/// again at the next interval, even when someone compared the last hour by
+/// hand in between: a refund made in the failed window whose webhook never
+/// came is still found.
+#[tokio::test]
+async fn a_failed_window_is_compared_again_after_a_later_run_by_hand() {
+    // Given an hour reconciled three to two hours ago
+    let (_provider, extra, app) = an_hour_compared_before(("re_failed", "pay_failed", 100)).await;
+    let now = Utc::now();
+    // And the next hour's run failed, its provider unreachable
+    let dir = tempfile::tempdir().expect("temp dir");
+    let unreachable = crate::support::provider::lookup_toml("http://127.0.0.1:9");
+    let mut command = cli(&app.database_url, &unreachable, dir.path());
+    command.args([
+        "reconcile",
+        "--from",
+        &(now - Duration::hours(2)).to_rfc3339(),
+        "--to",
+        &(now - Duration::hours(1)).to_rfc3339(),
+    ]);
+    refused(command).await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM reconciliation_runs WHERE error IS NOT NULL")
+            .await,
+        1
+    );
+    // And the last hour was then compared by hand
+    let by_hand = reconcile_between(&app, &extra, now - Duration::hours(1), now).await;
+    assert!(by_hand.contains("0 missing"), "{by_hand}");
+    // When a server runs reconciliation periodically
+    let periodic = extra.replace("interval_secs = 0", "interval_secs = 1");
+    let server = spawn_on(&app.database_url, &periodic, None).await;
+    // Then the refund made in the failed hour is found
+    found_missing(&server, "re_failed").await;
 }
 
 #[tokio::test]

@@ -291,9 +291,10 @@ pub async fn run_due(
 
 /// The windows a periodic run covers at `now`, oldest first: the window of
 /// `window_secs` that ended `delay_secs` ago, starting earlier when the
-/// reconciled time (`covered`: where the last run without error ended)
-/// ends before it — a stopped server or a failed run leaves no stretch
-/// unreconciled — cut in windows of `window_secs`, at most `MOST_WINDOWS`.
+/// reconciled time (`covered`: `covered_until`, held back by a failed
+/// window no run compared since) ends before it — a stopped server or a
+/// failed run leaves no stretch unreconciled — cut in windows of
+/// `window_secs`, at most `MOST_WINDOWS`.
 pub fn due_windows(
     config: &ReconciliationConfig,
     covered: Option<DateTime<Utc>>,
