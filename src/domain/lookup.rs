@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::journal::ProviderOperation;
-use super::reconcile::NOT_DONE;
+use super::reconcile::did_not_happen;
 
 /// A field of a provider's operation a discriminant can be compared with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,15 +104,19 @@ pub fn matching(
         };
         pairs.push((*field, expected));
     }
+    // An answer may list one operation twice (a status history, a path
+    // that reaches it two ways): it is one operation all the same.
+    let mut seen = BTreeSet::new();
     Ok(operations
         .iter()
-        .filter(|op| !op.status.as_deref().is_some_and(|s| NOT_DONE.contains(&s)))
+        .filter(|op| !op.status.as_deref().is_some_and(did_not_happen))
         .filter(|op| op.resource.as_deref() == Some(resource))
         .filter(|op| {
             pairs
                 .iter()
                 .all(|(field, expected)| field.of(op).is_some_and(|v| same(*field, &v, expected)))
         })
+        .filter(|op| seen.insert(op.id.as_str()))
         .map(|op| op.id.clone())
         .collect())
 }
@@ -384,6 +388,54 @@ mod tests {
         assert_eq!(
             matching(&[failed, nameless], &BTreeMap::new(), delivery),
             Ok(vec![])
+        );
+    }
+
+    #[test]
+    fn an_operation_the_answer_lists_twice_is_one_operation() {
+        // A status history: the refund pending, then succeeded, one id
+        let discriminants = BTreeMap::new();
+        let delivery = Delivery {
+            resource: Some("pay_1"),
+            discriminants: &discriminants,
+            missing: &[],
+        };
+        let mut pending = op("re_1", "pay_1", 700, "EUR");
+        pending.status = Some("pending".to_owned());
+        let listed = [pending, op("re_1", "pay_1", 700, "EUR")];
+        let found = matching(&listed, &BTreeMap::new(), delivery);
+        assert_eq!(found, Ok(vec!["re_1".to_owned()]));
+        // One effect stands for it: the delivery is a retry
+        let found = found.unwrap_or_default();
+        assert_eq!(
+            judge(&found, &effects(1, &[])),
+            LookupVerdict::ConfirmDuplicate
+        );
+    }
+
+    #[test]
+    fn a_status_that_says_it_did_not_happen_is_read_in_any_case() {
+        let discriminants = BTreeMap::new();
+        let delivery = Delivery {
+            resource: Some("pay_1"),
+            discriminants: &discriminants,
+            missing: &[],
+        };
+        let with = |id: &str, status: &str| {
+            let mut listed = op(id, "pay_1", 700, "EUR");
+            listed.status = Some(status.to_owned());
+            listed
+        };
+        let listed = [
+            with("re_0", "FAILED"),
+            with("re_1", "Cancelled"),
+            with("re_2", "REJECTED"),
+            with("re_3", "declined"),
+            with("re_4", "COMPLETED"),
+        ];
+        assert_eq!(
+            matching(&listed, &BTreeMap::new(), delivery),
+            Ok(vec!["re_4".to_owned()])
         );
     }
 }

@@ -3,8 +3,8 @@
 //! window come in as arguments.
 //!
 //! The matching rule, in order:
-//! 1. an operation whose status says it did not happen (`failed`,
-//!    `canceled`, `cancelled`, `reversed`) is not expected;
+//! 1. an operation whose status says it did not happen (`NOT_DONE`, in any
+//!    case) is not expected;
 //! 2. an operation whose id is the provider reference an effect was applied
 //!    for (recorded when a look-up or a person resolved its case citing it)
 //!    is that effect's;
@@ -38,8 +38,22 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-/// Statuses of operations that did not happen.
-pub const NOT_DONE: [&str; 4] = ["failed", "canceled", "cancelled", "reversed"];
+/// Statuses of operations that did not happen, in any case (`FAILED`).
+pub const NOT_DONE: [&str; 6] = [
+    "failed",
+    "canceled",
+    "cancelled",
+    "reversed",
+    "rejected",
+    "declined",
+];
+
+/// Whether an operation listed with `status` did not happen.
+pub fn did_not_happen(status: &str) -> bool {
+    NOT_DONE
+        .iter()
+        .any(|not_done| not_done.eq_ignore_ascii_case(status.trim()))
+}
 
 /// A time window, `from` included, `to` excluded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,7 +117,7 @@ pub fn compare(operations: &[Operation], effects: &[Effect], window: Window) -> 
             operations[i]
                 .status
                 .as_deref()
-                .is_none_or(|s| !NOT_DONE.contains(&s))
+                .is_none_or(|s| !did_not_happen(s))
         })
         .collect();
     let mut taken = vec![false; effects.len()];
@@ -344,10 +358,12 @@ mod tests {
 
     #[test]
     fn given_an_operation_that_did_not_happen_then_it_is_not_expected() {
-        let mut failed = op("re_1", "pay_1", 700, 1);
-        failed.status = Some("failed".into());
-        let found = compare(&[failed], &[], window());
-        assert_eq!((found.expected, found.missing.len()), (0, 0));
+        for status in ["failed", "FAILED", "Canceled", "REJECTED", "declined"] {
+            let mut failed = op("re_1", "pay_1", 700, 1);
+            failed.status = Some(status.into());
+            let found = compare(&[failed], &[], window());
+            assert_eq!((found.expected, found.missing.len()), (0, 0), "{status}");
+        }
     }
 
     #[test]
