@@ -5,6 +5,7 @@
 //! listing and the downstream; `unicity reconcile` run as a process.
 
 use chrono::{Duration, Utc};
+use serde_json::json;
 
 use unicity::auth::Role;
 
@@ -14,7 +15,7 @@ use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::{csrf_in, signed_in};
 use crate::support::pages::form_token;
 use crate::support::processes::{cli, finished, refused};
-use crate::support::provider::Provider;
+use crate::support::provider::{Provider, ProviderApi};
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.
 async fn reconcile(app: &TestApp, extra: &str) -> String {
@@ -297,6 +298,39 @@ async fn a_failed_window_is_compared_again_after_a_later_run_by_hand() {
     let server = spawn_on(&app.database_url, &periodic, None).await;
     // Then the refund made in the failed hour is found
     found_missing(&server, "re_failed").await;
+}
+
+/// A listing that says whether more pages follow is compared only whole:
+/// a page that says more follow but names no cursor, or an answer that is
+/// no page of it (an error the provider sent with a 200), fails the run,
+/// so the window is compared again rather than counted as reconciled.
+#[tokio::test]
+async fn a_listing_cut_short_by_a_page_without_its_cursor_fails_the_run() {
+    for answer in [
+        json!({"data": [], "has_more": true}),
+        json!({"error": {"message": "rate limited"}}),
+    ] {
+        let api = ProviderApi::start(200, answer.clone()).await;
+        let extra = crate::support::provider::lookup_toml(&api.url).replace(
+            "cursor_param = \"cursor\"",
+            "cursor_param = \"cursor\"\nhas_more = \"$.has_more\"",
+        );
+        let app = spawn_app_with(&extra).await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let now = Utc::now();
+        let mut command = cli(&app.database_url, &extra, dir.path());
+        command.args([
+            "reconcile",
+            "--from",
+            &(now - Duration::hours(1)).to_rfc3339(),
+            "--to",
+            &now.to_rfc3339(),
+        ]);
+        refused(command).await;
+        let errors = rows(&app, "SELECT error FROM reconciliation_runs").await;
+        assert_eq!(errors.len(), 1, "{answer}");
+        assert!(errors[0].contains("page 1"), "{answer}: {errors:?}");
+    }
 }
 
 #[tokio::test]

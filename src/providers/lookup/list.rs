@@ -15,7 +15,9 @@
 //!
 //! Each page is mapped with the look-up's own paths (`operations`, `id`,
 //! `amount`, …). A listing that fails on any page fails as a whole:
-//! reconciliation never compares against half a list.
+//! reconciliation never compares against half a list. With `has_more`, a
+//! page that does not say it, or says more follow but names no cursor,
+//! fails the listing too.
 
 use std::time::Instant;
 
@@ -176,17 +178,30 @@ impl Lookup {
                 Err(error) => return Some((pages, Err(error))),
             };
             operations.extend(self.map(&body));
-            let more = listing
-                .has_more
-                .as_ref()
-                .and_then(|p| p.query(&body).first().and_then(Value::as_bool))
-                .unwrap_or(true);
+            // A listing that says whether more pages follow says it on
+            // every page: an answer that does not is no page of it.
+            let more = match &listing.has_more {
+                None => None,
+                Some(path) => match path.query(&body).first().and_then(Value::as_bool) {
+                    Some(more) => Some(more),
+                    None => {
+                        let error =
+                            format!("page {} does not say whether more follow", pages.len());
+                        return Some((pages, Err(error)));
+                    }
+                },
+            };
             cursor = listing
                 .cursor
                 .as_ref()
                 .and_then(|p| p.query(&body).first().and_then(super::values::text))
-                .filter(|_| more);
+                .filter(|_| more != Some(false));
             if cursor.is_none() {
+                if more == Some(true) {
+                    let error =
+                        format!("page {} says more follow but names no cursor", pages.len());
+                    return Some((pages, Err(error)));
+                }
                 return Some((pages, Ok(operations)));
             }
         }
