@@ -212,8 +212,9 @@ pub async fn show(
         } if resolution == "process_as_distinct" => Some(*id),
         _ => None,
     });
-    let existing_effect = effect(engine, existing_effect(&case)).await?;
-    let applied_effect = effect(engine, applied).await?;
+    let shown: Vec<&DeliveryView> = delivery.iter().chain(&reference).collect();
+    let existing_effect = effect(engine, sources, existing_effect(&case), &shown).await?;
+    let applied_effect = effect(engine, sources, applied, &shown).await?;
     Ok(CaseView {
         case_id: case.case_id,
         status: case.status,
@@ -346,19 +347,47 @@ fn figures(delivery: Option<&KeyDerived>, reference: Option<&KeyDerived>) -> Vec
         .collect()
 }
 
-async fn effect(engine: &SharedEngine, id: Option<Uuid>) -> Result<Option<EffectState>, CaseError> {
+/// Effect `id` as the ledger holds it, its references masked as the page of
+/// the delivery that first caused it masks them (`shown`, or read): the
+/// downstream's answer may echo what it was sent whole. A reference that
+/// page does not show is not shown here either.
+async fn effect(
+    engine: &SharedEngine,
+    sources: &HashMap<String, Arc<Source>>,
+    id: Option<Uuid>,
+    shown: &[&DeliveryView],
+) -> Result<Option<EffectState>, CaseError> {
     let Some(id) = id else {
         return Ok(None);
     };
-    Ok(crate::store::ledger::effect(&engine.db, id)
-        .await?
-        .map(|e| EffectState {
-            effect_id: e.effect_id,
-            key: e.key,
-            status: crate::domain::reservation::ReservationState::shown(&e.state),
-            downstream_ref: e.downstream_ref,
-            provider_ref: e.provider_ref,
-        }))
+    let Some(effect) = crate::store::ledger::effect(&engine.db, id).await? else {
+        return Ok(None);
+    };
+    let read;
+    let first = match shown
+        .iter()
+        .find(|d| d.delivery_id.to_string() == effect.first_delivery_id)
+    {
+        Some(first) => Some(*first),
+        None => match effect.first_delivery_id.parse::<DeliveryId>() {
+            Ok(first) => {
+                read = view(engine, sources, first).await?;
+                Some(&read)
+            }
+            Err(_) => None,
+        },
+    };
+    let masked = first
+        .into_iter()
+        .flat_map(|first| &first.effects)
+        .find(|masked| masked.effect_id == effect.effect_id);
+    Ok(Some(EffectState {
+        effect_id: effect.effect_id,
+        key: effect.key,
+        status: crate::domain::reservation::ReservationState::shown(&effect.state),
+        downstream_ref: masked.and_then(|m| m.downstream_ref.clone()),
+        provider_ref: masked.and_then(|m| m.provider_ref.clone()),
+    }))
 }
 
 /// The case events journaled with no delivery (a reconciliation finding's

@@ -257,7 +257,10 @@ pub async fn show(
                 resolution: e.resolution,
                 resolved_by: e.resolved_by.clone(),
                 note: scrubbed_text(&sensitive, &e.note),
-                authoritative_ref: e.authoritative_ref.clone(),
+                authoritative_ref: e
+                    .authoritative_ref
+                    .as_deref()
+                    .map(|r| scrubbed_text(&sensitive, r)),
                 resolved_at: s.recorded_at,
             }),
             _ => None,

@@ -368,6 +368,38 @@ async fn a_downstream_answer_echoing_a_sensitive_value_is_masked_in_the_view() {
     assert_eq!(reference, answer, "masked the same way");
 }
 
+/// The effect a look-alike is held against is shown on its case's page:
+/// its references are masked there as on the delivery's that caused it.
+#[tokio::test]
+async fn a_downstream_answer_echoing_a_sensitive_value_is_masked_on_the_case_page() {
+    const AT: &str = "/customers/ann.customer@example.com/refunds/1";
+    let downstream = Downstream::start(Behaviour::ApplyAt(AT)).await;
+    let app = spawn_app_with(&downstream.sink_toml(2000)).await;
+    let body = with_email(&refund("pay_echo", 1500, None));
+    let first = app.post_raw("open", body.clone(), &[]).await;
+    assert_eq!(first.status, 202, "{}", first.json);
+    app.wait_applied(1).await;
+    // A second refund alike: held for a person, against the first's effect
+    let again = app.post_raw("open", body, &[]).await;
+    let case_id = again.json["case_id"].as_str().expect("a case");
+    let case = app.get(&format!("/api/cases/{case_id}")).await;
+    let reference = case.json["existing_effect"]["downstream_ref"]
+        .as_str()
+        .expect("the first refund's reference");
+    assert!(
+        reference.starts_with("/customers/") && reference.ends_with("/refunds/1"),
+        "{reference}"
+    );
+    let mut support =
+        crate::support::forms::signed_in(&app, "sam", unicity::auth::Role::Support).await;
+    let page = support.get(&format!("/cases/{case_id}")).await;
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("/refunds/1"), "the reference is shown");
+    for text in [case.json.to_string(), page.body] {
+        assert!(!text.contains(EMAIL), "{text}");
+    }
+}
+
 /// A Standard Webhooks strategy that declares a contact's email sensitive
 /// (for the provider's every view), used by no hierarchy.
 const CONTACT_EMAIL_SENSITIVE: &str = r#"
