@@ -384,11 +384,7 @@ pub async fn replace_password_link<C: ConnectionTrait>(
             .one(conn)
             .await?;
     }
-    password_link::Entity::delete_many()
-        .filter(password_link::Column::OperatorId.eq(operator_id))
-        .filter(password_link::Column::UsedAt.is_null())
-        .exec(conn)
-        .await?;
+    delete_unused_password_links(conn, operator_id).await?;
     password_link::Entity::insert(password_link::ActiveModel {
         token_hash: Set(token_hash),
         operator_id: Set(operator_id.to_owned()),
@@ -399,6 +395,20 @@ pub async fn replace_password_link<C: ConnectionTrait>(
     .exec_without_returning(conn)
     .await
     .map(|_| ())
+}
+
+/// Voids the operator's unused set-password links (their password was
+/// changed another way).
+pub async fn delete_unused_password_links<C: ConnectionTrait>(
+    conn: &C,
+    operator_id: &str,
+) -> Result<(), DbErr> {
+    password_link::Entity::delete_many()
+        .filter(password_link::Column::OperatorId.eq(operator_id))
+        .filter(password_link::Column::UsedAt.is_null())
+        .exec(conn)
+        .await
+        .map(|_| ())
 }
 
 pub async fn password_link<C: ConnectionTrait>(

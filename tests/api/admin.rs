@@ -167,6 +167,50 @@ async fn a_new_link_replaces_the_old_one_and_a_bad_password_keeps_the_link_open(
     );
 }
 
+/// A link an admin handed out dies when its operator changes their password
+/// another way: a link that leaked (a chat, a mail) would otherwise take the
+/// account back from them for three days.
+#[tokio::test]
+async fn a_password_changed_on_the_account_page_ends_the_link_handed_out_before() {
+    let app = spawn_app().await;
+    let mut admin = signed_in(&app, "ada", Role::Admin).await;
+    let mut sam = signed_in(&app, "sam", Role::Support).await;
+    let link = admin_post(&mut admin, "/admin/operators/link", &[("name", "sam")]).await;
+    assert_eq!(link.status, StatusCode::OK, "{}", link.body);
+    let link = link_path(&app, &link);
+    // Whoever holds the link opened it before the change
+    let mut holder = FormClient::new(&app);
+    let opened = holder.get(&link).await;
+    assert_eq!(opened.status, StatusCode::OK, "{}", opened.body);
+    let held = csrf_in(&opened.body);
+    let csrf = sam.csrf("/account").await;
+    let changed = sam
+        .post(
+            "/account/password",
+            &[
+                ("csrf", csrf.as_str()),
+                ("current", PASSWORD),
+                ("password", NEW_PASSWORD),
+                ("confirm", NEW_PASSWORD),
+            ],
+        )
+        .await;
+    assert_eq!(changed.status, StatusCode::SEE_OTHER, "{}", changed.body);
+    assert_eq!(holder.get(&link).await.status, StatusCode::NOT_FOUND);
+    let theirs = "the password of whoever holds it";
+    let taken = holder
+        .post(
+            &link,
+            &[("csrf", &held), ("password", theirs), ("confirm", theirs)],
+        )
+        .await;
+    assert_eq!(taken.status, StatusCode::NOT_FOUND, "{}", taken.body);
+    assert_eq!(
+        sam.login("sam", NEW_PASSWORD).await.status,
+        StatusCode::SEE_OTHER
+    );
+}
+
 #[tokio::test]
 async fn an_admin_changes_roles_and_disables_others_but_never_their_own_account() {
     let app = spawn_app().await;

@@ -179,7 +179,8 @@ pub async fn set_role(
     .await
 }
 
-/// Sets an operator's password and ends every session they have.
+/// Sets an operator's password, ends every session they have, and voids
+/// the set-password links handed out for them.
 pub async fn set_password(
     db: &DatabaseConnection,
     name: &str,
@@ -192,6 +193,7 @@ pub async fn set_password(
         let operator = existing(tx.connection(), name).await?;
         store::set_password_hash(tx.connection(), &operator.id, &hash).await?;
         store::delete_sessions_of(tx.connection(), &operator.id).await?;
+        store::delete_unused_password_links(tx.connection(), &operator.id).await?;
         let event = JournalEvent::OperatorPasswordChanged(OperatorPasswordChanged {
             operator_id: uuid_of(&operator.id)?,
             name: operator.name,
