@@ -59,6 +59,21 @@ fn purgeable(
         .filter(effect::Column::EvidencePurgedAt.is_null())
 }
 
+/// Keys that start with `prefix`, taken literally: a strategy's name may
+/// hold `_`, which a LIKE pattern reads as any character (`refund_id@1`
+/// would select `refund-id@1`'s effects).
+fn key_starts_with(prefix: &str) -> sea_orm::sea_query::Expr {
+    let mut pattern = String::with_capacity(prefix.len() + 1);
+    for c in prefix.chars() {
+        if matches!(c, '!' | '%' | '_') {
+            pattern.push('!');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    effect::Column::Key.like(sea_orm::sea_query::LikeExpr::new(pattern).escape('!'))
+}
+
 /// The effects keyed by `strategy` (`name@version`) under its own keys — not
 /// those processed as distinct under a key derived from one (`key~…`), which
 /// no retry ever looks up.
@@ -68,7 +83,7 @@ pub async fn keyed_by<C: ConnectionTrait>(
 ) -> Result<Vec<effect::Model>, DbErr> {
     let prefix = format!("{strategy}:");
     Ok(effect::Entity::find()
-        .filter(effect::Column::Key.starts_with(prefix.as_str()))
+        .filter(key_starts_with(&prefix))
         .all(conn)
         .await?
         .into_iter()
@@ -83,7 +98,7 @@ pub async fn any_keyed_by<C: ConnectionTrait>(conn: &C, strategy: &str) -> Resul
     Ok(effect::Entity::find()
         .select_only()
         .column(effect::Column::EffectId)
-        .filter(effect::Column::Key.starts_with(prefix.as_str()))
+        .filter(key_starts_with(&prefix))
         .into_tuple::<String>()
         .one(conn)
         .await?
@@ -101,7 +116,7 @@ pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<
         .filter(
             effect::Column::Key
                 .eq(key)
-                .or(effect::Column::Key.starts_with(format!("{key}~"))),
+                .or(key_starts_with(&format!("{key}~"))),
         )
         .filter(effect::Column::State.eq(ReservationState::Applied.as_str()))
         .count(conn)
@@ -120,7 +135,7 @@ pub async fn effects_under<C: ConnectionTrait>(
         .filter(
             effect::Column::Key
                 .eq(key)
-                .or(effect::Column::Key.starts_with(format!("{key}~"))),
+                .or(key_starts_with(&format!("{key}~"))),
         )
         .all(conn)
         .await
@@ -141,7 +156,7 @@ pub async fn live_effects<C: ConnectionTrait>(
     for key in keys {
         under = under
             .add(effect::Column::Key.eq(key.as_str()))
-            .add(effect::Column::Key.starts_with(format!("{key}~")));
+            .add(key_starts_with(&format!("{key}~")));
     }
     effect::Entity::find()
         .filter(under)
@@ -183,4 +198,62 @@ pub async fn pending_effects<C: ConnectionTrait>(conn: &C) -> Result<u64, DbErr>
         .filter(effect::Column::State.eq(ReservationState::Reserved.as_str()))
         .count(conn)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use sea_orm::{ActiveModelTrait, IntoActiveModel};
+
+    use super::*;
+
+    fn keyed(key: &str) -> effect::Model {
+        effect::Model {
+            effect_id: uuid::Uuid::now_v7().to_string(),
+            key: key.to_owned(),
+            effect_type: "refund.create".to_owned(),
+            criticality: "critical".to_owned(),
+            state: ReservationState::Applied.as_str().to_owned(),
+            fencing_token: Some(1),
+            lease_until: None,
+            expires_at: None,
+            key_purged: false,
+            sink: "http".to_owned(),
+            result: None,
+            downstream_ref: None,
+            provider_ref: None,
+            first_delivery_id: uuid::Uuid::now_v7().to_string(),
+            discriminants: serde_json::json!({}),
+            created_at: Utc::now(),
+            settled_at: None,
+            evidence_purged_at: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_strategy_named_with_an_underscore_owns_no_effect_of_one_named_with_a_dash() {
+        let (_dir, db) = crate::store::test_database().await;
+        for key in ["refund-id@1:aa", "refund-id@1:aa~case-1"] {
+            keyed(key)
+                .into_active_model()
+                .reset_all()
+                .insert(&db)
+                .await
+                .unwrap();
+        }
+        assert!(keyed_by(&db, "refund_id@1").await.unwrap().is_empty());
+        assert!(!any_keyed_by(&db, "refund_id@1").await.unwrap());
+        assert_eq!(effects_under(&db, "refund_id@1:aa").await.unwrap().len(), 0);
+        assert_eq!(
+            live_effects(&db, &["refund_id@1:aa".to_owned()])
+                .await
+                .unwrap()
+                .len(),
+            0
+        );
+        // Its own are found
+        assert_eq!(keyed_by(&db, "refund-id@1").await.unwrap().len(), 1);
+        assert!(any_keyed_by(&db, "refund-id@1").await.unwrap());
+        assert_eq!(effects_under(&db, "refund-id@1:aa").await.unwrap().len(), 2);
+        assert_eq!(applied_effects(&db, "refund-id@1:aa").await.unwrap(), 2);
+    }
 }
