@@ -523,7 +523,22 @@ async fn a_request_let_in_as_an_admins_does_nothing_once_its_author_is_no_longer
             matches!(token, Err(AccessError::NoLongerAdmin)),
             "{token:?}"
         );
+        let promoted = access::set_role(&app.db, "cy", Role::Admin, by.clone()).await;
+        assert!(
+            matches!(promoted, Err(AccessError::NoLongerAdmin)),
+            "{promoted:?}"
+        );
+        let disabled = access::disable_operator(&app.db, "ada", by.clone()).await;
+        assert!(
+            matches!(disabled, Err(AccessError::NoLongerAdmin)),
+            "{disabled:?}"
+        );
     }
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM operators WHERE role = 'admin' AND enabled")
+            .await,
+        1
+    );
     assert_eq!(
         app.count("SELECT COUNT(*) FROM operators WHERE name = 'mallory'")
             .await,

@@ -103,10 +103,10 @@ pub(super) async fn still_admin<C: sea_orm::ConnectionTrait>(
 }
 
 /// Refuses a change to operator `changed` (a new `role`, or `None`:
-/// disabled) that an operator who is no longer an enabled admin asks for,
-/// or that would leave no enabled admin. Read in the changing transaction,
-/// admins locked (`store::enabled_admins`): two admins demoting each other
-/// at once cannot both succeed.
+/// disabled) that an operator or a token no longer an enabled admin's asks
+/// for (`still_admin`), or that would leave no enabled admin. Read in the
+/// changing transaction, admins locked (`store::enabled_admins`): two
+/// admins demoting each other at once cannot both succeed.
 async fn keeps_an_admin<C: sea_orm::ConnectionTrait>(
     conn: &C,
     by: &Actor,
@@ -114,10 +114,12 @@ async fn keeps_an_admin<C: sea_orm::ConnectionTrait>(
     role: Option<Role>,
 ) -> Result<(), AccessError> {
     let admins = store::enabled_admins(conn).await?;
-    if let Actor::Operator { id, .. } = by
-        && !admins.contains(&id.to_string())
-    {
-        return Err(AccessError::NoLongerAdmin);
+    match by {
+        Actor::Operator { id, .. } if !admins.contains(&id.to_string()) => {
+            return Err(AccessError::NoLongerAdmin);
+        }
+        Actor::Token { .. } => still_admin(conn, by).await?,
+        _ => {}
     }
     let stays_admin = role == Some(Role::Admin);
     if !stays_admin && admins.iter().all(|admin| admin == changed) && !admins.is_empty() {
