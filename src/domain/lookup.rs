@@ -149,6 +149,9 @@ pub struct Accounted {
     /// Provider operations cited by effects under other keys: not this
     /// delivery's to cite.
     pub cited_elsewhere: BTreeSet<String>,
+    /// Provider operations cited by effects under the key that failed: the
+    /// downstream refused them, and this delivery may be one sent again.
+    pub failed: BTreeSet<String>,
 }
 
 /// What the provider's authoritative answer settles, for a case that asks
@@ -185,6 +188,14 @@ impl LookupVerdict {
 /// what is `accounted` for under the key.
 pub fn judge(matching: &[String], accounted: &Accounted) -> LookupVerdict {
     use std::cmp::Ordering;
+    // Which operation the delivery is cannot be told; one whose effect the
+    // downstream refused may be it, sent again, and is owed.
+    if let Some(failed) = matching.iter().find(|id| accounted.failed.contains(*id)) {
+        return LookupVerdict::person(format!(
+            "the effect applied under this key for the provider's operation {failed} failed; \
+             this delivery may be that operation sent again"
+        ));
+    }
     let available: Vec<&String> = matching
         .iter()
         .filter(|id| !accounted.cited_elsewhere.contains(*id))
@@ -233,6 +244,7 @@ mod tests {
             effects: n,
             cited: cited.iter().map(|s| s.to_string()).collect(),
             cited_elsewhere: BTreeSet::new(),
+            failed: BTreeSet::new(),
         }
     }
 
@@ -436,6 +448,18 @@ mod tests {
         assert_eq!(
             matching(&listed, &BTreeMap::new(), delivery),
             Ok(vec!["re_4".to_owned()])
+        );
+    }
+
+    #[test]
+    fn given_an_operation_whose_effect_under_the_key_failed_then_a_person_decides() {
+        // re_1's refund applied, re_2's refused by the downstream
+        let mut accounted = effects(1, &[]);
+        accounted.failed.insert("re_2".to_owned());
+        let verdict = judge(&ids(2), &accounted);
+        assert!(
+            matches!(&verdict, LookupVerdict::ForAPerson { why } if why.contains("re_2")),
+            "{verdict:?}"
         );
     }
 }

@@ -97,6 +97,46 @@ async fn two_legitimate_equal_refunds_are_both_applied_the_second_with_the_provi
     assert_eq!(provider.asked.load(Ordering::SeqCst), 1);
 }
 
+/// The second of two equal refunds was applied as distinct for the
+/// provider's `re_2`, and the downstream refused it: `re_2` was never
+/// refunded. A third look-alike may be `re_2` sent again: the provider's two
+/// operations against one refund made say nothing of which it is, so a
+/// person decides — it is never confirmed as a duplicate.
+#[tokio::test]
+async fn a_look_alike_of_a_refund_whose_distinct_call_failed_is_left_to_a_person() {
+    let provider = ProviderApi::start(200, refunds(&["re_1", "re_2"])).await;
+    let downstream = Downstream::start(Behaviour::ApplyOnceThenRefuse(422)).await;
+    let app = spawn_app_with(&format!(
+        "{}{}",
+        downstream.sink_toml(2000),
+        provider.config()
+    ))
+    .await;
+    let case_id = two_equal_refunds(&app).await;
+    app.wait_case_resolved(&case_id).await;
+    downstream.wait_calls(2).await;
+    app.wait_journal("EffectFailed", 1).await;
+    // When a third look-alike comes
+    let third = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
+    assert_eq!(
+        third.json["reason"], "weak_match_critical",
+        "{}",
+        third.json
+    );
+    let third_case = third.json["case_id"].as_str().expect("a case");
+    app.wait_journal("LookupPerformed", 2).await;
+    // Then it stays for a person, saying why
+    let shown = app.get(&format!("/api/cases/{third_case}")).await.json;
+    assert_eq!(shown["status"], "open", "{shown}");
+    assert_eq!(
+        app.journal_count_containing("LookupPerformed", "re_2%failed")
+            .await,
+        1,
+        "{shown}"
+    );
+    assert_eq!(downstream.applied().len(), 1);
+}
+
 #[tokio::test]
 async fn a_retry_of_one_refund_is_confirmed_as_a_duplicate_by_the_provider() {
     let provider = ProviderApi::start(200, refunds(&["re_1"])).await;

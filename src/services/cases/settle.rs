@@ -467,8 +467,9 @@ async fn uncited_distinct(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbE
 }
 
 /// What the transaction sees under `key`: every effect that may have moved
-/// money, the operations they cite, and which of `matching` effects under
-/// other keys cite.
+/// money, the operations they cite, which of `matching` effects under other
+/// keys cite, and which effects under it cite that failed (an effect not
+/// live under the key failed: live ones are all but failed).
 async fn accounted(
     tx: &mut Tx<'_>,
     key: &KeySummary,
@@ -477,17 +478,28 @@ async fn accounted(
     let bases = bases(tx, key).await?;
     let live = tx.live_effects(&bases).await?;
     let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();
-    let cited_elsewhere = tx
+    let under_the_key = |effect: &str| {
+        bases.iter().any(|base| {
+            effect == base
+                || effect
+                    .strip_prefix(base.as_str())
+                    .is_some_and(|rest| rest.starts_with('~'))
+        })
+    };
+    let (failed, elsewhere): (Vec<_>, Vec<_>) = tx
         .citing(&key.effect_type, matching)
         .await?
         .into_iter()
         .filter(|e| !mine.contains(e.effect_id.as_str()))
-        .filter_map(|e| e.provider_ref)
-        .collect();
+        .partition(|e| under_the_key(&e.key));
     Ok(Accounted {
         effects: live.len(),
         cited: live.iter().filter_map(|e| e.provider_ref.clone()).collect(),
-        cited_elsewhere,
+        cited_elsewhere: elsewhere
+            .into_iter()
+            .filter_map(|e| e.provider_ref)
+            .collect(),
+        failed: failed.into_iter().filter_map(|e| e.provider_ref).collect(),
     })
 }
 

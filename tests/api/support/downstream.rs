@@ -17,6 +17,9 @@ pub enum Behaviour {
     ApplyThenHang,
     /// Refuses without applying.
     Refuse(u16),
+    /// Applies the first call and answers 201; refuses every later one
+    /// with this status, applying nothing.
+    ApplyOnceThenRefuse(u16),
     /// The first call never answers in time and applies nothing; later
     /// calls apply and answer 201.
     HangOnceWithoutApplying,
@@ -191,6 +194,19 @@ async fn answer(
             calls.lock().expect("calls").push(key);
             HttpResponse::build(actix_web::http::StatusCode::from_u16(status).expect("status"))
                 .insert_header(("location", "/landing"))
+                .finish()
+        }
+        Behaviour::ApplyOnceThenRefuse(status) => {
+            let first = {
+                let mut calls = calls.lock().expect("calls");
+                calls.push(key.clone());
+                calls.len() == 1
+            };
+            if first {
+                apply();
+                return HttpResponse::Created().json(serde_json::json!({ "id": "rf_1" }));
+            }
+            HttpResponse::build(actix_web::http::StatusCode::from_u16(status).expect("status"))
                 .finish()
         }
         Behaviour::Refuse(status) => {
