@@ -83,21 +83,37 @@ pub async fn open_among<C: ConnectionTrait>(
     conn: &C,
     case_ids: &[uuid::Uuid],
 ) -> Result<Vec<uuid::Uuid>, DbErr> {
+    among(conn, case_ids, Some(CaseStatus::Open)).await
+}
+
+/// Which of `case_ids` exist, open or resolved.
+pub async fn existing_among<C: ConnectionTrait>(
+    conn: &C,
+    case_ids: &[uuid::Uuid],
+) -> Result<Vec<uuid::Uuid>, DbErr> {
+    among(conn, case_ids, None).await
+}
+
+async fn among<C: ConnectionTrait>(
+    conn: &C,
+    case_ids: &[uuid::Uuid],
+    status: Option<CaseStatus>,
+) -> Result<Vec<uuid::Uuid>, DbErr> {
     use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
-    let mut open = Vec::new();
+    let mut found = Vec::new();
     for chunk in case_ids.chunks(500) {
         let ids: Vec<String> = chunk.iter().map(uuid::Uuid::to_string).collect();
-        let found: Vec<String> = case::Entity::find()
+        let mut query = case::Entity::find()
             .select_only()
             .column(case::Column::CaseId)
-            .filter(case::Column::CaseId.is_in(ids))
-            .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
-            .into_tuple()
-            .all(conn)
-            .await?;
-        open.extend(found.iter().filter_map(|id| id.parse::<uuid::Uuid>().ok()));
+            .filter(case::Column::CaseId.is_in(ids));
+        if let Some(status) = status {
+            query = query.filter(case::Column::Status.eq(status.as_str()));
+        }
+        let ids: Vec<String> = query.into_tuple().all(conn).await?;
+        found.extend(ids.iter().filter_map(|id| id.parse::<uuid::Uuid>().ok()));
     }
-    Ok(open)
+    Ok(found)
 }
 
 /// The queue status that lists cases whatever their status.

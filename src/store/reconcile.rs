@@ -12,6 +12,21 @@ use super::id_range;
 use crate::domain::reconcile::{Compared, Window, reconciled_until};
 use crate::domain::reservation::ReservationState;
 
+/// The delivery that first caused an effect, when it came from `provider`
+/// (and `source`, when given): a subquery for `Expr::exists`.
+fn first_delivery_from(
+    provider: &str,
+    source: Option<&str>,
+) -> sea_orm::sea_query::SelectStatement {
+    let mut deliveries =
+        super::delivery_named_by((effect::Entity, effect::Column::FirstDeliveryId));
+    deliveries.and_where(Expr::col((delivery::Entity, delivery::Column::Provider)).eq(provider));
+    if let Some(source) = source {
+        deliveries.and_where(Expr::col((delivery::Entity, delivery::Column::Source)).eq(source));
+    }
+    deliveries
+}
+
 /// Effects created in `[from, to)` whose first delivery came from `provider`
 /// (and `source`, when given): applied ones, and those still pending or of
 /// unknown outcome (see `domain::reconcile`).
@@ -22,12 +37,7 @@ pub async fn effects_in_window<C: ConnectionTrait>(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<effect::Model>, DbErr> {
-    let mut deliveries =
-        super::delivery_named_by((effect::Entity, effect::Column::FirstDeliveryId));
-    deliveries.and_where(Expr::col((delivery::Entity, delivery::Column::Provider)).eq(provider));
-    if let Some(source) = source {
-        deliveries.and_where(Expr::col((delivery::Entity, delivery::Column::Source)).eq(source));
-    }
+    let deliveries = first_delivery_from(provider, source);
     effect::Entity::find()
         .filter(effect::Column::EffectId.gte(id_range::made_since(from)))
         .filter(effect::Column::EffectId.lt(id_range::made_before(to)))
@@ -58,14 +68,7 @@ pub async fn effects_citing<C: ConnectionTrait>(
         return Ok(found);
     }
     for chunk in operations.chunks(500) {
-        let mut deliveries =
-            super::delivery_named_by((effect::Entity, effect::Column::FirstDeliveryId));
-        deliveries
-            .and_where(Expr::col((delivery::Entity, delivery::Column::Provider)).eq(provider));
-        if let Some(source) = source {
-            deliveries
-                .and_where(Expr::col((delivery::Entity, delivery::Column::Source)).eq(source));
-        }
+        let deliveries = first_delivery_from(provider, source);
         found.extend(
             effect::Entity::find()
                 .filter(effect::Column::EffectType.is_in(effect_types.iter().map(String::as_str)))
@@ -77,6 +80,32 @@ pub async fn effects_citing<C: ConnectionTrait>(
         );
     }
     Ok(found)
+}
+
+/// Effects of `provider` (and `source`, when given) of one of
+/// `effect_types` that cite a provider operation and failed, oldest first,
+/// at most `limit`: the operation they stood for is owed
+/// (`services::reconcile`).
+pub async fn failed_citing<C: ConnectionTrait>(
+    conn: &C,
+    provider: &str,
+    source: Option<&str>,
+    effect_types: &[String],
+    limit: u64,
+) -> Result<Vec<effect::Model>, DbErr> {
+    if effect_types.is_empty() {
+        return Ok(Vec::new());
+    }
+    let deliveries = first_delivery_from(provider, source);
+    effect::Entity::find()
+        .filter(effect::Column::EffectType.is_in(effect_types.iter().map(String::as_str)))
+        .filter(effect::Column::ProviderRef.is_not_null())
+        .filter(effect::Column::State.eq(ReservationState::Failed.as_str()))
+        .filter(Expr::exists(deliveries))
+        .order_by_asc(effect::Column::CreatedAt)
+        .limit(limit)
+        .all(conn)
+        .await
 }
 
 /// The states of the effects a run compares.

@@ -50,7 +50,7 @@ async fn start_slow(provider: &ProviderApi, delay_ms: u64) -> (TestApp, Downstre
 }
 
 /// The first refund applied, then its look-alike held in a case.
-async fn two_equal_refunds(app: &TestApp) -> String {
+pub async fn two_equal_refunds(app: &TestApp) -> String {
     let first = app.post_signed("hmac", &refund("pay_l", 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     app.wait_applied(1).await;
@@ -105,7 +105,11 @@ async fn two_legitimate_equal_refunds_are_both_applied_the_second_with_the_provi
 #[tokio::test]
 async fn a_look_alike_of_a_refund_whose_distinct_call_failed_is_left_to_a_person() {
     let provider = ProviderApi::start(200, refunds(&["re_1", "re_2"])).await;
-    let downstream = Downstream::start(Behaviour::ApplyOnceThenRefuse(422)).await;
+    let downstream = Downstream::start(Behaviour::ApplyOnceThenRefuse {
+        status: 422,
+        delay_ms: 0,
+    })
+    .await;
     let app = spawn_app_with(&format!(
         "{}{}",
         downstream.sink_toml(2000),

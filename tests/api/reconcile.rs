@@ -333,6 +333,55 @@ async fn a_listing_cut_short_by_a_page_without_its_cursor_fails_the_run() {
     }
 }
 
+/// The second of two equal refunds is applied as distinct for the provider's
+/// `re_2`, and its window is compared while the call is in flight: `re_2`
+/// pairs with it. The downstream then refuses it. `re_2` was never
+/// refunded, and its window will not be compared again: the next run, over
+/// any window, finds it missing, once.
+#[tokio::test]
+async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found_missing() {
+    let made = Utc::now() - Duration::minutes(20);
+    let provider = Provider::start(
+        &[("re_1", "pay_l", 700, made), ("re_2", "pay_l", 700, made)],
+        10,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::ApplyOnceThenRefuse {
+        status: 422,
+        delay_ms: 6000,
+    })
+    .await;
+    let extra = format!(
+        "{}{}",
+        downstream.sink_toml(20_000),
+        provider.lookup_toml().replace(
+            "[reconciliation]",
+            "[lookups.compare]\npayment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n\n[reconciliation]"
+        )
+    );
+    let app = spawn_app_with(&extra).await;
+    crate::lookups::two_equal_refunds(&app).await;
+    // The look-up applies it for re_2: the call is in flight
+    downstream.wait_calls(2).await;
+    let until = Utc::now() + Duration::minutes(1);
+    let in_flight = reconcile_between(&app, &extra, made - Duration::hours(1), until).await;
+    assert!(in_flight.contains("2 matched, 0 missing"), "{in_flight}");
+    app.wait_journal("EffectFailed", 1).await;
+    // When a later window is compared, twice
+    let (from, to) = (until + Duration::minutes(10), until + Duration::hours(1));
+    let later = reconcile_between(&app, &extra, from, to).await;
+    assert!(later.contains("1 missing"), "{later}");
+    reconcile_between(&app, &extra, from, to).await;
+    // Then re_2 is found missing, once
+    let findings = rows(
+        &app,
+        "SELECT reason || '|' || status FROM cases WHERE CAST(details AS TEXT) LIKE '%re_2%'",
+    )
+    .await;
+    assert_eq!(findings, ["missing_effect|open"]);
+    assert_eq!(downstream.applied().len(), 1);
+}
+
 #[tokio::test]
 async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_and_the_api() {
     // Given a missing effect (re_m's webhook never came) and an unexpected

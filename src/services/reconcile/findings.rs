@@ -17,11 +17,13 @@ use uuid::Uuid;
 use super::SharedEngine;
 use crate::domain::cases::Resolution;
 use crate::domain::delivery::DeliveryId;
+use crate::domain::identity::pattern;
 use crate::domain::journal::{
     CaseResolved, DiscrepancyFound, DiscrepancyKind, EffectPaired, JournalEvent, ProviderOperation,
     ReconciliationRan,
 };
 use crate::domain::reconcile::{self, Comparison, Effect, Operation, Window};
+use crate::providers::lookup::Lookup;
 use crate::store::Tx;
 use crate::store::entities::effect;
 use crate::store::writer::WriteJob;
@@ -33,7 +35,7 @@ type About<E> = (Option<DeliveryId>, E);
 #[derive(Default)]
 pub(super) struct Findings {
     /// Discrepancies, each opening its case once.
-    found: Vec<About<DiscrepancyFound>>,
+    pub(super) found: Vec<About<DiscrepancyFound>>,
     /// Open findings answered by a pair that needs no recording (the effect
     /// cites the operation already).
     closing: Vec<About<CaseResolved>>,
@@ -134,6 +136,79 @@ impl Findings {
             findings: self,
         }
     }
+}
+
+/// Most failed effects citing an operation one run reads.
+const OWED_MOST: u64 = 1_000;
+
+/// Missing-effect findings for the operations effects cited and then failed
+/// (the downstream refused them), each once: such an operation was paired
+/// while its effect was in flight, or cited by a look-up or a person, and
+/// its window may have been compared before the effect failed. Operations
+/// this run lists or carries are left to the comparison.
+pub(super) async fn owed(
+    engine: &SharedEngine,
+    lookup: &Lookup,
+    source: Option<&str>,
+    window: Window,
+    compared: &[ProviderOperation],
+) -> anyhow::Result<Vec<About<DiscrepancyFound>>> {
+    let types = super::effect_types(engine, lookup);
+    let provider = &lookup.provider;
+    let rows: Vec<effect::Model> =
+        crate::store::reconcile::failed_citing(&engine.db, provider, source, &types, OWED_MOST)
+            .await?
+            .into_iter()
+            .filter(|row| pattern::matches(&lookup.effect_type, &row.effect_type))
+            .filter(|row| {
+                compared
+                    .iter()
+                    .all(|op| Some(&op.id) != row.provider_ref.as_ref())
+            })
+            .collect();
+    let case_of = |operation: &str| {
+        reconcile::case_id(
+            DiscrepancyKind::MissingEffect.as_str(),
+            &format!("{provider}/{operation}"),
+        )
+    };
+    let ids: Vec<Uuid> = rows
+        .iter()
+        .filter_map(|row| row.provider_ref.as_deref().map(case_of))
+        .collect();
+    let known = crate::store::cases::existing_among(&engine.db, &ids).await?;
+    let mut owed = Vec::new();
+    for row in rows {
+        let Some(operation) = row.provider_ref.clone() else {
+            continue;
+        };
+        let case_id = case_of(&operation);
+        if known.contains(&case_id) {
+            continue;
+        }
+        let effect = super::ledger_effect(engine, lookup, &row).await?;
+        owed.push((
+            None,
+            DiscrepancyFound {
+                case_id,
+                kind: DiscrepancyKind::MissingEffect,
+                provider: provider.clone(),
+                window_from: window.from,
+                window_to: window.to,
+                operation: Some(ProviderOperation {
+                    id: operation,
+                    amount: effect.amount,
+                    currency: effect.currency,
+                    status: None,
+                    resource: effect.resource,
+                    created_at: Some(row.created_at),
+                }),
+                effect_id: Some(effect.effect_id),
+                key: Some(row.key),
+            },
+        ));
+    }
+    Ok(owed)
 }
 
 /// The open findings each pair of `found.matched` (by its place there)

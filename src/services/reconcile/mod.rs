@@ -10,6 +10,11 @@
 //! its finding is open: a late webhook's effect, in a later window, closes it
 //! (`effect_found`) instead of reading as unexpected there.
 //!
+//! An operation an effect cited (a look-up, a person, or a run that paired
+//! them while the effect was in flight) whose effect then failed is owed:
+//! every run opens its missing-effect finding, once, whatever window it lay
+//! in (`findings::owed`).
+//!
 //! The provider is asked outside any transaction; what the run found is
 //! written in one.
 
@@ -143,7 +148,7 @@ pub async fn run(
         rows: &rows,
         effects: &effects,
     };
-    let findings = findings::Findings::of(
+    let mut findings = findings::Findings::of(
         engine,
         &lookup.provider,
         window,
@@ -152,7 +157,23 @@ pub async fn run(
         ran.run_id,
     )
     .await?;
+    let owed = findings::owed(engine, lookup, source, window, &operations).await?;
+    ran.missing += owed.len() as u64;
+    findings.found.extend(owed);
     journal(engine, ran, findings).await
+}
+
+/// The effect types of `lookup`'s provider that a run compares.
+fn effect_types(engine: &SharedEngine, lookup: &Lookup) -> Vec<String> {
+    let mut types: Vec<String> = engine
+        .catalog
+        .strategies()
+        .map(|s| s.effect_type.clone())
+        .filter(|t| pattern::matches(&lookup.effect_type, t))
+        .collect();
+    types.sort();
+    types.dedup();
+    types
 }
 
 /// The effects a run compares: those made within the window widened by the
@@ -172,14 +193,7 @@ async fn compared_effects(
     let mut rows =
         crate::store::reconcile::effects_in_window(store, &lookup.provider, source, from, to)
             .await?;
-    let mut types: Vec<String> = engine
-        .catalog
-        .strategies()
-        .map(|s| s.effect_type.clone())
-        .filter(|t| pattern::matches(&lookup.effect_type, t))
-        .collect();
-    types.sort();
-    types.dedup();
+    let types = effect_types(engine, lookup);
     let ids: Vec<&str> = operations.iter().map(|op| op.id.as_str()).collect();
     let citing =
         crate::store::reconcile::effects_citing(store, &lookup.provider, source, &types, &ids)

@@ -18,8 +18,8 @@ pub enum Behaviour {
     /// Refuses without applying.
     Refuse(u16),
     /// Applies the first call and answers 201; refuses every later one
-    /// with this status, applying nothing.
-    ApplyOnceThenRefuse(u16),
+    /// with `status` after `delay_ms`, applying nothing.
+    ApplyOnceThenRefuse { status: u16, delay_ms: u64 },
     /// The first call never answers in time and applies nothing; later
     /// calls apply and answer 201.
     HangOnceWithoutApplying,
@@ -196,7 +196,7 @@ async fn answer(
                 .insert_header(("location", "/landing"))
                 .finish()
         }
-        Behaviour::ApplyOnceThenRefuse(status) => {
+        Behaviour::ApplyOnceThenRefuse { status, delay_ms } => {
             let first = {
                 let mut calls = calls.lock().expect("calls");
                 calls.push(key.clone());
@@ -206,6 +206,7 @@ async fn answer(
                 apply();
                 return HttpResponse::Created().json(serde_json::json!({ "id": "rf_1" }));
             }
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             HttpResponse::build(actix_web::http::StatusCode::from_u16(status).expect("status"))
                 .finish()
         }
