@@ -43,12 +43,35 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
             Ok(())
         }
         ObserveCommand::Report { source, json } => {
-            let observed = definitions(cli)?
-                .source(source)
+            let definitions = definitions(cli)?;
+            let configured = definitions.source(source);
+            let observed = configured
                 .map(|s| s.observed_effect_types())
                 .unwrap_or_default();
+            // A source still configured: its resources compared as the
+            // import sealed its log's, with the key secret when it is here
+            // (the report needs no other secret).
+            let resources = configured.map(|s| {
+                definitions
+                    .catalog
+                    .resource_paths(&s.provider, s.resource.as_deref())
+            });
+            let secret =
+                crate::config::key_secret(|name| std::env::var(name).ok(), cli.config.is_none());
+            let sealing = match (&resources, &secret) {
+                (Some(resources), Ok(secret)) => Some(observe::Sealing { resources, secret }),
+                (Some(resources), Err(_)) if resources.seals_any() => {
+                    eprintln!(
+                        "without {}, resources read at a path that is not sensitive are not \
+                         compared with the legacy log's, which are sealed",
+                        crate::config::KEY_SECRET_ENV
+                    );
+                    None
+                }
+                _ => None,
+            };
             let db = open_read_model(cli).await?;
-            let report = observe::report(&db, source, &observed).await?;
+            let report = observe::report(&db, source, &observed, sealing).await?;
             if *json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
                 return Ok(());

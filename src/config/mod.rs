@@ -61,6 +61,23 @@ pub struct Settings {
     pub reconciliation: ReconciliationConfig,
 }
 
+/// The key secret `env` holds; the published demo one when it holds none
+/// and `demo` allows it.
+pub fn key_secret(env: impl Fn(&str) -> Option<String>, demo: bool) -> anyhow::Result<KeySecret> {
+    let key_secret = match (env(KEY_SECRET_ENV), demo) {
+        (Some(secret), _) => secret,
+        (None, true) => {
+            tracing::warn!("{KEY_SECRET_ENV} is unset: keys use the published demo secret");
+            DEMO_KEY_SECRET.to_owned()
+        }
+        (None, false) => {
+            bail!("set {KEY_SECRET_ENV} (at least 16 bytes): it seals sensitive values in keys")
+        }
+    };
+    KeySecret::from_bytes(key_secret.as_bytes())
+        .map_err(|e| anyhow::anyhow!("{KEY_SECRET_ENV}: {e}"))
+}
+
 impl Settings {
     /// Builds settings from a configuration text; `env` supplies secrets.
     /// `demo` allows the published demo key secret when none is set.
@@ -73,18 +90,7 @@ impl Settings {
     ) -> anyhow::Result<Self> {
         let file = FileConfig::parse(text)?;
         let catalog = file.catalog()?;
-        let key_secret = match (env(KEY_SECRET_ENV), demo) {
-            (Some(secret), _) => secret,
-            (None, true) => {
-                tracing::warn!("{KEY_SECRET_ENV} is unset: keys use the published demo secret");
-                DEMO_KEY_SECRET.to_owned()
-            }
-            (None, false) => {
-                bail!("set {KEY_SECRET_ENV} (at least 16 bytes): it seals sensitive values in keys")
-            }
-        };
-        let key_secret = KeySecret::from_bytes(key_secret.as_bytes())
-            .map_err(|e| anyhow::anyhow!("{KEY_SECRET_ENV}: {e}"))?;
+        let key_secret = key_secret(&env, demo)?;
         let mut sinks = file.sinks.clone();
         for sink in &sinks {
             crate::providers::status::check(&sink.kind)?;

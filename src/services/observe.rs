@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use super::engine::{SharedEngine, WriteEvent};
 use crate::config::{Source, SourceMode};
-use crate::domain::identity::{KeySecret, pattern};
+use crate::domain::identity::{KeySecret, ResourcePaths, pattern};
 use crate::domain::journal::{JournalEvent, LegacyEffect, LegacyEffectsImported, SourceModeSet};
 use crate::domain::reservation::ReservationState;
 use crate::store::{journal, observe};
@@ -287,15 +287,36 @@ pub struct ObserveReport {
     pub collisions: Vec<HeldDelivery>,
 }
 
+/// How the configured source's resources are stored: a legacy log's are
+/// journaled as `import` seals them, and Unicity's are compared in that
+/// form (a resource read at a path that is not sensitive is stored clear,
+/// its legacy twin sealed when any of the source's paths is).
+pub struct Sealing<'a> {
+    pub resources: &'a ResourcePaths,
+    pub secret: &'a KeySecret,
+}
+
+impl<'a> Sealing<'a> {
+    pub fn of(source: &'a Source, secret: &'a KeySecret) -> Self {
+        Self {
+            resources: &source.resource,
+            secret,
+        }
+    }
+}
+
 /// Where Unicity's decisions for `source` and the legacy handler's log
 /// disagree, per resource and amount, and the deliveries it held. `observed`
 /// names the effect types the source observes (patterns, `*` all; none: all,
 /// a source that observes nothing now being compared whole): effects and
 /// held deliveries of the others are Unicity's alone, enforced, and left out.
+/// `sealing`: the source as configured (`None`: no longer configured, its
+/// resources compared as stored).
 pub async fn report(
     db: &DatabaseConnection,
     source: &str,
     observed: &[String],
+    sealing: Option<Sealing<'_>>,
 ) -> anyhow::Result<ObserveReport> {
     let legacy = legacy_effects(imported(db).await?, source);
     let legacy_effects = legacy.len();
@@ -316,6 +337,10 @@ pub async fn report(
             && observes(observed, Some(&recorded.effect_type));
         let Some(resource) = recorded.resource.filter(|_| live) else {
             continue;
+        };
+        let resource = match &sealing {
+            Some(sealing) => sealing.resources.comparable(&resource, sealing.secret),
+            None => resource,
         };
         unicity_effects += 1;
         let amount = serde_json::from_str::<Value>(&recorded.discriminants)

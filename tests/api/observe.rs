@@ -64,7 +64,7 @@ async fn an_observed_source_applies_nothing_and_its_legacy_log_shows_a_double_an
         2
     );
     app.settle().await;
-    let report = observe::report(&app.db, "legacy", &["*".to_owned()])
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()], None)
         .await
         .unwrap();
 
@@ -147,7 +147,7 @@ async fn a_log_imported_twice_or_overlapping_another_counts_each_legacy_effect_o
                 lg_3,pay_ov2,900,2026-12-02T09:00:00Z\n";
     assert_eq!(import(&app, &configuration, week).await.unwrap(), 3);
     app.settle().await;
-    let report = observe::report(&app.db, "legacy", &["*".to_owned()])
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()], None)
         .await
         .unwrap();
     // then each legacy effect is counted once.
@@ -190,12 +190,75 @@ async fn a_sensitive_resource_in_a_legacy_log_is_journaled_sealed_and_still_comp
     assert_eq!(app.journal_rows_containing(EMAIL).await, 0);
     // and both sides agree: one refund each.
     app.settle().await;
-    let report = observe::report(&app.db, "legacy", &["*".to_owned()])
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()], None)
         .await
         .unwrap();
     assert_eq!((report.legacy_effects, report.unicity_effects), (1, 1));
     assert!(report.applied_twice_by_legacy.is_empty(), "{report:?}");
     assert!(report.missed_by_legacy.is_empty(), "{report:?}");
+}
+
+/// A source whose resource is the customer's email when the event names
+/// one (sensitive) and the payment otherwise: a legacy log cannot say which
+/// it named, so its resources are all journaled sealed, and Unicity's clear
+/// payment ids are compared sealed too.
+#[tokio::test]
+async fn a_legacy_log_pairs_with_clear_and_sealed_resources_of_one_source() {
+    const EMAIL: &str = "erin.private@example.org";
+    let configuration = format!(
+        "{}resource = [\"$.customer_email\", \"$.payment_id\"]\n",
+        legacy_source("observe", "")
+    );
+    let app = spawn_app_with(&configuration).await;
+    let by_payment = app
+        .post_raw("legacy", refund("pay_clear", 500, Some("rr_clear")), &[])
+        .await;
+    assert_eq!(
+        by_payment.json["decision"], "process",
+        "{}",
+        by_payment.json
+    );
+    let mut body: serde_json::Value =
+        serde_json::from_slice(&refund("pay_other", 700, Some("rr_mail"))).unwrap();
+    body["customer_email"] = EMAIL.into();
+    let by_email = app
+        .post_raw("legacy", serde_json::to_vec(&body).unwrap(), &[])
+        .await;
+    assert_eq!(by_email.json["decision"], "process", "{}", by_email.json);
+    app.wait_applied(2).await;
+    let log = format!(
+        "reference,resource,amount,applied_at\n\
+         lg_c1,pay_clear,500,2026-12-01T10:00:00Z\n\
+         lg_c2,{EMAIL},700,2026-12-01T10:00:05Z\n"
+    );
+    assert_eq!(import(&app, &configuration, &log).await.unwrap(), 2);
+    assert_eq!(app.journal_rows_containing(EMAIL).await, 0);
+    app.settle().await;
+    let settings = crate::support::app::test_settings(&app.database_url, &configuration);
+    let source = settings
+        .sources
+        .iter()
+        .find(|s| s.slug() == "legacy")
+        .expect("legacy");
+    let sealing = observe::Sealing::of(source, &settings.key_secret);
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()], Some(sealing))
+        .await
+        .unwrap();
+    assert_eq!((report.legacy_effects, report.unicity_effects), (2, 2));
+    assert!(report.applied_twice_by_legacy.is_empty(), "{report:?}");
+    assert!(report.missed_by_legacy.is_empty(), "{report:?}");
+    // The host's report says the same
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut command = crate::support::processes::cli(&app.database_url, &configuration, dir.path());
+    command.args(["observe", "report", "--source", "legacy", "--json"]);
+    let said: serde_json::Value =
+        serde_json::from_str(&crate::support::processes::finished(command).await).expect("JSON");
+    assert_eq!(
+        said["applied_twice_by_legacy"],
+        serde_json::json!([]),
+        "{said}"
+    );
+    assert_eq!(said["missed_by_legacy"], serde_json::json!([]), "{said}");
 }
 
 /// A chargeback event type with a strategy of its own, so the source has a
@@ -303,7 +366,7 @@ async fn an_observed_effect_type_is_recorded_only_while_the_same_sources_other_t
     assert_eq!(app.count(&by("chargeback.open", "http")).await, 1);
     // The observe report compares the observed refunds only.
     app.settle().await;
-    let report = observe::report(&app.db, "mixed", &["refund.*".to_owned()])
+    let report = observe::report(&app.db, "mixed", &["refund.*".to_owned()], None)
         .await
         .unwrap();
     assert_eq!(report.unicity_effects, 1);

@@ -67,7 +67,7 @@ async fn a_source_observing_refunds_lists_only_the_refunds_it_held_and_saw_colli
     // when the report compares the observed refunds (once the deliveries
     // read model holds them),
     app.settle().await;
-    let report = observe::report(&app.db, "mixed", &["refund.*".to_owned()])
+    let report = observe::report(&app.db, "mixed", &["refund.*".to_owned()], None)
         .await
         .unwrap();
     // then the refund's collision is held for a person and listed as a
@@ -81,7 +81,7 @@ async fn a_source_observing_refunds_lists_only_the_refunds_it_held_and_saw_colli
         std::slice::from_ref(&refund_clash)
     );
     // Observed whole, the source's report lists them all.
-    let whole = observe::report(&app.db, "mixed", &["*".to_owned()])
+    let whole = observe::report(&app.db, "mixed", &["*".to_owned()], None)
         .await
         .unwrap();
     assert_eq!(

@@ -42,6 +42,12 @@ impl KeySecret {
         Value::String(self.sealed(value))
     }
 
+    /// Whether `text` is a value as `sealed` writes it.
+    pub fn is_sealed(text: &str) -> bool {
+        text.strip_prefix(HMAC_PREFIX)
+            .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+
     /// `hmac:<hex>` of the canonical form of `value`, as text.
     pub fn sealed(&self, value: &Value) -> String {
         let text = jcs::key_string(&jcs::canonical_numbers(value));

@@ -79,10 +79,26 @@ impl ResourcePaths {
     /// legacy handler's log): sealed when any path is sensitive, since which
     /// path it came from is not known, else as it is.
     pub fn stored(&self, text: &str, secret: &KeySecret) -> String {
-        if self.paths.iter().any(|(_, sensitive)| *sensitive) {
+        if self.seals_any() {
             sealed(text, secret)
         } else {
             text.to_owned()
+        }
+    }
+
+    /// Whether a value read at some path is sealed.
+    pub fn seals_any(&self) -> bool {
+        self.paths.iter().any(|(_, sensitive)| *sensitive)
+    }
+
+    /// A resource Unicity stored for a delivery (`value`) in the form a
+    /// legacy log's resource is stored in (`stored`), so that the two
+    /// compare: sealed when any path is sensitive, unless it is already.
+    pub fn comparable(&self, live: &str, secret: &KeySecret) -> String {
+        if KeySecret::is_sealed(live) {
+            live.to_owned()
+        } else {
+            self.stored(live, secret)
         }
     }
 

@@ -108,7 +108,8 @@ pub async fn show(
     };
     let observed = configured.observed_effect_types();
     crate::services::projector::before_reading(&state.engine).await;
-    let report = observe::report(state.db(), &page.source, &observed)
+    let sealing = observe::Sealing::of(configured, &state.engine.key_secret);
+    let report = observe::report(state.db(), &page.source, &observed, Some(sealing))
         .await
         .map_err(UiError::internal)?;
     page.twice = report
