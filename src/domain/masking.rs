@@ -223,6 +223,17 @@ impl SensitiveMask {
         self.found.is_empty()
     }
 
+    /// `text` with the clear sensitive values replaced by their tags
+    /// (`scrub`).
+    pub fn scrub_text(&self, text: &str) -> String {
+        let mut value = Value::String(text.to_owned());
+        self.scrub(&mut value);
+        match value {
+            Value::String(text) => text,
+            other => other.to_string(),
+        }
+    }
+
     /// Replaces every clear sensitive value in `value`: whole values by their
     /// tag, text embedded in a longer string (a number as its digits) by the
     /// tag's text, and so is its percent-encoded form (as a look-up's URL

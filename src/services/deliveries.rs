@@ -211,7 +211,7 @@ pub async fn show(
         }
     }
     let body_ref = body_ref.map(|mut body_ref| {
-        body_ref.sha256 = scrubbed_text(&sensitive, &body_ref.sha256);
+        body_ref.sha256 = sensitive.scrub_text(&body_ref.sha256);
         body_ref
     });
     let scrubbed = |mut value: Value| {
@@ -235,15 +235,12 @@ pub async fn show(
     let mut effects = timeline::effects(db, &ties.effects).await?;
     for effect in &mut effects {
         for reference in [&mut effect.downstream_ref, &mut effect.provider_ref] {
-            *reference = reference.as_deref().map(|r| scrubbed_text(&sensitive, r));
+            *reference = reference.as_deref().map(|r| sensitive.scrub_text(r));
         }
     }
     let mut attempts = timeline::attempts(&stored);
     for attempt in &mut attempts {
-        attempt.answer = attempt
-            .answer
-            .as_deref()
-            .map(|a| scrubbed_text(&sensitive, a));
+        attempt.answer = attempt.answer.as_deref().map(|a| sensitive.scrub_text(a));
     }
     let resource = stored.iter().find_map(|s| match &s.event {
         JournalEvent::KeyDerived(e) => e.resource.clone(),
@@ -256,11 +253,11 @@ pub async fn show(
                 case_id: e.case_id,
                 resolution: e.resolution,
                 resolved_by: e.resolved_by.clone(),
-                note: scrubbed_text(&sensitive, &e.note),
+                note: sensitive.scrub_text(&e.note),
                 authoritative_ref: e
                     .authoritative_ref
                     .as_deref()
-                    .map(|r| scrubbed_text(&sensitive, r)),
+                    .map(|r| sensitive.scrub_text(r)),
                 resolved_at: s.recorded_at,
             }),
             _ => None,
@@ -312,14 +309,30 @@ pub async fn show(
     })
 }
 
-/// `text` with the delivery's sensitive values replaced by their tags.
-fn scrubbed_text(sensitive: &SensitiveMask, text: &str) -> String {
-    let mut value = Value::String(text.to_owned());
-    sensitive.scrub(&mut value);
-    match value {
-        Value::String(text) => text,
-        other => other.to_string(),
-    }
+/// The sensitive values of delivery `id`'s body, to mask text that may echo
+/// them where its page is not shown whole (a downstream's reference in the
+/// queue).
+pub async fn sensitive_of(
+    engine: &Engine,
+    id: DeliveryId,
+) -> Result<SensitiveMask, sea_orm::DbErr> {
+    let journaled = super::effects::Journaled::read(&engine.db, id).await?;
+    let (Some(body_ref), Some(provider)) = (&journaled.body, &journaled.provider) else {
+        return Ok(SensitiveMask::default());
+    };
+    let Some(mut body) = bodies::get(&engine.db, &body_ref.sha256)
+        .await?
+        .and_then(|raw| serde_json::from_slice::<Value>(&raw).ok())
+    else {
+        return Ok(SensitiveMask::default());
+    };
+    let paths = engine.catalog.sensitive_in_body(provider);
+    let paths: Vec<&FieldRef> = paths.iter().collect();
+    Ok(SensitiveMask::mask_body(
+        &mut body,
+        &paths,
+        &engine.key_secret,
+    ))
 }
 
 /// What one item of a batch became, from its own journal.

@@ -11,6 +11,7 @@ use chrono::Utc;
 use super::cases::CaseError;
 use super::engine::SharedEngine;
 use crate::domain::confidence::Criticality;
+use crate::domain::delivery::DeliveryId;
 use crate::domain::identity::Catalog;
 use crate::domain::journal::JournalEvent;
 use crate::domain::journal::audit::{self, Who};
@@ -82,7 +83,18 @@ pub async fn queue(
     cases.truncate(limit as usize);
     let ids: Vec<&str> = cases.iter().map(|c| c.delivery_id.as_str()).collect();
     let deliveries = crate::store::cases::queue_deliveries(db, &ids).await?;
-    let references = references(db, &cases).await?;
+    let mut references = references(db, &cases).await?;
+    // A reference the downstream gave (a status look-up's) may echo what
+    // it was sent: masked as the delivery's own page masks it.
+    for case in &cases {
+        if let (Some(reference), Ok(id)) = (
+            references.get_mut(&case.case_id),
+            case.delivery_id.parse::<DeliveryId>(),
+        ) {
+            let sensitive = super::deliveries::sensitive_of(engine, id).await?;
+            *reference = sensitive.scrub_text(reference);
+        }
+    }
     let counts = crate::store::cases::counts_matching(db, &store_filter).await?;
     Ok(QueuePage {
         cases: cases

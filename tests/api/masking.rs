@@ -400,6 +400,54 @@ async fn a_downstream_answer_echoing_a_sensitive_value_is_masked_on_the_case_pag
     }
 }
 
+/// An unknown outcome the downstream's status URL settles applied, naming
+/// the effect by an id that echoes the customer's email: the reference the
+/// case was resolved with is masked wherever it is listed.
+#[tokio::test]
+async fn a_status_answer_echoing_a_sensitive_value_is_masked_in_the_queue_and_the_view() {
+    const AT: &str = "/customers/ann.customer@example.com/refunds/1";
+    let downstream = Downstream::start(Behaviour::ApplyThenHangAt(AT)).await;
+    let app = spawn_app_with(&format!(
+        "[engine]\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}",
+        downstream.sink_toml_with_status(300)
+    ))
+    .await;
+    let sent = app
+        .post_raw(
+            "open",
+            with_email(&refund("pay_st", 700, Some("rr_st"))),
+            &[],
+        )
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    let id = sent.json["delivery_id"].as_str().expect("an id");
+    app.wait_journal_containing("CaseResolved", "effect_confirmed", 1)
+        .await;
+    let queue = app.get("/api/cases?status=resolved").await;
+    let reference = queue.json["cases"][0]["resolution_reference"]
+        .as_str()
+        .expect("the reference it was resolved with");
+    assert!(
+        reference.starts_with("/customers/") && reference.ends_with("/refunds/1"),
+        "{reference}"
+    );
+    let view = app.delivery(id).await;
+    let case_id = queue.json["cases"][0]["case_id"].as_str().expect("a case");
+    let case = app.get(&format!("/api/cases/{case_id}")).await;
+    let mut support =
+        crate::support::forms::signed_in(&app, "sam", unicity::auth::Role::Support).await;
+    let page = support.get("/cases?status=resolved").await;
+    assert!(page.body.contains("/refunds/1"), "the reference is listed");
+    for text in [
+        queue.json.to_string(),
+        view.json.to_string(),
+        case.json.to_string(),
+        page.body,
+    ] {
+        assert!(!text.contains(EMAIL), "{text}");
+    }
+}
+
 /// A Standard Webhooks strategy that declares a contact's email sensitive
 /// (for the provider's every view), used by no hierarchy.
 const CONTACT_EMAIL_SENSITIVE: &str = r#"

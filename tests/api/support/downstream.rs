@@ -15,6 +15,8 @@ pub enum Behaviour {
     Apply { delay_ms: u64 },
     /// Applies, then never answers in time (the caller times out).
     ApplyThenHang,
+    /// As `ApplyThenHang`; its status URL names the effect by this `id`.
+    ApplyThenHangAt(&'static str),
     /// Refuses without applying.
     Refuse(u16),
     /// Applies the first call and answers 201; refuses every later one
@@ -92,7 +94,11 @@ impl Downstream {
                         let known = known.clone();
                         async move {
                             if known.lock().expect("applied").contains(&key) {
-                                HttpResponse::Ok().json(serde_json::json!({"status": "applied"}))
+                                let mut answer = serde_json::json!({"status": "applied"});
+                                if let Behaviour::ApplyThenHangAt(id) = behaviour {
+                                    answer["id"] = id.into();
+                                }
+                                HttpResponse::Ok().json(answer)
                             } else {
                                 HttpResponse::NotFound().finish()
                             }
@@ -223,7 +229,7 @@ async fn answer(
                 serde_json::json!({ "id": format!("rf_{}", calls.lock().expect("calls").len()) }),
             )
         }
-        Behaviour::ApplyThenHang => {
+        Behaviour::ApplyThenHang | Behaviour::ApplyThenHangAt(_) => {
             calls.lock().expect("calls").push(key.clone());
             apply();
             tokio::time::sleep(Duration::from_secs(30)).await;
