@@ -107,6 +107,12 @@ pub async fn settle(
     let journaled = Journaled::read(&engine.db, first).await?;
     let source = journaled.source.clone().unwrap_or_default();
     let sink = sinks::select(&engine.sinks, &source, &held.effect_type);
+    // A lease that ran out on a call still in flight: the downstream may
+    // not know the key yet, and "never applied" would send a second call
+    // beside the first. Asked once that call's own timeout has run out.
+    if in_flight_until(case, &held, sink).is_some_and(|until| until > Utc::now()) {
+        return Ok(None);
+    }
     let answer = status::ask(&engine.http, sink, &key).await;
     let case_id: Uuid = case.case_id.parse().map_err(|_| CaseError::NotFound)?;
     let mut performed = StatusLookupPerformed {
@@ -299,4 +305,28 @@ impl WriteJob for SettleFromStatus {
             effects::retake(tx, &engine, sink, first, &summary, claimed, at).await
         })
     }
+}
+
+/// Until when the call whose lease ran out (the expiry's case names its
+/// fencing token) may still be in flight: it was sent within its lease and
+/// lasts at most the sink's timeout. `None` when the case is not an expiry
+/// of the key's current attempt.
+fn in_flight_until(
+    case: &case::Model,
+    held: &crate::store::entities::effect::Model,
+    sink: &sinks::SinkKind,
+) -> Option<chrono::DateTime<Utc>> {
+    let expired = case.details.get("fencing_token")?.as_i64()?;
+    if held.fencing_token != Some(expired) {
+        return None;
+    }
+    let sinks::SinkKind::Http { timeout_ms, .. } = sink else {
+        return None;
+    };
+    let timeout = chrono::Duration::milliseconds(i64::try_from(*timeout_ms).unwrap_or(i64::MAX));
+    Some(
+        held.lease_until?
+            .checked_add_signed(timeout)
+            .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC),
+    )
 }

@@ -249,3 +249,28 @@ async fn retention_leaves_an_effect_whose_outcome_is_unknown_alone() {
         0
     );
 }
+
+/// A call outlives its lease while the downstream is still working on it:
+/// the sweeper makes its outcome unknown, and the status URL does not know
+/// the key yet. Asked then, "never applied" would send a second call beside
+/// the first; the status URL is asked only once the first call's own
+/// timeout has run out, and by then its answer has settled the effect.
+#[tokio::test]
+async fn a_lease_that_runs_out_while_its_call_is_in_flight_sends_no_second_call() {
+    let downstream = Downstream::start(Behaviour::ApplyLate { delay_ms: 3_000 }).await;
+    let app = spawn_app_with(&format!(
+        "[engine]\nlease_secs = 1\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}",
+        downstream.sink_toml_with_status(10_000)
+    ))
+    .await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_inflight", 700, Some("rr_inflight")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_journal("ReservationExpired", 1).await;
+    // The first call answers after three seconds, applied
+    app.wait_applied(1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+    assert_eq!(downstream.calls().len(), 1, "a second call was sent");
+    assert_eq!(downstream.applied().len(), 1);
+}

@@ -13,6 +13,9 @@ use actix_web::{App, HttpRequest, HttpResponse, HttpServer, web};
 pub enum Behaviour {
     /// Applies, then answers 201 after this delay.
     Apply { delay_ms: u64 },
+    /// Works for `delay_ms` before it applies, then answers 201: its status
+    /// URL knows the key only once it applied.
+    ApplyLate { delay_ms: u64 },
     /// Applies, then never answers in time (the caller times out).
     ApplyThenHang,
     /// As `ApplyThenHang`; its status URL names the effect by this `id`.
@@ -228,6 +231,12 @@ async fn answer(
             HttpResponse::Created().json(
                 serde_json::json!({ "id": format!("rf_{}", calls.lock().expect("calls").len()) }),
             )
+        }
+        Behaviour::ApplyLate { delay_ms } => {
+            calls.lock().expect("calls").push(key.clone());
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            apply();
+            HttpResponse::Created().finish()
         }
         Behaviour::ApplyThenHang | Behaviour::ApplyThenHangAt(_) => {
             calls.lock().expect("calls").push(key.clone());
