@@ -128,10 +128,57 @@ impl Default for EngineConfig {
     }
 }
 
+/// The longest duration an engine setting may name: ten years. A time
+/// plus a lease or a window must stay a date.
+const MOST_SECS: u64 = 10 * 365 * 86_400;
+
+impl EngineConfig {
+    /// Refuses durations too long to add to a date.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let seconds = [
+            ("lease_secs", self.lease_secs),
+            ("lookup_retry_secs", self.lookup_retry_secs),
+            ("lookup_breaker_secs", self.lookup_breaker_secs),
+            ("breaker_window_secs", self.breaker_window_secs),
+            ("rejection_window_secs", self.rejection_window_secs),
+            ("rate_burst_secs", u64::from(self.rate_burst_secs)),
+        ];
+        let millis = [
+            ("sweep_interval_ms", self.sweep_interval_ms),
+            ("breaker_check_ms", self.breaker_check_ms),
+            ("sqlite_checkpoint_ms", self.sqlite_checkpoint_ms),
+            ("read_model_pace_ms", self.read_model_pace_ms.unwrap_or(0)),
+        ];
+        let too_long = seconds
+            .into_iter()
+            .chain(millis.into_iter().map(|(name, ms)| (name, ms / 1000)))
+            .find(|(_, secs)| *secs > MOST_SECS);
+        match too_long {
+            Some((name, _)) => anyhow::bail!("[engine] {name} is longer than ten years"),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::FileConfig;
+
+    #[test]
+    fn a_duration_no_date_can_hold_is_refused() {
+        assert!(EngineConfig::default().check().is_ok());
+        for setting in [
+            "lease_secs = 18446744073709551615",
+            "breaker_window_secs = 9223372036854775",
+            "sweep_interval_ms = 18446744073709551615",
+        ] {
+            let file = FileConfig::parse(&format!("[engine]\n{setting}\n")).unwrap();
+            let refused = file.engine.check().expect_err(setting);
+            let name = setting.split(' ').next().unwrap_or_default();
+            assert!(refused.to_string().contains(name), "{refused}");
+        }
+    }
 
     #[test]
     fn raw_body_reads_are_off_unless_enabled() {

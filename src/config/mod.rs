@@ -96,6 +96,7 @@ impl Settings {
             crate::providers::status::check(&sink.kind)?;
         }
         let engine = file.engine.clone();
+        engine.check()?;
         let reconciliation = file.reconciliation.clone();
         let access = file.access.clone();
         access.check()?;

@@ -18,8 +18,15 @@ const UNITS: [(char, u64); 5] = [
     ('s', 1),
 ];
 
+/// The longest horizon: a hundred years. Keys expire at their reservation
+/// time plus the horizon, which a date must be able to hold.
+const MOST_SECS: u64 = 5200 * 7 * 86_400;
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid horizon `{0}`: expected a positive number followed by s, m, h, d or w")]
+#[error(
+    "invalid horizon `{0}`: expected a positive number followed by s, m, h, d or w, \
+     at most 5200w (a hundred years)"
+)]
 pub struct HorizonError(pub String);
 
 impl Horizon {
@@ -30,7 +37,7 @@ impl Horizon {
         let (_, factor) = UNITS.iter().find(|(u, _)| *u == unit).ok_or_else(err)?;
         let n: u64 = t[..t.len() - 1].parse().map_err(|_| err())?;
         match n.checked_mul(*factor) {
-            Some(secs) if secs > 0 => Ok(Self(secs)),
+            Some(secs) if secs > 0 && secs <= MOST_SECS => Ok(Self(secs)),
             _ => Err(err()),
         }
     }
@@ -79,7 +86,8 @@ mod tests {
         assert_eq!(Horizon::parse("30d").unwrap().as_secs(), 2_592_000);
         assert_eq!(Horizon::parse("90s").unwrap().to_string(), "90s");
         assert_eq!(Horizon::parse("14d").unwrap().to_string(), "2w");
-        for bad in ["", "h", "0h", "3y", "-1d", "1.5h"] {
+        assert_eq!(Horizon::parse("5200w").unwrap().to_string(), "5200w");
+        for bad in ["", "h", "0h", "3y", "-1d", "1.5h", "5201w", "99999999d"] {
             assert!(Horizon::parse(bad).is_err(), "{bad}");
         }
     }
