@@ -22,7 +22,7 @@ fn routed(downstream: &Downstream) -> String {
     )
 }
 
-async fn start() -> (TestApp, Downstream) {
+pub async fn start() -> (TestApp, Downstream) {
     let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
     let app = spawn_app_with(&routed(&downstream)).await;
     (app, downstream)
@@ -46,7 +46,7 @@ async fn deliver(app: &TestApp, events: &[Value]) -> Reply {
     app.post_signed("gocardless", &body).await
 }
 
-async fn deliver_ids(app: &TestApp, ids: &[&str]) -> Reply {
+pub async fn deliver_ids(app: &TestApp, ids: &[&str]) -> Reply {
     let events: Vec<Value> = ids.iter().map(|id| event(id)).collect();
     deliver(app, &events).await
 }
@@ -71,7 +71,7 @@ fn per_key(downstream: &Downstream) -> HashMap<String, usize> {
     counts
 }
 
-async fn settle(downstream: &Downstream, expected: usize) {
+pub async fn settle(downstream: &Downstream, expected: usize) {
     downstream.wait_calls(expected).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(

@@ -245,6 +245,28 @@ async fn counters_move_with_each_decision_refusal_and_effect_and_gauges_follow_t
     );
 }
 
+/// A batch the provider sends again byte for byte is its retry: each of
+/// its items, ignored, counts as a transport retry, as a single delivery
+/// sent again does (the alert on duplicates without retries reads it).
+#[tokio::test]
+async fn the_items_of_a_batch_sent_again_count_as_the_providers_retries() {
+    let (app, downstream) = crate::batches::start().await;
+    let first = crate::batches::deliver_ids(&app, &["EV_R1", "EV_R2"]).await;
+    assert_eq!(first.status, 202, "{}", first.json);
+    crate::batches::settle(&downstream, 2).await;
+    let again = crate::batches::deliver_ids(&app, &["EV_R1", "EV_R2"]).await;
+    assert_eq!(again.json["decision"], "ignore", "{}", again.json);
+    let m = scrape(&app).await;
+    let ignored = |retry: &str| {
+        value(
+            &m,
+            "unicity_decisions_total",
+            &[("decision", "ignore"), ("transport_retry", retry)],
+        )
+    };
+    assert_eq!((ignored("true"), ignored("false")), (2.0, 0.0));
+}
+
 #[tokio::test]
 async fn a_settled_case_moves_from_open_to_settled_by_a_person() {
     let app = spawn_app().await;

@@ -166,6 +166,7 @@ pub async fn receive(
         decided,
         item_jobs,
         items: prepared,
+        sent_again,
     } = engine
         .writer
         .submit(reception)
@@ -175,11 +176,19 @@ pub async fn receive(
     let latency = (Utc::now() - at).to_std().unwrap_or_default();
     engine.metrics.decision_latency(latency.as_secs_f64());
     // A batch's own decision only sums up its items': each item counts.
+    // A batch sent again is a provider's retry for each of its items.
     if decided.is_empty() {
-        count(engine, source, &derived, &decision, job.is_some());
+        count(
+            engine,
+            source,
+            (&derived, &decision),
+            job.is_some(),
+            sent_again,
+        );
     }
     for (item, job) in decided.iter().zip(&item_jobs) {
-        count(engine, source, &item.derived, &item.decision, job.is_some());
+        let made = (&item.derived, &item.decision);
+        count(engine, source, made, job.is_some(), sent_again);
     }
     if let Some(job) = job {
         effects::spawn(engine.clone(), job, source.slug().to_owned(), document);
@@ -206,13 +215,14 @@ pub async fn receive(
 
 /// Counts a durable decision (`metrics::DECISIONS`), and the effect applied
 /// with it when its sink is the ledger itself (`started`: an effect runs
-/// after the commit instead, counted when it settles).
+/// after the commit instead, counted when it settles). `sent_again`: the
+/// delivery carrying it is a provider's retry of an earlier one.
 fn count(
     engine: &Engine,
     source: &Source,
-    derived: &KeyDerived,
-    made: &DecisionMade,
+    (derived, made): (&KeyDerived, &DecisionMade),
     started: bool,
+    sent_again: bool,
 ) {
     let business = derived.business.as_ref();
     if let Some(key) = business
@@ -229,7 +239,7 @@ fn count(
         strength: business.map_or("none", |b| b.strength.as_str()),
         decision: made.decision.action.as_str(),
         reason: made.decision.reason.as_str(),
-        retry: made.first_delivery_id.is_some(),
+        retry: sent_again || made.first_delivery_id.is_some(),
     });
 }
 
@@ -261,6 +271,9 @@ struct Received {
     pub decided: Vec<items::Decided>,
     pub item_jobs: Vec<Option<EffectJob>>,
     pub items: Vec<items::Prepared>,
+    /// The provider sent this very delivery before (its transport key was
+    /// taken): a batch's items are each a retry too.
+    pub sent_again: bool,
 }
 
 impl WriteJob for Reception {
@@ -362,6 +375,7 @@ impl WriteJob for Reception {
                 decided,
                 item_jobs,
                 items,
+                sent_again: first.is_some(),
             })
         })
     }
