@@ -98,6 +98,7 @@ impl Settings {
         let engine = file.engine.clone();
         engine.check()?;
         let reconciliation = file.reconciliation.clone();
+        reconciliation.check()?;
         let access = file.access.clone();
         access.check()?;
         let lookups = file

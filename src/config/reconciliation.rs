@@ -29,3 +29,20 @@ impl Default for ReconciliationConfig {
         }
     }
 }
+
+impl ReconciliationConfig {
+    /// Refuses durations too long to take from a date (ten years at most).
+    pub fn check(&self) -> anyhow::Result<()> {
+        const MOST_SECS: u64 = 10 * 365 * 86_400;
+        let settings = [
+            ("interval_secs", self.interval_secs),
+            ("window_secs", self.window_secs),
+            ("delay_secs", self.delay_secs),
+            ("slack_secs", self.slack_secs),
+        ];
+        match settings.into_iter().find(|(_, secs)| *secs > MOST_SECS) {
+            Some((name, _)) => anyhow::bail!("[reconciliation] {name} is longer than ten years"),
+            None => Ok(()),
+        }
+    }
+}

@@ -213,12 +213,15 @@ pub struct Compared {
     pub failed: bool,
 }
 
-/// Where the reconciled time ends, from the latest runs over every source
-/// of a provider: the latest end of a run without error, unless a failed
-/// run's window holds a stretch that no run without error compared. Then it
-/// ends where that stretch starts, so the periodic run compares it even
-/// when a later run (by hand, after an outage) compared the hours after.
-pub fn reconciled_until(runs: &[Compared]) -> Option<DateTime<Utc>> {
+/// Where the reconciled time ends, from the runs over every source of a
+/// provider: the latest end of a run without error, unless a failed run's
+/// window holds a stretch after `since` that no run without error compared.
+/// Then it ends where that stretch starts, so the periodic run compares it
+/// even when a later run (by hand, after an outage) compared the hours
+/// after. What a failed run left before `since` (the periodic run's reach:
+/// a month asked for by hand, a year the provider no longer lists) holds
+/// nothing back.
+pub fn reconciled_until(runs: &[Compared], since: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let compared: Vec<Window> = runs
         .iter()
         .filter(|r| !r.failed)
@@ -228,7 +231,11 @@ pub fn reconciled_until(runs: &[Compared]) -> Option<DateTime<Utc>> {
     let first_gap = runs
         .iter()
         .filter(|run| run.failed)
-        .filter_map(|run| first_uncompared(run.window, &compared))
+        .map(|run| Window {
+            from: run.window.from.max(since),
+            to: run.window.to,
+        })
+        .filter_map(|window| first_uncompared(window, &compared))
         .min();
     latest.into_iter().chain(first_gap).min()
 }
@@ -416,15 +423,15 @@ mod tests {
     #[test]
     fn the_reconciled_time_ends_where_the_latest_run_without_error_ended() {
         let runs = [ran(0, 10, false), ran(10, 20, false), ran(20, 30, true)];
-        assert_eq!(reconciled_until(&runs), Some(at(20)));
-        assert_eq!(reconciled_until(&[]), None);
+        assert_eq!(reconciled_until(&runs, at(0)), Some(at(20)));
+        assert_eq!(reconciled_until(&[], at(0)), None);
     }
 
     #[test]
     fn a_failed_window_no_run_compared_holds_the_reconciled_time_back() {
         // A periodic window failed, then a run by hand compared a later hour
         let runs = [ran(0, 10, false), ran(10, 20, true), ran(30, 40, false)];
-        assert_eq!(reconciled_until(&runs), Some(at(10)));
+        assert_eq!(reconciled_until(&runs, at(0)), Some(at(10)));
         // Part of it compared since: only what is left holds it back
         let runs = [
             ran(0, 10, false),
@@ -432,11 +439,20 @@ mod tests {
             ran(5, 15, false),
             ran(30, 40, false),
         ];
-        assert_eq!(reconciled_until(&runs), Some(at(15)));
+        assert_eq!(reconciled_until(&runs, at(0)), Some(at(15)));
         // All of it compared since, over two runs: nothing holds it back
         let runs = [ran(10, 20, true), ran(8, 14, false), ran(14, 25, false)];
-        assert_eq!(reconciled_until(&runs), Some(at(25)));
+        assert_eq!(reconciled_until(&runs, at(0)), Some(at(25)));
         // The very first run failed: the next one starts where it did
-        assert_eq!(reconciled_until(&[ran(10, 20, true)]), Some(at(10)));
+        assert_eq!(reconciled_until(&[ran(10, 20, true)], at(0)), Some(at(10)));
+    }
+
+    #[test]
+    fn what_a_failed_run_left_before_the_periodic_reach_holds_nothing_back() {
+        // A month asked for by hand failed; the hours since were compared
+        let runs = [ran(0, 40, true), ran(20, 30, false), ran(30, 40, false)];
+        assert_eq!(reconciled_until(&runs, at(20)), Some(at(40)));
+        // Within reach, what no run compared still holds it back
+        assert_eq!(reconciled_until(&runs, at(10)), Some(at(10)));
     }
 }

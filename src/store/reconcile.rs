@@ -115,26 +115,39 @@ const COMPARED: [&str; 3] = [
     ReservationState::Unknown.as_str(),
 ];
 
-/// Runs read to find where the reconciled time ends: those whose windows
-/// end last.
-const COVERING_RUNS: u64 = 200;
+/// Most runs read to find where the reconciled time ends.
+const COVERING_RUNS: u64 = 5_000;
 
-/// Where the reconciled time of `provider` ends (`reconciled_until`), from
-/// its latest runs over every source, failed ones too. A run compares what
-/// the provider listed when it ran: one given a window that ends tomorrow
-/// (`unicity reconcile --to`) has not compared the hours after it, and a
-/// later outage's stretch must still be.
+/// Where the reconciled time of `provider` ends (`reconciled_until`): from
+/// its runs over every source whose windows end after `since` (the periodic
+/// run's reach), failed ones too, and its latest run without error. A run
+/// compares what the provider listed when it ran: one given a window that
+/// ends tomorrow (`unicity reconcile --to`) has not compared the hours
+/// after it, and a later outage's stretch must still be.
 pub async fn covered_until<C: ConnectionTrait>(
     conn: &C,
     provider: &str,
+    since: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, DbErr> {
-    let runs: Vec<Compared> = reconciliation_run::Entity::find()
-        .filter(reconciliation_run::Column::Provider.eq(provider))
-        .filter(reconciliation_run::Column::Source.is_null())
+    let runs = || {
+        reconciliation_run::Entity::find()
+            .filter(reconciliation_run::Column::Provider.eq(provider))
+            .filter(reconciliation_run::Column::Source.is_null())
+    };
+    let mut found = runs()
+        .filter(reconciliation_run::Column::WindowTo.gt(since))
         .order_by_desc(reconciliation_run::Column::WindowTo)
         .limit(COVERING_RUNS)
         .all(conn)
-        .await?
+        .await?;
+    found.extend(
+        runs()
+            .filter(reconciliation_run::Column::Error.is_null())
+            .order_by_desc(reconciliation_run::Column::WindowTo)
+            .one(conn)
+            .await?,
+    );
+    let runs: Vec<Compared> = found
         .into_iter()
         .map(|run| Compared {
             window: Window {
@@ -144,7 +157,7 @@ pub async fn covered_until<C: ConnectionTrait>(
             failed: run.error.is_some(),
         })
         .collect();
-    Ok(reconciled_until(&runs))
+    Ok(reconciled_until(&runs, since))
 }
 
 /// The latest runs, newest first.

@@ -4,7 +4,7 @@
 //! over the same window opens nothing new. Real HTTP for the provider's
 //! listing and the downstream; `unicity reconcile` run as a process.
 
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 use serde_json::json;
 
 use unicity::auth::Role;
@@ -799,18 +799,15 @@ async fn a_finding_paired_with_an_effect_in_flight_closes_once_the_effect_is_app
     );
 }
 
-/// A run given a window that ends tomorrow ("reconcile today", by hand at
-/// noon) compared nothing made after it ran: the reconciled time ends where
-/// the runs stand, so an outage later that day is still compared.
-#[tokio::test]
-async fn a_run_over_a_window_ending_later_than_it_ran_covers_only_until_it_ran() {
+/// A run of `provider`'s over `[from, to)` that ran at `ran_at`, failed
+/// when `error` says why, written where runs are kept.
+async fn a_run(
+    db: &sea_orm::DatabaseConnection,
+    (from, to, ran_at): (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>),
+    error: Option<&str>,
+) {
     use sea_orm::{ActiveModelTrait, IntoActiveModel};
-    use unicity::store::entities::reconciliation_run;
-    let (url, _dir) = crate::support::app::fresh_database().await;
-    let db = unicity::store::connect(&url).await.expect("database");
-    unicity::store::migrate(&db).await.expect("migrations");
-    let now = Utc::now();
-    let run = |from, to, ran_at| reconciliation_run::Model {
+    unicity::store::entities::reconciliation_run::Model {
         run_id: uuid::Uuid::now_v7().to_string(),
         provider: "norefid".to_owned(),
         source: None,
@@ -822,32 +819,44 @@ async fn a_run_over_a_window_ending_later_than_it_ran_covers_only_until_it_ran()
         missing: 0,
         unexpected: 0,
         opened: 0,
-        error: None,
+        error: error.map(str::to_owned),
         ran_at,
-    };
+    }
+    .into_active_model()
+    .reset_all()
+    .insert(db)
+    .await
+    .expect("a run");
+}
+
+/// A fresh, migrated database.
+async fn runs_database() -> (sea_orm::DatabaseConnection, Option<tempfile::TempDir>) {
+    let (url, dir) = crate::support::app::fresh_database().await;
+    let db = unicity::store::connect(&url).await.expect("database");
+    unicity::store::migrate(&db).await.expect("migrations");
+    (db, dir)
+}
+
+/// A run given a window that ends tomorrow ("reconcile today", by hand at
+/// noon) compared nothing made after it ran: the reconciled time ends where
+/// the runs stand, so an outage later that day is still compared.
+#[tokio::test]
+async fn a_run_over_a_window_ending_later_than_it_ran_covers_only_until_it_ran() {
+    let (db, _dir) = runs_database().await;
+    let now = Utc::now();
     // Given "today" reconciled by hand six hours ago, to midnight tonight,
     // and a periodic run four hours ago, then an outage
-    for model in [
-        run(
-            now - Duration::hours(12),
-            now + Duration::hours(12),
-            now - Duration::hours(6),
-        ),
-        run(
-            now - Duration::hours(5),
-            now - Duration::hours(4),
-            now - Duration::hours(4) + Duration::minutes(10),
-        ),
-    ] {
-        model
-            .into_active_model()
-            .reset_all()
-            .insert(&db)
-            .await
-            .expect("a run");
-    }
+    let hours = Duration::hours;
+    let today = (now - hours(12), now + hours(12), now - hours(6));
+    a_run(&db, today, None).await;
+    let periodic = (
+        now - hours(5),
+        now - hours(4),
+        now - hours(4) + Duration::minutes(10),
+    );
+    a_run(&db, periodic, None).await;
     // Then the reconciled time ends where the periodic run's window did
-    let covered = unicity::store::reconcile::covered_until(&db, "norefid")
+    let covered = unicity::store::reconcile::covered_until(&db, "norefid", now - hours(25))
         .await
         .expect("read")
         .expect("covered");
@@ -856,4 +865,52 @@ async fn a_run_over_a_window_ending_later_than_it_ran_covers_only_until_it_ran()
         (now - Duration::hours(4)).timestamp(),
         "{covered}"
     );
+}
+
+/// A month asked for by hand that failed, or a year the provider no longer
+/// lists, holds the periodic run back only within its reach (a day of
+/// windows by default): the hours since, compared by the periodic runs
+/// however many, are reconciled, and what a failure left within reach is
+/// compared again.
+#[tokio::test]
+async fn a_failed_run_by_hand_over_a_long_window_holds_back_only_what_lies_within_reach() {
+    let (db, _dir) = runs_database().await;
+    let now = Utc::now();
+    let hours = Duration::hours;
+    // Given 220 hourly runs, the last ending ten minutes ago
+    let last = now - Duration::minutes(10);
+    for n in (0..220).rev() {
+        let to = last - hours(n);
+        a_run(&db, (to - hours(1), to, to + Duration::minutes(10)), None).await;
+    }
+    // And a month, and a year long ago, asked for by hand, both failed
+    a_run(
+        &db,
+        (now - Duration::days(30), now, now),
+        Some("too many pages"),
+    )
+    .await;
+    let year = (now - Duration::days(400), now - Duration::days(399), now);
+    a_run(&db, year, Some("refused")).await;
+    let reach = now - hours(25);
+    let covered = |db| async move {
+        unicity::store::reconcile::covered_until(db, "norefid", reach)
+            .await
+            .expect("read")
+            .expect("covered")
+            .timestamp()
+    };
+    // Then the reconciled time ends where the last hourly run did
+    assert_eq!(covered(&db).await, last.timestamp());
+    // And a window failed within reach, that an hourly run compared
+    // before, holds nothing back
+    let compared = (last - hours(3), last - hours(2), last);
+    a_run(&db, compared, Some("provider unreachable")).await;
+    assert_eq!(covered(&db).await, last.timestamp());
+    // But one no run compared holds it back, a later run by hand or not
+    let minutes = Duration::minutes;
+    let failed = (last, last + minutes(5), last + minutes(5));
+    a_run(&db, failed, Some("provider unreachable")).await;
+    a_run(&db, (last + minutes(5), now - minutes(1), now), None).await;
+    assert_eq!(covered(&db).await, last.timestamp());
 }
