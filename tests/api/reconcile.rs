@@ -348,7 +348,7 @@ async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found
     .await;
     let downstream = Downstream::start(Behaviour::ApplyOnceThenRefuse {
         status: 422,
-        delay_ms: 6000,
+        delay_ms: 12_000,
     })
     .await;
     let extra = format!(
