@@ -104,10 +104,7 @@ pub fn matching(
         };
         pairs.push((*field, expected));
     }
-    // An answer may list one operation twice (a status history, a path
-    // that reaches it two ways): it is one operation all the same.
-    let mut seen = BTreeSet::new();
-    Ok(operations
+    Ok(once_each(operations)
         .iter()
         .filter(|op| !op.status.as_deref().is_some_and(did_not_happen))
         .filter(|op| op.resource.as_deref() == Some(resource))
@@ -116,9 +113,27 @@ pub fn matching(
                 .iter()
                 .all(|(field, expected)| field.of(op).is_some_and(|v| same(*field, &v, expected)))
         })
-        .filter(|op| seen.insert(op.id.as_str()))
         .map(|op| op.id.clone())
         .collect())
+}
+
+/// Each operation once, where it was first listed, as it was listed last:
+/// an answer may list one operation twice (a status history, a path that
+/// reaches it two ways), and a history's last entry says what became of it
+/// (`pending` then `failed`: it did not happen).
+pub fn once_each(operations: &[ProviderOperation]) -> Vec<ProviderOperation> {
+    let mut each: Vec<ProviderOperation> = Vec::with_capacity(operations.len());
+    let mut at: BTreeMap<&str, usize> = BTreeMap::new();
+    for op in operations {
+        match at.get(op.id.as_str()) {
+            Some(&i) => each[i] = op.clone(),
+            None => {
+                at.insert(op.id.as_str(), each.len());
+                each.push(op.clone());
+            }
+        }
+    }
+    each
 }
 
 fn same(field: OperationField, found: &str, expected: &str) -> bool {
@@ -414,9 +429,14 @@ mod tests {
         };
         let mut pending = op("re_1", "pay_1", 700, "EUR");
         pending.status = Some("pending".to_owned());
-        let listed = [pending, op("re_1", "pay_1", 700, "EUR")];
+        let listed = [pending.clone(), op("re_1", "pay_1", 700, "EUR")];
         let found = matching(&listed, &BTreeMap::new(), delivery);
         assert_eq!(found, Ok(vec!["re_1".to_owned()]));
+        // A history that ends failed: it did not happen
+        let mut failed = op("re_1", "pay_1", 700, "EUR");
+        failed.status = Some("failed".to_owned());
+        let ended = matching(&[pending, failed], &BTreeMap::new(), delivery);
+        assert_eq!(ended, Ok(vec![]));
         // One effect stands for it: the delivery is a retry
         let found = found.unwrap_or_default();
         assert_eq!(

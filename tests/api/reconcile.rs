@@ -382,6 +382,23 @@ async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found
     assert_eq!(downstream.applied().len(), 1);
 }
 
+/// A listing that names one refund twice (a status history, pages that
+/// overlap) expects it once.
+#[tokio::test]
+async fn a_refund_listed_twice_is_expected_once() {
+    let made = Utc::now() - Duration::minutes(30);
+    let twice = [
+        ("re_twice", "pay_twice", 300, made),
+        ("re_twice", "pay_twice", 300, made),
+    ];
+    let provider = Provider::start(&twice, 10).await;
+    let extra = provider.lookup_toml();
+    let app = spawn_app_with(&extra).await;
+    let said = reconcile(&app, &extra).await;
+    assert!(said.contains("1 operations expected"), "{said}");
+    assert!(said.contains("1 missing"), "{said}");
+}
+
 #[tokio::test]
 async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_and_the_api() {
     // Given a missing effect (re_m's webhook never came) and an unexpected

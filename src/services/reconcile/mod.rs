@@ -102,7 +102,7 @@ pub async fn run(
     }
     let listed = lookup.list(&engine.http, from, to).await;
     let mut operations = match listed.map(|(_, operations)| operations) {
-        Some(Ok(operations)) => operations,
+        Some(Ok(operations)) => crate::domain::lookup::once_each(&operations),
         Some(Err(error)) => {
             ran.error = Some(error);
             return journal(engine, ran, findings::Findings::default()).await;
