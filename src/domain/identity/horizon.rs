@@ -18,14 +18,14 @@ const UNITS: [(char, u64); 5] = [
     ('s', 1),
 ];
 
-/// The longest horizon: a hundred years. Keys expire at their reservation
+/// The longest horizon: a thousand years. Keys expire at their reservation
 /// time plus the horizon, which a date must be able to hold.
-const MOST_SECS: u64 = 5200 * 7 * 86_400;
+const MOST_SECS: u64 = 365_000 * 86_400;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "invalid horizon `{0}`: expected a positive number followed by s, m, h, d or w, \
-     at most 5200w (a hundred years)"
+     at most 365000d (a thousand years)"
 )]
 pub struct HorizonError(pub String);
 
@@ -86,8 +86,12 @@ mod tests {
         assert_eq!(Horizon::parse("30d").unwrap().as_secs(), 2_592_000);
         assert_eq!(Horizon::parse("90s").unwrap().to_string(), "90s");
         assert_eq!(Horizon::parse("14d").unwrap().to_string(), "2w");
-        assert_eq!(Horizon::parse("5200w").unwrap().to_string(), "5200w");
-        for bad in ["", "h", "0h", "3y", "-1d", "1.5h", "5201w", "99999999d"] {
+        assert_eq!(Horizon::parse("36500d").unwrap().to_string(), "36500d");
+        assert_eq!(
+            Horizon::parse("365000d").unwrap().as_secs(),
+            365_000 * 86_400
+        );
+        for bad in ["", "h", "0h", "3y", "-1d", "1.5h", "365001d", "99999999d"] {
             assert!(Horizon::parse(bad).is_err(), "{bad}");
         }
     }
