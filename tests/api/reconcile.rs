@@ -399,6 +399,53 @@ async fn a_refund_listed_twice_is_expected_once() {
     assert!(said.contains("1 missing"), "{said}");
 }
 
+/// A run over one source compares the provider's whole list with that
+/// source's effects: a refund whose webhook came through another source
+/// is not missing, and the dashboard's latest run is a whole one.
+#[tokio::test]
+async fn a_run_over_one_source_finds_nothing_missing_that_came_through_another() {
+    let made = Utc::now() - Duration::minutes(30);
+    let provider = Provider::start(
+        &[
+            ("re_open", "pay_open", 300, made),
+            ("re_lost", "pay_lost", 500, made),
+        ],
+        10,
+    )
+    .await;
+    let extra = provider.lookup_toml();
+    let app = spawn_app_with(&extra).await;
+    let sent = app
+        .post_raw("open", refund("pay_open", 300, None), &[])
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_applied(1).await;
+    let now = Utc::now();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut command = cli(&app.database_url, &extra, dir.path());
+    command.args([
+        "reconcile",
+        "--from",
+        &(now - Duration::hours(1)).to_rfc3339(),
+        "--to",
+        &(now + Duration::minutes(1)).to_rfc3339(),
+        "--source",
+        "hmac",
+    ]);
+    let one = finished(command).await;
+    assert!(one.contains("0 missing"), "{one}");
+    let mut finance = signed_in(&app, "fin", Role::Finance).await;
+    let dashboard = finance.get("/dashboard").await;
+    assert!(
+        dashboard.body.contains("No reconciliation has run yet"),
+        "{}",
+        dashboard.body
+    );
+    // The whole run finds the refund no source delivered
+    let whole = reconcile(&app, &extra).await;
+    assert!(whole.contains("1 missing"), "{whole}");
+}
+
 #[tokio::test]
 async fn every_reconciliation_finding_can_be_closed_with_a_reason_from_its_page_and_the_api() {
     // Given a missing effect (re_m's webhook never came) and an unexpected

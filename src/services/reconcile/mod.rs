@@ -136,7 +136,14 @@ pub async fn run(
             carried: i >= listed,
         })
         .collect();
-    let found = reconcile::compare(&ops, &effects, window);
+    let mut found = reconcile::compare(&ops, &effects, window);
+    // The provider's list does not say which source an operation came
+    // through: a run over one source finds what that source applied that
+    // the provider never made, never what another source's deliveries
+    // applied as missing.
+    if source.is_some() {
+        found.missing.clear();
+    }
     ran.expected = found.expected as u64;
     ran.applied = found.applied as u64;
     ran.matched = found.matched.len() as u64;
@@ -369,7 +376,8 @@ pub struct RunFigures {
 pub async fn figures(engine: &SharedEngine) -> Result<Figures, sea_orm::DbErr> {
     let mut runs: Vec<RunFigures> = Vec::new();
     for run in crate::store::reconcile::latest_runs(&engine.db, 200).await? {
-        if runs.iter().any(|r| r.provider == run.provider) {
+        // A run over one source compared only that source's effects.
+        if run.source.is_some() || runs.iter().any(|r| r.provider == run.provider) {
             continue;
         }
         runs.push(RunFigures {
