@@ -37,7 +37,17 @@ async fn reconcile_between(
     to: chrono::DateTime<Utc>,
 ) -> String {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut command = cli(&app.database_url, extra, dir.path());
+    finished(reconciling(app, extra, (from, to), dir.path())).await
+}
+
+/// `unicity reconcile` over `[from, to)`, to run.
+fn reconciling(
+    app: &TestApp,
+    extra: &str,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    dir: &std::path::Path,
+) -> std::process::Command {
+    let mut command = cli(&app.database_url, extra, dir);
     command.args([
         "reconcile",
         "--from",
@@ -45,7 +55,7 @@ async fn reconcile_between(
         "--to",
         &to.to_rfc3339(),
     ]);
-    finished(command).await
+    command
 }
 
 /// Every row of `table` as text, in primary-key order.
@@ -276,15 +286,8 @@ async fn a_failed_window_is_compared_again_after_a_later_run_by_hand() {
     // And the next hour's run failed, its provider unreachable
     let dir = tempfile::tempdir().expect("temp dir");
     let unreachable = crate::support::provider::lookup_toml("http://127.0.0.1:9");
-    let mut command = cli(&app.database_url, &unreachable, dir.path());
-    command.args([
-        "reconcile",
-        "--from",
-        &(now - Duration::hours(2)).to_rfc3339(),
-        "--to",
-        &(now - Duration::hours(1)).to_rfc3339(),
-    ]);
-    refused(command).await;
+    let hour = (now - Duration::hours(2), now - Duration::hours(1));
+    refused(reconciling(&app, &unreachable, hour, dir.path())).await;
     assert_eq!(
         app.count("SELECT COUNT(*) FROM reconciliation_runs WHERE error IS NOT NULL")
             .await,
@@ -318,15 +321,8 @@ async fn a_listing_cut_short_by_a_page_without_its_cursor_fails_the_run() {
         let app = spawn_app_with(&extra).await;
         let dir = tempfile::tempdir().expect("temp dir");
         let now = Utc::now();
-        let mut command = cli(&app.database_url, &extra, dir.path());
-        command.args([
-            "reconcile",
-            "--from",
-            &(now - Duration::hours(1)).to_rfc3339(),
-            "--to",
-            &now.to_rfc3339(),
-        ]);
-        refused(command).await;
+        let window = (now - Duration::hours(1), now);
+        refused(reconciling(&app, &extra, window, dir.path())).await;
         let errors = rows(&app, "SELECT error FROM reconciliation_runs").await;
         assert_eq!(errors.len(), 1, "{answer}");
         assert!(errors[0].contains("page 1"), "{answer}: {errors:?}");
@@ -422,16 +418,9 @@ async fn a_run_over_one_source_finds_nothing_missing_that_came_through_another()
     app.wait_applied(1).await;
     let now = Utc::now();
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut command = cli(&app.database_url, &extra, dir.path());
-    command.args([
-        "reconcile",
-        "--from",
-        &(now - Duration::hours(1)).to_rfc3339(),
-        "--to",
-        &(now + Duration::minutes(1)).to_rfc3339(),
-        "--source",
-        "hmac",
-    ]);
+    let window = (now - Duration::hours(1), now + Duration::minutes(1));
+    let mut command = reconciling(&app, &extra, window, dir.path());
+    command.args(["--source", "hmac"]);
     let one = finished(command).await;
     assert!(one.contains("0 missing"), "{one}");
     let mut finance = signed_in(&app, "fin", Role::Finance).await;
