@@ -388,11 +388,20 @@ async fn the_shipped_alert_rules_pass_promtool_and_name_metrics_that_exist() {
     for name in exported {
         assert!(help.contains_key(name), "{name} has no HELP line: {help:?}");
     }
-    // promtool, where installed (CI installs it), accepts the file.
-    match std::process::Command::new("promtool")
-        .args(["check", "rules", rules])
-        .output()
-    {
+    // promtool, where installed (CI installs it), accepts the file, and its
+    // rules fire as their tests say on the series of two processes.
+    let tests = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/prometheus/unicity-rules.test.yml"
+    );
+    promtool(&["check", "rules", rules]);
+    promtool(&["test", "rules", tests]);
+}
+
+/// Runs promtool with `args`, which must succeed; where it is not installed
+/// the check is skipped, except in CI.
+fn promtool(args: &[&str]) {
+    match std::process::Command::new("promtool").args(args).output() {
         Ok(output) => assert!(
             output.status.success(),
             "{}{}",
