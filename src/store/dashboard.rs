@@ -191,7 +191,8 @@ pub async fn cases_by_state<C: ConnectionTrait>(
         "SELECT COALESCE({strategy}, '') AS strategy, reason, status, \
          COALESCE(resolution, '') AS resolution, \
          CASE WHEN status = 'open' THEN '' WHEN resolved_by IS NULL THEN 'effect' \
-         WHEN resolved_by = 'look-up' THEN 'look-up' ELSE 'person' END AS settled_by, \
+         WHEN resolved_by IN ('look-up', 'reconciliation', 'engine') THEN resolved_by \
+         ELSE 'person' END AS settled_by, \
          CAST(CASE WHEN status <> 'open' THEN -1 {} ELSE {} END AS INTEGER) AS age, \
          COUNT(*) AS cases FROM cases GROUP BY 1, 2, 3, 4, 5, 6",
         ages.join(" "),

@@ -708,6 +708,24 @@ async fn a_refund_found_missing_is_closed_by_its_late_webhook_in_a_later_window(
         rows(&app, cases).await,
         ["missing_effect|resolved|effect_found"]
     );
+    // settled by reconciliation, as /metrics says
+    let metrics = app
+        .client
+        .get(format!("{}/metrics", app.address))
+        .send()
+        .await
+        .expect("scraped")
+        .text()
+        .await
+        .expect("text");
+    let settled = metrics
+        .lines()
+        .filter(|line| line.starts_with("unicity_settled_cases{"))
+        .find(|line| line.contains(r#"resolution="effect_found""#));
+    assert!(
+        settled.is_some_and(|line| line.contains(r#"by="reconciliation""#)),
+        "{metrics}"
+    );
     let refs = "SELECT COALESCE(provider_ref, '') FROM effects ORDER BY effect_id";
     assert_eq!(rows(&app, refs).await, ["re_later"]);
     unicity::services::projections::rebuild(&app.db)
