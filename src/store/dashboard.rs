@@ -209,9 +209,10 @@ pub async fn cases_by_state<C: ConnectionTrait>(
 
 /// Deliveries received since `since`, per strategy (`none`: unkeyed), by how
 /// their decision accounts for an effect: `effect` (processed, its effect in
-/// the ledger), `duplicate` (ignored), `held` (deferred, quarantined or sent
-/// to reconciliation: a case or a wait says why) and `undocumented` — a
-/// delivery processed with no effect to show for it, or never decided. A
+/// the ledger and not failed), `duplicate` (ignored), `held` (deferred,
+/// quarantined or sent to reconciliation: a case or a wait says why) and
+/// `undocumented` — a delivery processed with no effect to show for it (the
+/// downstream refused it: nothing else says so), or never decided. A
 /// batch's own row, which only sums up its items', is left out.
 #[derive(Debug, Clone, PartialEq, FromQueryResult)]
 pub struct Accounted {
@@ -225,7 +226,8 @@ pub async fn accounted<C: ConnectionTrait>(
     since: DateTime<Utc>,
 ) -> Result<Vec<Accounted>, DbErr> {
     let sql = "SELECT COALESCE(d.strategy, 'none') AS strategy, \
-         CASE WHEN d.decision = 'process' AND e.effect_id IS NOT NULL THEN 'effect' \
+         CASE WHEN d.decision = 'process' AND e.effect_id IS NOT NULL \
+         AND e.state <> 'failed' THEN 'effect' \
          WHEN d.decision = 'ignore' THEN 'duplicate' \
          WHEN d.decision IN ('defer', 'quarantine', 'reconcile') THEN 'held' \
          ELSE 'undocumented' END AS accounted, COUNT(*) AS deliveries \

@@ -5,8 +5,9 @@
 
 use prometheus_parse::{Sample, Scrape, Value};
 
-use crate::support::app::{TestApp, refund, spawn_app};
+use crate::support::app::{TestApp, refund, spawn_app, spawn_app_with};
 use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// A scrape with the app's admin token, parsed.
 async fn scrape(app: &TestApp) -> Scrape {
@@ -265,6 +266,29 @@ async fn the_items_of_a_batch_sent_again_count_as_the_providers_retries() {
         )
     };
     assert_eq!((ignored("true"), ignored("false")), (2.0, 0.0));
+}
+
+/// A refund the downstream refused was processed and has no effect to show:
+/// the provider was answered, it sends nothing again, and no case says so.
+/// It counts as undocumented, which the critical alert watches.
+#[tokio::test]
+async fn a_refund_the_downstream_refused_counts_as_undocumented() {
+    let downstream = Downstream::start(Behaviour::Refuse(422)).await;
+    let app = spawn_app_with(&downstream.sink_toml(2000)).await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_refused", 700, None))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_journal("EffectFailed", 1).await;
+    let m = scrape(&app).await;
+    let accounted = |what: &str| {
+        value(
+            &m,
+            "unicity_deliveries_accounted_24h",
+            &[("accounted", what)],
+        )
+    };
+    assert_eq!((accounted("undocumented"), accounted("effect")), (1.0, 0.0));
 }
 
 #[tokio::test]
