@@ -195,12 +195,8 @@ pub async fn settle(
         )),
         StatusMeaning::Unknown => None,
     };
-    let verdict = match meaning {
-        StatusMeaning::Applied => "effect_confirmed",
-        StatusMeaning::Failed => "effect_retried",
-        StatusMeaning::Unknown => "for_a_person",
-    };
-    let job = engine
+    let effect_type = held.effect_type.clone();
+    let settled = engine
         .writer
         .submit(SettleFromStatus {
             engine: engine.clone(),
@@ -213,9 +209,25 @@ pub async fn settle(
             sink: sink.name(),
         })
         .await?;
+    // What the answer settled, not what it meant: one that came after a
+    // person resolved the case, or after a late answer settled the effect,
+    // settled nothing.
+    let verdict = match (settled.outcome, meaning) {
+        (Some(SettlementOutcome::Applied), _) => "effect_confirmed",
+        (Some(_), _) => "effect_retried",
+        (None, StatusMeaning::Unknown) => "for_a_person",
+        (None, _) => "settled_meanwhile",
+    };
+    if let Some(outcome) = settled.outcome {
+        let outcome = match outcome {
+            SettlementOutcome::Applied => "applied",
+            _ => "failed",
+        };
+        engine.metrics.effect_settled(&effect_type, outcome);
+    }
     engine.metrics.looked_up("status", verdict);
     tracing::info!(case.id = %case_id, effect.id = %effect_id, verdict, "effect status looked up");
-    if let Some(job) = job {
+    if let Some(job) = settled.again {
         let body = journaled.event(engine).await?;
         effects::spawn(engine.clone(), job, source, body);
     }
@@ -239,8 +251,22 @@ struct SettleFromStatus {
     sink: &'static str,
 }
 
+/// What a status answer settled: the effect's outcome, when it settled it,
+/// and the call that sends it again.
+struct Settled {
+    outcome: Option<SettlementOutcome>,
+    again: Option<EffectJob>,
+}
+
+impl Settled {
+    const NOTHING: Self = Self {
+        outcome: None,
+        again: None,
+    };
+}
+
 impl WriteJob for SettleFromStatus {
-    type Output = Option<EffectJob>;
+    type Output = Settled;
 
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
         let Self {
@@ -262,7 +288,7 @@ impl WriteJob for SettleFromStatus {
             )
             .await?;
             let Some((settlement, resolution)) = plan else {
-                return Ok(None);
+                return Ok(Settled::NOTHING);
             };
             // The effect moved on since it was read (a late answer to
             // the first attempt settled it): only the question is kept.
@@ -271,7 +297,7 @@ impl WriteJob for SettleFromStatus {
                 ReservationState::parse(&r.state) != Some(ReservationState::Unknown)
                     || r.fencing_token != Some(token)
             }) {
-                return Ok(None);
+                return Ok(Settled::NOTHING);
             }
             let resolved = tx
                 .claim(Some(first), &JournalEvent::CaseResolved(resolution), at)
@@ -283,7 +309,7 @@ impl WriteJob for SettleFromStatus {
             // the next retry would send it again, after a refund by hand).
             // An answer "applied" is recorded: it sends nothing.
             if retry && !resolved {
-                return Ok(None);
+                return Ok(Settled::NOTHING);
             }
             let event = if retry {
                 JournalEvent::EffectFailed(settlement.clone())
@@ -293,8 +319,12 @@ impl WriteJob for SettleFromStatus {
             if !tx.claim(Some(first), &event, at).await? {
                 return Err(DbErr::Custom("the effect's settlement moved on".to_owned()));
             }
+            let outcome = Some(settlement.outcome);
             let (true, Some(summary)) = (retry, summary) else {
-                return Ok(None);
+                return Ok(Settled {
+                    outcome,
+                    again: None,
+                });
             };
             let claimed = Claim {
                 key: settlement.key.clone(),
@@ -302,7 +332,8 @@ impl WriteJob for SettleFromStatus {
                 fencing_token: token + 1,
                 provider_ref: None,
             };
-            effects::retake(tx, &engine, sink, first, &summary, claimed, at).await
+            let again = effects::retake(tx, &engine, sink, first, &summary, claimed, at).await?;
+            Ok(Settled { outcome, again })
         })
     }
 }

@@ -109,6 +109,7 @@ async fn expire_leases(engine: &SharedEngine) -> Result<usize, DbErr> {
             .await?;
         if took {
             count += 1;
+            engine.metrics.effect_settled(&row.effect_type, "unknown");
             tracing::warn!(delivery.id = %first, effect.id = %effect_id, "lease expired: outcome unknown, sent to reconciliation");
             redecide_deferred(engine, base_key(&row.key)).await?;
         }

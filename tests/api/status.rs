@@ -40,6 +40,22 @@ async fn an_unknown_outcome(app: &TestApp) -> String {
     id.expect("an outcome_unknown case")
 }
 
+/// `unicity_effects_total` by outcome, as `/metrics` shows it.
+async fn effects_counted(app: &TestApp) -> Vec<String> {
+    let metrics = app.get_text("/metrics").await;
+    let mut counted: Vec<String> = metrics
+        .lines()
+        .filter(|line| line.starts_with("unicity_effects_total{"))
+        .filter_map(|line| {
+            let outcome = line.split(r#"outcome=""#).nth(1)?.split('"').next()?;
+            let n = line.rsplit(' ').next()?;
+            Some(format!("{outcome} {n}"))
+        })
+        .collect();
+    counted.sort();
+    counted
+}
+
 async fn wait_resolved(app: &TestApp, case_id: &str) -> serde_json::Value {
     app.wait_case_resolved(case_id).await;
     app.get(&format!("/api/cases/{case_id}")).await.json
@@ -61,6 +77,9 @@ async fn an_unknown_outcome_the_downstream_reports_applied_is_settled_applied_wi
         1,
         "the question and its answer are journaled"
     );
+    // and counted: the effect unknown, then applied by the answer
+    let counted = effects_counted(&app).await;
+    assert_eq!(counted, ["applied 1", "unknown 1"], "{counted:?}");
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 1, "never sent again");
     assert_eq!(downstream.applied().len(), 1);
@@ -226,6 +245,19 @@ async fn a_status_answer_arriving_after_a_person_resolved_the_case_sends_nothing
     assert_eq!(retry.json["decision"], "reconcile", "{}", retry.json);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 1, "{:?}", downstream.calls());
+    // and the answer is counted as one that settled nothing, not a retry
+    let metrics = app.get_text("/metrics").await;
+    let status = |verdict: &str| {
+        metrics
+            .lines()
+            .filter(|line| line.starts_with("unicity_lookups_total{"))
+            .any(|line| line.contains(r#"kind="status""#) && line.contains(verdict))
+    };
+    assert!(
+        status("settled_meanwhile") && !status("effect_retried"),
+        "{metrics}"
+    );
+    assert_eq!(effects_counted(&app).await, ["unknown 1"]);
 }
 
 /// Retention purges the stored result of applied effects only: an effect
@@ -273,4 +305,7 @@ async fn a_lease_that_runs_out_while_its_call_is_in_flight_sends_no_second_call(
     tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
     assert_eq!(downstream.calls().len(), 1, "a second call was sent");
     assert_eq!(downstream.applied().len(), 1);
+    // The lease that ran out made the outcome unknown, the answer applied
+    let counted = effects_counted(&app).await;
+    assert_eq!(counted, ["applied 1", "unknown 1"], "{counted:?}");
 }

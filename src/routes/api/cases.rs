@@ -233,8 +233,9 @@ pub async fn resolve(
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LookupBody {
     /// `process_as_distinct`, `confirm_duplicate`, `for_a_person`, or, for
-    /// an effect whose outcome is unknown, `effect_confirmed` or
-    /// `effect_retried`; `null` when there was nothing to ask (no look-up
+    /// an effect whose outcome is unknown, `effect_confirmed`,
+    /// `effect_retried` or `settled_meanwhile` (a person or the effect's
+    /// late answer settled it first); `null` when there was nothing to ask (no look-up
     /// configured, not an askable open case).
     #[schema(value_type = Option<String>)]
     verdict: Option<&'static str>,

@@ -339,6 +339,18 @@ impl TestApp {
         reply(response).await
     }
 
+    /// The body of `GET path`, as text.
+    pub async fn get_text(&self, path: &str) -> String {
+        self.client
+            .get(format!("{}{path}", self.address))
+            .send()
+            .await
+            .expect("request sent")
+            .text()
+            .await
+            .expect("text")
+    }
+
     /// `GET /cases/{case_id}/fixture` (the case page's export) with the
     /// test's admin token.
     pub async fn export_fixture(&self, case_id: &str) -> reqwest::Response {
