@@ -709,15 +709,7 @@ async fn a_refund_found_missing_is_closed_by_its_late_webhook_in_a_later_window(
         ["missing_effect|resolved|effect_found"]
     );
     // settled by reconciliation, as /metrics says
-    let metrics = app
-        .client
-        .get(format!("{}/metrics", app.address))
-        .send()
-        .await
-        .expect("scraped")
-        .text()
-        .await
-        .expect("text");
+    let metrics = app.get_text("/metrics").await;
     let settled = metrics
         .lines()
         .filter(|line| line.starts_with("unicity_settled_cases{"))
