@@ -183,12 +183,9 @@ impl Stopped {
                 version,
             } => format!("unknown event type {event_type} v{version}"),
             E::Unreadable { event_type, .. } => format!("unreadable {event_type} payload"),
-            E::Malformed { event_type, source } => format!(
-                "malformed {event_type} payload ({:?} error at line {}, column {})",
-                source.classify(),
-                source.line(),
-                source.column()
-            ),
+            E::Malformed { event_type, reason } => {
+                format!("malformed {event_type} payload: {reason}")
+            }
         };
         Some(Self {
             position: *position,

@@ -48,12 +48,27 @@ pub enum StoredEventError {
     Unknown { event_type: String, version: i32 },
     #[error("unreadable {event_type} payload: {reason}")]
     Unreadable { event_type: String, reason: String },
-    #[error("malformed {event_type} payload: {source}")]
-    Malformed {
-        event_type: String,
-        #[source]
-        source: serde_json::Error,
-    },
+    /// `reason` says what kind of error, never the value that caused it:
+    /// serde's own message quotes it, and a payload's values are sensitive.
+    #[error("malformed {event_type} payload: {reason}")]
+    Malformed { event_type: String, reason: String },
+}
+
+impl StoredEventError {
+    /// A payload that did not read as its type: what kind of error, not
+    /// the value serde's message quotes (`invalid type: string "ann@…"`).
+    pub fn malformed(event_type: &str, error: &serde_json::Error) -> Self {
+        let message = error.to_string();
+        let kind = message
+            .split([':', '"', '`', '\''])
+            .next()
+            .unwrap_or_default()
+            .trim();
+        Self::Malformed {
+            event_type: event_type.to_owned(),
+            reason: format!("{kind} ({:?} error)", error.classify()),
+        }
+    }
 }
 
 /// Declares `JournalEvent` with, for each variant, its frozen stored name and
@@ -112,10 +127,7 @@ macro_rules! journal_events {
                     $(($name, $version) => serde_json::from_value(data)
                         .map(Self::$variant)
                         .map(Self::upcast)
-                        .map_err(|source| StoredEventError::Malformed {
-                            event_type: event_type.to_owned(),
-                            source,
-                        }),)*
+                        .map_err(|error| StoredEventError::malformed(event_type, &error)),)*
                     _ => Err(StoredEventError::Unknown {
                         event_type: event_type.to_owned(),
                         version,
@@ -239,6 +251,19 @@ mod tests {
     use chrono::DateTime;
 
     use super::*;
+
+    #[test]
+    fn a_payload_that_does_not_read_says_why_without_its_values() {
+        let data = serde_json::json!({"key": "k", "fencing_token": "ann.secret@example.com"});
+        let error = JournalEvent::from_stored("ReservationExpired", 1, data).unwrap_err();
+        let said = format!("{error}");
+        assert!(
+            said.starts_with("malformed ReservationExpired payload: "),
+            "{said}"
+        );
+        assert!(!said.contains("ann.secret"), "{said}");
+        assert!(std::error::Error::source(&error).is_none());
+    }
 
     #[test]
     fn stored_events_round_trip_through_their_frozen_names() {
