@@ -251,7 +251,7 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
             strength: key.strength.as_str(),
             decision: made.decision.action.as_str(),
             reason: made.decision.reason.as_str(),
-            retry: false,
+            retry: journaled.sent_again,
         });
     }
     if let Redecided::Decided(_, Some(job)) = redecided {
@@ -334,6 +334,9 @@ pub(crate) struct Journaled {
     pub body: Option<BodyRef>,
     pub source: Option<String>,
     pub provider: Option<String>,
+    /// Its first decision found it a provider's retry of an earlier
+    /// delivery (the same delivery id or raw body).
+    pub sent_again: bool,
 }
 
 impl Journaled {
@@ -342,6 +345,7 @@ impl Journaled {
             .await
             .map_err(|e| DbErr::Custom(e.to_string()))?;
         let mut journaled = Self::default();
+        let mut decided = false;
         for stored in events {
             match stored.event {
                 JournalEvent::KeyDerived(derived) => journaled.key = derived.business,
@@ -351,6 +355,10 @@ impl Journaled {
                     if r.parse == BodyParse::Json {
                         journaled.body = Some(r.body);
                     }
+                }
+                JournalEvent::DecisionMade(made) if !decided => {
+                    decided = true;
+                    journaled.sent_again = made.first_delivery_id.is_some();
                 }
                 _ => {}
             }

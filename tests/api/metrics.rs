@@ -291,6 +291,44 @@ async fn a_refund_the_downstream_refused_counts_as_undocumented() {
     assert_eq!((accounted("undocumented"), accounted("effect")), (1.0, 0.0));
 }
 
+/// A provider's retry that came while the first delivery's effect was in
+/// flight waits, then is ignored once it applied: still the provider's
+/// retry, counted as one.
+#[tokio::test]
+async fn a_retry_deferred_while_its_effect_was_in_flight_counts_as_a_retry_once_decided() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 1_500 }).await;
+    let app = spawn_app_with(&format!(
+        "[engine]\nsweep_interval_ms = 100\n\n{}",
+        downstream.sink_toml(5_000)
+    ))
+    .await;
+    let body = refund("pay_waits", 700, Some("rr_waits"));
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    downstream.wait_calls(1).await;
+    let again = app.post_signed("hmac", &body).await;
+    assert_eq!(again.json["decision"], "defer", "{}", again.json);
+    // When it is decided again, once the effect applied
+    let started = std::time::Instant::now();
+    loop {
+        let m = scrape(&app).await;
+        let ignored = |retry: &str| {
+            value(
+                &m,
+                "unicity_decisions_total",
+                &[("decision", "ignore"), ("transport_retry", retry)],
+            )
+        };
+        let counted = (ignored("true"), ignored("false"));
+        if counted != (0.0, 0.0) {
+            assert_eq!(counted, (1.0, 0.0));
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 20, "never decided again");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_settled_case_moves_from_open_to_settled_by_a_person() {
     let app = spawn_app().await;
