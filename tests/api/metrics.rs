@@ -257,7 +257,12 @@ async fn the_items_of_a_batch_sent_again_count_as_the_providers_retries() {
     crate::batches::settle(&downstream, 2).await;
     let again = crate::batches::deliver_ids(&app, &["EV_R1", "EV_R2"]).await;
     assert_eq!(again.json["decision"], "ignore", "{}", again.json);
-    let m = scrape(&app).await;
+    assert_eq!(ignored_by_retry(&app).await, (2.0, 0.0));
+}
+
+/// Deliveries ignored, those that came as a provider's retry and the others.
+async fn ignored_by_retry(app: &TestApp) -> (f64, f64) {
+    let m = scrape(app).await;
     let ignored = |retry: &str| {
         value(
             &m,
@@ -265,7 +270,7 @@ async fn the_items_of_a_batch_sent_again_count_as_the_providers_retries() {
             &[("decision", "ignore"), ("transport_retry", retry)],
         )
     };
-    assert_eq!((ignored("true"), ignored("false")), (2.0, 0.0));
+    (ignored("true"), ignored("false"))
 }
 
 /// A refund the downstream refused was processed and has no effect to show:
@@ -311,15 +316,7 @@ async fn a_retry_deferred_while_its_effect_was_in_flight_counts_as_a_retry_once_
     // When it is decided again, once the effect applied
     let started = std::time::Instant::now();
     loop {
-        let m = scrape(&app).await;
-        let ignored = |retry: &str| {
-            value(
-                &m,
-                "unicity_decisions_total",
-                &[("decision", "ignore"), ("transport_retry", retry)],
-            )
-        };
-        let counted = (ignored("true"), ignored("false"));
+        let counted = ignored_by_retry(&app).await;
         if counted != (0.0, 0.0) {
             assert_eq!(counted, (1.0, 0.0));
             break;
