@@ -74,7 +74,9 @@ struct HourRow {
 
 /// Deliveries since `since` per hour (UTC), decision, reason, strategy and
 /// strength: one range scan, a few hundred groups at most, from which every
-/// delivery chart of the dashboard is folded. Undecided ones read `none`.
+/// delivery chart of the dashboard is folded. Undecided ones read `none`;
+/// refused ones (a bad signature, too large) are not deliveries to decide
+/// and are left out (`unicity_deliveries_refused_total` counts them).
 pub async fn per_hour<C: ConnectionTrait>(
     conn: &C,
     since: DateTime<Utc>,
@@ -87,7 +89,7 @@ pub async fn per_hour<C: ConnectionTrait>(
     let sql = format!(
         "SELECT {hour} AS hour, COALESCE(decision, 'none') AS decision, \
          COALESCE(reason, 'none') AS reason, strategy, COALESCE(strength, 'none') AS strength, \
-         COUNT(*) AS deliveries FROM deliveries WHERE {{since}} \
+         COUNT(*) AS deliveries FROM deliveries WHERE {{since}} AND status = 'received' \
          GROUP BY 1, 2, 3, 4, 5"
     );
     let rows: Vec<HourRow> = self::since(conn, &sql, since).await?;

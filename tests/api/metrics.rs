@@ -108,11 +108,19 @@ async fn counters_move_with_each_decision_refusal_and_effect_and_gauges_follow_t
     let code = forged.json["code"].as_str().expect("code").to_owned();
 
     // when the metrics are scraped,
+    app.settle().await;
     let m = scrape(&app).await;
     let hmac = ("source", "hmac");
     let strong = first.json["strategy"].as_str().unwrap();
     let fingerprint = weak.json["strategy"].as_str().unwrap();
-    // then every delivery that reached the source is counted, the forged
+    // then the forged one is no delivery of the last day's figures,
+    assert_eq!(
+        value(&m, "unicity_deliveries_24h", &[("strategy", "none")]),
+        0.0,
+        "{:?}",
+        samples(&m, "unicity_deliveries_24h", &[])
+    );
+    // every delivery that reached the source is counted, the forged
     // one as refused by its code,
     assert_eq!(value(&m, "unicity_deliveries_received_total", &[hmac]), 5.0);
     assert_eq!(
