@@ -395,11 +395,12 @@ async fn a_refund_listed_twice_is_expected_once() {
     assert!(said.contains("1 missing"), "{said}");
 }
 
-/// A run over one source compares the provider's whole list with that
-/// source's effects: a refund whose webhook came through another source
-/// is not missing, and the dashboard's latest run is a whole one.
+/// A run over one source compares the provider's whole list with every
+/// source's effects: a refund whose webhook came through another source is
+/// not missing, one no source delivered is, and only the source's own
+/// effects can be unexpected. The dashboard's latest run is a whole one.
 #[tokio::test]
-async fn a_run_over_one_source_finds_nothing_missing_that_came_through_another() {
+async fn a_run_over_one_source_finds_missing_only_what_no_source_delivered() {
     let made = Utc::now() - Duration::minutes(30);
     let provider = Provider::start(
         &[
@@ -422,7 +423,15 @@ async fn a_run_over_one_source_finds_nothing_missing_that_came_through_another()
     let mut command = reconciling(&app, &extra, window, dir.path());
     command.args(["--source", "hmac"]);
     let one = finished(command).await;
-    assert!(one.contains("0 missing"), "{one}");
+    assert!(one.contains("1 missing, 0 unexpected"), "{one}");
+    let missing = "SELECT COUNT(*) FROM cases WHERE reason = 'missing_effect' \
+                   AND CAST(details AS TEXT) LIKE '%re_lost%'";
+    assert_eq!(app.count(missing).await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM cases").await,
+        1,
+        "re_open came through another source"
+    );
     let mut finance = signed_in(&app, "fin", Role::Finance).await;
     let dashboard = finance.get("/dashboard").await;
     assert!(
@@ -430,9 +439,9 @@ async fn a_run_over_one_source_finds_nothing_missing_that_came_through_another()
         "{}",
         dashboard.body
     );
-    // The whole run finds the refund no source delivered
+    // as the whole run does
     let whole = reconcile(&app, &extra).await;
-    assert!(whole.contains("1 missing"), "{whole}");
+    assert!(whole.contains("1 missing, 0 unexpected"), "{whole}");
 }
 
 #[tokio::test]

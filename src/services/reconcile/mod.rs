@@ -118,7 +118,23 @@ pub async fn run(
         .filter(|op| operations.iter().all(|listed| listed.id != op.id))
         .collect::<Vec<_>>();
     operations.extend(carried);
-    let rows = compared_effects(engine, lookup, source, (from, to), &operations).await?;
+    // The provider's list does not say which source an operation came
+    // through: every source's effects answer it, so that a refund whose
+    // webhook came through another source is not missing; only the
+    // source's own effects can be unexpected.
+    let rows = compared_effects(engine, lookup, None, (from, to), &operations).await?;
+    let own: Option<std::collections::HashSet<String>> = match source {
+        Some(source) => crate::store::reconcile::effects_in_window(
+            &engine.db,
+            &lookup.provider,
+            Some(source),
+            from,
+            to,
+        )
+        .await
+        .map(|own| Some(own.into_iter().map(|e| e.effect_id).collect()))?,
+        None => None,
+    };
     let mut effects = Vec::with_capacity(rows.len());
     for row in &rows {
         effects.push(ledger_effect(engine, lookup, row).await?);
@@ -137,12 +153,10 @@ pub async fn run(
         })
         .collect();
     let mut found = reconcile::compare(&ops, &effects, window);
-    // The provider's list does not say which source an operation came
-    // through: a run over one source finds what that source applied that
-    // the provider never made, never what another source's deliveries
-    // applied as missing.
-    if source.is_some() {
-        found.missing.clear();
+    if let Some(own) = &own {
+        found
+            .unexpected
+            .retain(|&e| own.contains(&rows[e].effect_id));
     }
     ran.expected = found.expected as u64;
     ran.applied = found.applied as u64;
