@@ -182,26 +182,6 @@ pub async fn citing<C: ConnectionTrait>(
         .await
 }
 
-/// Frees the provider operation `operation` from the failed effects of
-/// `effect_type` that cite it: the downstream refused them, so they never
-/// stood for it, and an effect now applied for it takes the citation (the
-/// unique index allows one). Returns how many were freed.
-pub async fn free_failed_citations<C: ConnectionTrait>(
-    conn: &C,
-    effect_type: &str,
-    operation: &str,
-) -> Result<u64, DbErr> {
-    use sea_orm::sea_query::Expr;
-    Ok(effect::Entity::update_many()
-        .col_expr(effect::Column::ProviderRef, Expr::value(None::<String>))
-        .filter(effect::Column::EffectType.eq(effect_type))
-        .filter(effect::Column::ProviderRef.eq(operation))
-        .filter(effect::Column::State.eq(ReservationState::Failed.as_str()))
-        .exec(conn)
-        .await?
-        .rows_affected)
-}
-
 /// The effect `id`, if the ledger holds it.
 pub async fn effect<C: ConnectionTrait>(
     conn: &C,

@@ -139,34 +139,6 @@ async fn a_look_alike_of_a_refund_whose_distinct_call_failed_is_left_to_a_person
         "{shown}"
     );
     assert_eq!(downstream.applied().len(), 1);
-    // When finance sends re_2 again, citing it: the refused effect no
-    // longer stands for it
-    let resolved = app
-        .resolve(
-            third_case,
-            json!({
-                "resolution": "process_as_distinct",
-                "note": "re_2 was refused downstream: sent again",
-                "authoritative_ref": "re_2",
-            }),
-        )
-        .await;
-    assert_eq!(resolved.status, 200, "{}", resolved.json);
-    downstream.wait_calls(3).await;
-    let citing = "SELECT state || '|' || COALESCE(provider_ref, '') FROM effects \
-                  WHERE key LIKE '%~%' ORDER BY effect_id";
-    let rows = crate::support::probe::Probe::of(&app.db).rows(citing).await;
-    let rows: Vec<String> = rows.into_iter().filter_map(|r| r[0].clone()).collect();
-    assert_eq!(rows.len(), 2, "{rows:?}");
-    assert_eq!(rows[0], "failed|", "{rows:?}");
-    assert!(rows[1].ends_with("|re_2"), "{rows:?}");
-    // as a rebuild from the journal leaves them
-    let live = crate::support::probe::Probe::of(&app.db).rows(citing).await;
-    unicity::services::projections::rebuild(&app.db)
-        .await
-        .expect("rebuild");
-    let rebuilt = crate::support::probe::Probe::of(&app.db).rows(citing).await;
-    assert_eq!(rebuilt, live);
 }
 
 #[tokio::test]

@@ -362,14 +362,10 @@ impl Context {
         // The operation cited: consumed by the effect it justifies, once.
         // Already consumed, the resolution's claim is rolled back with it.
         if let (Some(key), Some(cited)) = (distinct, &reference) {
-            // An effect the downstream refused never stood for it.
             let taken = tx
                 .citing(&key.effect_type, std::slice::from_ref(cited))
                 .await?;
-            if taken
-                .iter()
-                .any(|e| e.state != crate::domain::reservation::ReservationState::Failed.as_str())
-            {
+            if !taken.is_empty() {
                 return Err(DbErr::Custom(CONSUMED.to_owned()));
             }
         }

@@ -49,11 +49,6 @@ pub async fn reserve<C: ConnectionTrait>(
     let folded =
         applied.filter(|s| e.fencing_token == 1 && s.outcome == SettlementOutcome::Applied);
     let claimed = if e.fencing_token == 1 {
-        // An effect applied for a provider operation takes it from the
-        // effects the downstream refused for it.
-        if let Some(operation) = &e.provider_ref {
-            crate::store::ledger::free_failed_citations(conn, &e.effect_type, operation).await?;
-        }
         let row = effect::Model {
             effect_id: e.effect_id.to_string(),
             key: e.key.clone(),
@@ -311,13 +306,11 @@ pub(super) async fn paired<C: ConnectionTrait>(conn: &C, e: &EffectPaired) -> Re
     let cited = effect::Entity::find()
         .filter(effect::Column::EffectType.eq(row.effect_type.as_str()))
         .filter(effect::Column::ProviderRef.eq(e.operation.as_str()))
-        .filter(effect::Column::State.ne(ReservationState::Failed.as_str()))
         .one(conn)
         .await?;
     if cited.is_some() {
         return Ok(0);
     }
-    crate::store::ledger::free_failed_citations(conn, &row.effect_type, &e.operation).await?;
     Ok(effect::Entity::update_many()
         .col_expr(
             effect::Column::ProviderRef,
