@@ -218,9 +218,9 @@ pub struct Compared {
 /// window holds a stretch after `since` that no run without error compared.
 /// Then it ends where that stretch starts, so the periodic run compares it
 /// even when a later run (by hand, after an outage) compared the hours
-/// after. What a failed run left before `since` (the periodic run's reach:
-/// a month asked for by hand, a year the provider no longer lists) holds
-/// nothing back.
+/// after. What a failed run left before `since` (when the reconciled time
+/// began: a month asked for by hand, a year the provider no longer lists)
+/// holds nothing back.
 pub fn reconciled_until(runs: &[Compared], since: DateTime<Utc>) -> Option<DateTime<Utc>> {
     let compared: Vec<Window> = runs
         .iter()
@@ -448,11 +448,11 @@ mod tests {
     }
 
     #[test]
-    fn what_a_failed_run_left_before_the_periodic_reach_holds_nothing_back() {
+    fn what_a_failed_run_left_before_the_reconciled_time_began_holds_nothing_back() {
         // A month asked for by hand failed; the hours since were compared
         let runs = [ran(0, 40, true), ran(20, 30, false), ran(30, 40, false)];
         assert_eq!(reconciled_until(&runs, at(20)), Some(at(40)));
-        // Within reach, what no run compared still holds it back
+        // After it began, what no run compared still holds it back
         assert_eq!(reconciled_until(&runs, at(10)), Some(at(10)));
     }
 }

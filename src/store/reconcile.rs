@@ -151,36 +151,59 @@ const COMPARED: [&str; 3] = [
     ReservationState::Unknown.as_str(),
 ];
 
-/// Most runs read to find where the reconciled time ends.
+/// Most failed runs, and most latest runs without error, read to find where
+/// the reconciled time ends; and most runs without error after the earliest
+/// failed one.
+const FAILED_RUNS: u64 = 200;
 const COVERING_RUNS: u64 = 5_000;
 
-/// Where the reconciled time of `provider` ends (`reconciled_until`): from
-/// its runs over every source whose windows end after `since` (the periodic
-/// run's reach), failed ones too, and its latest run without error. A run
-/// compares what the provider listed when it ran: one given a window that
-/// ends tomorrow (`unicity reconcile --to`) has not compared the hours
-/// after it, and a later outage's stretch must still be.
+/// Where the reconciled time of `provider` ends (`reconciled_until`), from
+/// its runs over every source: the latest failed ones, the runs without
+/// error from the earliest of those on (oldest first: the catch-up runs
+/// that compared a failed stretch), the latest runs without error, and when
+/// the reconciled time began (its first run without error: what a failed
+/// run asked for before it, a month by hand or a year the provider no
+/// longer lists, holds nothing back). A run compares what the provider
+/// listed when it ran: one given a window that ends tomorrow (`unicity
+/// reconcile --to`) has not compared the hours after it.
 pub async fn covered_until<C: ConnectionTrait>(
     conn: &C,
     provider: &str,
-    since: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, DbErr> {
+    use reconciliation_run::Column;
     let runs = || {
         reconciliation_run::Entity::find()
-            .filter(reconciliation_run::Column::Provider.eq(provider))
-            .filter(reconciliation_run::Column::Source.is_null())
+            .filter(Column::Provider.eq(provider))
+            .filter(Column::Source.is_null())
     };
+    let ok = || runs().filter(Column::Error.is_null());
     let mut found = runs()
-        .filter(reconciliation_run::Column::WindowTo.gt(since))
-        .order_by_desc(reconciliation_run::Column::WindowTo)
-        .limit(COVERING_RUNS)
+        .filter(Column::Error.is_not_null())
+        .order_by_desc(Column::WindowTo)
+        .limit(FAILED_RUNS)
         .all(conn)
         .await?;
+    let began = ok()
+        .order_by_asc(Column::WindowFrom)
+        .one(conn)
+        .await?
+        .map(|first| first.window_from);
+    if let Some(earliest) = found.iter().map(|run| run.window_from).min() {
+        let from = began.map_or(earliest, |began| Ord::max(earliest, began));
+        found.extend(
+            ok().filter(Column::WindowTo.gt(from))
+                .order_by_asc(Column::WindowTo)
+                .limit(COVERING_RUNS)
+                .all(conn)
+                .await?,
+        );
+    }
+    // The latest end: among the runs whose windows end last, since a run
+    // ends no later than when it ran.
     found.extend(
-        runs()
-            .filter(reconciliation_run::Column::Error.is_null())
-            .order_by_desc(reconciliation_run::Column::WindowTo)
-            .one(conn)
+        ok().order_by_desc(Column::WindowTo)
+            .limit(FAILED_RUNS)
+            .all(conn)
             .await?,
     );
     let runs: Vec<Compared> = found
@@ -193,7 +216,10 @@ pub async fn covered_until<C: ConnectionTrait>(
             failed: run.error.is_some(),
         })
         .collect();
-    Ok(reconciled_until(&runs, since))
+    Ok(reconciled_until(
+        &runs,
+        began.unwrap_or(DateTime::<Utc>::MIN_UTC),
+    ))
 }
 
 /// The latest runs, newest first.

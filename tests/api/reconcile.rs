@@ -928,7 +928,7 @@ async fn a_run_over_a_window_ending_later_than_it_ran_covers_only_until_it_ran()
     );
     a_run(&db, periodic, None).await;
     // Then the reconciled time ends where the periodic run's window did
-    let covered = unicity::store::reconcile::covered_until(&db, "norefid", now - hours(25))
+    let covered = unicity::store::reconcile::covered_until(&db, "norefid")
         .await
         .expect("read")
         .expect("covered");
@@ -940,17 +940,28 @@ async fn a_run_over_a_window_ending_later_than_it_ran_covers_only_until_it_ran()
 }
 
 /// A month asked for by hand that failed, or a year the provider no longer
-/// lists, holds the periodic run back only within its reach (a day of
-/// windows by default): the hours since, compared by the periodic runs
-/// however many, are reconciled, and what a failure left within reach is
-/// compared again.
+/// lists, holds the periodic run back only from when the reconciled time
+/// began (its first run without error): the hours since, compared by the
+/// periodic runs however many, are reconciled, and what a failure left
+/// after it is compared again.
 #[tokio::test]
-async fn a_failed_run_by_hand_over_a_long_window_holds_back_only_what_lies_within_reach() {
+async fn a_failed_run_by_hand_over_a_long_window_holds_back_only_what_lies_after_the_first_run() {
     let (db, _dir) = runs_database().await;
     let now = Utc::now();
     let hours = Duration::hours;
-    // Given 220 hourly runs, the last ending ten minutes ago
+    let covered = |db| async move {
+        unicity::store::reconcile::covered_until(db, "norefid")
+            .await
+            .expect("read")
+            .map(|at| at.timestamp())
+    };
+    // Given a provider failing for thirty hours, no run ever without error
     let last = now - Duration::minutes(10);
+    let down = (last - hours(30), last - hours(29), last - hours(29));
+    a_run(&db, down, Some("unauthorized")).await;
+    // Then it is compared from where it first failed
+    assert_eq!(covered(&db).await, Some(down.0.timestamp()));
+    // Given 220 hourly runs, the last ending ten minutes ago
     for n in (0..220).rev() {
         let to = last - hours(n);
         a_run(&db, (to - hours(1), to, to + Duration::minutes(10)), None).await;
@@ -964,25 +975,12 @@ async fn a_failed_run_by_hand_over_a_long_window_holds_back_only_what_lies_withi
     .await;
     let year = (now - Duration::days(400), now - Duration::days(399), now);
     a_run(&db, year, Some("refused")).await;
-    let reach = now - hours(25);
-    let covered = |db| async move {
-        unicity::store::reconcile::covered_until(db, "norefid", reach)
-            .await
-            .expect("read")
-            .expect("covered")
-            .timestamp()
-    };
     // Then the reconciled time ends where the last hourly run did
-    assert_eq!(covered(&db).await, last.timestamp());
-    // And a window failed within reach, that an hourly run compared
-    // before, holds nothing back
-    let compared = (last - hours(3), last - hours(2), last);
-    a_run(&db, compared, Some("provider unreachable")).await;
-    assert_eq!(covered(&db).await, last.timestamp());
-    // But one no run compared holds it back, a later run by hand or not
+    assert_eq!(covered(&db).await, Some(last.timestamp()));
+    // But a window no run compared holds it back, a later run by hand or not
     let minutes = Duration::minutes;
     let failed = (last, last + minutes(5), last + minutes(5));
     a_run(&db, failed, Some("provider unreachable")).await;
     a_run(&db, (last + minutes(5), now - minutes(1), now), None).await;
-    assert_eq!(covered(&db).await, last.timestamp());
+    assert_eq!(covered(&db).await, Some(last.timestamp()));
 }

@@ -311,12 +311,7 @@ pub async fn run_due(
     let slack = seconds(config.slack_secs);
     let mut runs = Vec::new();
     for lookup in engine.lookups.iter().filter(|l| l.listing.is_some()) {
-        let covered = crate::store::reconcile::covered_until(
-            &engine.db,
-            &lookup.provider,
-            reach(config, now),
-        )
-        .await?;
+        let covered = crate::store::reconcile::covered_until(&engine.db, &lookup.provider).await?;
         for window in due_windows(config, covered, now) {
             let ran = run(engine, lookup, None, window, slack).await?;
             let failed = ran.error.is_some();
@@ -327,14 +322,6 @@ pub async fn run_due(
         }
     }
     Ok(runs)
-}
-
-/// How far back a periodic run at `now` reaches in one interval: a failed
-/// window older than that (a month asked for by hand, a year the provider
-/// no longer lists) no longer holds the reconciled time back.
-fn reach(config: &ReconciliationConfig, now: DateTime<Utc>) -> DateTime<Utc> {
-    let windows = i32::try_from(MOST_WINDOWS).unwrap_or(i32::MAX);
-    now - seconds(config.delay_secs) - seconds(config.window_secs.max(1)) * windows
 }
 
 /// The windows a periodic run covers at `now`, oldest first: the window of
