@@ -83,65 +83,28 @@ pub async fn effects_citing<C: ConnectionTrait>(
 }
 
 /// Effects of `provider` (and `source`, when given) of one of
-/// `effect_types` that cite a provider operation and failed at or after
-/// `since` (the provider's previous run, when there is one), oldest first,
-/// at most `limit`: the operation they stood for is owed
-/// (`services::reconcile`), unless another effect, not failed, cites it.
+/// `effect_types` that cite a provider operation and failed, the latest
+/// failures first, at most `limit`: the operation they stood for is owed
+/// (`services::reconcile`). Each run reads the latest, so a new failure is
+/// read by the next run whatever failed before it.
 pub async fn failed_citing<C: ConnectionTrait>(
     conn: &C,
     (provider, source): (&str, Option<&str>),
     effect_types: &[String],
-    since: Option<DateTime<Utc>>,
     limit: u64,
 ) -> Result<Vec<effect::Model>, DbErr> {
     if effect_types.is_empty() {
         return Ok(Vec::new());
     }
-    let deliveries = first_delivery_from(provider, source);
-    let other = sea_orm::sea_query::Alias::new("other");
-    let mut standing = sea_orm::sea_query::Query::select();
-    standing
-        .expr(Expr::val(1))
-        .from_as(effect::Entity, other.clone())
-        .and_where(
-            Expr::col((other.clone(), effect::Column::EffectType))
-                .equals((effect::Entity, effect::Column::EffectType)),
-        )
-        .and_where(
-            Expr::col((other.clone(), effect::Column::ProviderRef))
-                .equals((effect::Entity, effect::Column::ProviderRef)),
-        )
-        .and_where(Expr::col((other, effect::Column::State)).ne(ReservationState::Failed.as_str()));
-    let mut failed = effect::Entity::find()
+    effect::Entity::find()
         .filter(effect::Column::EffectType.is_in(effect_types.iter().map(String::as_str)))
         .filter(effect::Column::ProviderRef.is_not_null())
         .filter(effect::Column::State.eq(ReservationState::Failed.as_str()))
-        .filter(Expr::exists(deliveries))
-        .filter(Expr::exists(standing).not());
-    if let Some(since) = since {
-        failed = failed.filter(effect::Column::SettledAt.gte(since));
-    }
-    failed
-        .order_by_asc(effect::Column::SettledAt)
+        .filter(Expr::exists(first_delivery_from(provider, source)))
+        .order_by_desc(effect::Column::SettledAt)
         .limit(limit)
         .all(conn)
         .await
-}
-
-/// When `provider`'s latest run over every source that compared without
-/// error ran, if one did.
-pub async fn last_ran<C: ConnectionTrait>(
-    conn: &C,
-    provider: &str,
-) -> Result<Option<DateTime<Utc>>, DbErr> {
-    Ok(reconciliation_run::Entity::find()
-        .filter(reconciliation_run::Column::Provider.eq(provider))
-        .filter(reconciliation_run::Column::Source.is_null())
-        .filter(reconciliation_run::Column::Error.is_null())
-        .order_by_desc(reconciliation_run::Column::RanAt)
-        .one(conn)
-        .await?
-        .map(|run| run.ran_at))
 }
 
 /// The states of the effects a run compares.

@@ -138,8 +138,8 @@ impl Findings {
     }
 }
 
-/// Most failed effects citing an operation one run reads (those that failed
-/// since the run before).
+/// Most failed effects citing an operation one run reads, the latest
+/// failures first.
 const OWED_MOST: u64 = 1_000;
 
 /// Missing-effect findings for the operations effects cited and then failed
@@ -156,27 +156,17 @@ pub(super) async fn owed(
 ) -> anyhow::Result<Vec<About<DiscrepancyFound>>> {
     let types = super::effect_types(engine, lookup);
     let provider = &lookup.provider;
-    // Each run reads what failed since the one before (an hour back, for
-    // clocks that disagree): what failed earlier, an earlier run saw.
-    let since = crate::store::reconcile::last_ran(&engine.db, provider)
-        .await?
-        .map(|at| at - chrono::Duration::hours(1));
-    let rows: Vec<effect::Model> = crate::store::reconcile::failed_citing(
-        &engine.db,
-        (provider, source),
-        &types,
-        since,
-        OWED_MOST,
-    )
-    .await?
-    .into_iter()
-    .filter(|row| pattern::matches(&lookup.effect_type, &row.effect_type))
-    .filter(|row| {
-        compared
-            .iter()
-            .all(|op| Some(&op.id) != row.provider_ref.as_ref())
-    })
-    .collect();
+    let rows: Vec<effect::Model> =
+        crate::store::reconcile::failed_citing(&engine.db, (provider, source), &types, OWED_MOST)
+            .await?
+            .into_iter()
+            .filter(|row| pattern::matches(&lookup.effect_type, &row.effect_type))
+            .filter(|row| {
+                compared
+                    .iter()
+                    .all(|op| Some(&op.id) != row.provider_ref.as_ref())
+            })
+            .collect();
     let case_of = |operation: &str| {
         reconcile::case_id(
             DiscrepancyKind::MissingEffect.as_str(),
