@@ -40,6 +40,19 @@ async fn an_unknown_outcome(app: &TestApp) -> String {
     id.expect("an outcome_unknown case")
 }
 
+/// Waits until `unicity_effects_total` by outcome reads `expected` (it is
+/// counted once the writer answered, a moment after the commit), and
+/// asserts it.
+async fn wait_counted(app: &TestApp, expected: &[&str]) {
+    let started = std::time::Instant::now();
+    let mut counted = effects_counted(app).await;
+    while counted != expected && started.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        counted = effects_counted(app).await;
+    }
+    assert_eq!(counted, expected);
+}
+
 /// `unicity_effects_total` by outcome, as `/metrics` shows it.
 async fn effects_counted(app: &TestApp) -> Vec<String> {
     let metrics = app.get_text("/metrics").await;
@@ -78,8 +91,7 @@ async fn an_unknown_outcome_the_downstream_reports_applied_is_settled_applied_wi
         "the question and its answer are journaled"
     );
     // and counted: the effect unknown, then applied by the answer
-    let counted = effects_counted(&app).await;
-    assert_eq!(counted, ["applied 1", "unknown 1"], "{counted:?}");
+    wait_counted(&app, &["applied 1", "unknown 1"]).await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 1, "never sent again");
     assert_eq!(downstream.applied().len(), 1);
@@ -246,18 +258,23 @@ async fn a_status_answer_arriving_after_a_person_resolved_the_case_sends_nothing
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(downstream.calls().len(), 1, "{:?}", downstream.calls());
     // and the answer is counted as one that settled nothing, not a retry
-    let metrics = app.get_text("/metrics").await;
-    let status = |verdict: &str| {
-        metrics
-            .lines()
-            .filter(|line| line.starts_with("unicity_lookups_total{"))
-            .any(|line| line.contains(r#"kind="status""#) && line.contains(verdict))
-    };
-    assert!(
-        status("settled_meanwhile") && !status("effect_retried"),
-        "{metrics}"
-    );
-    assert_eq!(effects_counted(&app).await, ["unknown 1"]);
+    wait_counted(&app, &["unknown 1"]).await;
+    let started = std::time::Instant::now();
+    loop {
+        let metrics = app.get_text("/metrics").await;
+        let status = |verdict: &str| {
+            metrics
+                .lines()
+                .filter(|line| line.starts_with("unicity_lookups_total{"))
+                .any(|line| line.contains(r#"kind="status""#) && line.contains(verdict))
+        };
+        assert!(!status("effect_retried"), "{metrics}");
+        if status("settled_meanwhile") {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 5, "{metrics}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// Retention purges the stored result of applied effects only: an effect
@@ -306,6 +323,5 @@ async fn a_lease_that_runs_out_while_its_call_is_in_flight_sends_no_second_call(
     assert_eq!(downstream.calls().len(), 1, "a second call was sent");
     assert_eq!(downstream.applied().len(), 1);
     // The lease that ran out made the outcome unknown, the answer applied
-    let counted = effects_counted(&app).await;
-    assert_eq!(counted, ["applied 1", "unknown 1"], "{counted:?}");
+    wait_counted(&app, &["applied 1", "unknown 1"]).await;
 }
