@@ -117,15 +117,18 @@ pub fn matching(
         .collect())
 }
 
-/// Each operation once, where it was first listed, as it was listed last:
-/// an answer may list one operation twice (a status history, a path that
-/// reaches it two ways), and a history's last entry says what became of it
-/// (`pending` then `failed`: it did not happen).
+/// Each operation once, where it was first listed: an answer may list one
+/// operation twice (a status history, a path that reaches it two ways).
+/// One any listing says did not happen did not (a refund `succeeded` then
+/// `failed`, in either order: histories run oldest or newest first);
+/// otherwise it reads as listed last.
 pub fn once_each(operations: &[ProviderOperation]) -> Vec<ProviderOperation> {
     let mut each: Vec<ProviderOperation> = Vec::with_capacity(operations.len());
     let mut at: BTreeMap<&str, usize> = BTreeMap::new();
+    let undone = |op: &ProviderOperation| op.status.as_deref().is_some_and(did_not_happen);
     for op in operations {
         match at.get(op.id.as_str()) {
+            Some(&i) if undone(&each[i]) => {}
             Some(&i) => each[i] = op.clone(),
             None => {
                 at.insert(op.id.as_str(), each.len());
@@ -435,7 +438,14 @@ mod tests {
         // A history that ends failed: it did not happen
         let mut failed = op("re_1", "pay_1", 700, "EUR");
         failed.status = Some("failed".to_owned());
-        let ended = matching(&[pending, failed], &BTreeMap::new(), delivery);
+        let ended = matching(
+            &[pending.clone(), failed.clone()],
+            &BTreeMap::new(),
+            delivery,
+        );
+        assert_eq!(ended, Ok(vec![]));
+        // newest first alike
+        let ended = matching(&[failed, pending], &BTreeMap::new(), delivery);
         assert_eq!(ended, Ok(vec![]));
         // One effect stands for it: the delivery is a retry
         let found = found.unwrap_or_default();
