@@ -155,6 +155,20 @@ impl Scenario {
         self.app.as_ref().expect("a running server")
     }
 
+    /// `unicity strategies migrate vref@1` with `versions` configured.
+    async fn migrate_v1(&self, versions: &[Version]) -> unicity::domain::journal::StrategyMigrated {
+        let settings = self.settings(versions);
+        unicity::services::strategies::migrate(
+            &self.app().db,
+            &settings.catalog,
+            &settings.sources,
+            &settings.key_secret,
+            "vref@1",
+        )
+        .await
+        .expect("migration runs")
+    }
+
     async fn send(&self, amount: u64) -> Reply {
         self.app().post_signed("hmac", &refund(amount)).await
     }
@@ -362,16 +376,7 @@ async fn retiring_a_version_first_migrates_its_keys_and_a_purged_body_asks_for_a
     );
     assert!(error.contains("strategies migrate vref@1"), "{error}");
 
-    let settings = s.settings(&[v1(), v2()]);
-    let done = unicity::services::strategies::migrate(
-        &s.app().db,
-        &settings.catalog,
-        &settings.sources,
-        &settings.key_secret,
-        "vref@1",
-    )
-    .await
-    .expect("migration runs");
+    let done = s.migrate_v1(&[v1(), v2()]).await;
     assert_eq!((done.migrated, done.unmigrated), (1, 1));
     assert_eq!(s.app().journal_count("KeyMigrated").await, 2);
 
@@ -684,16 +689,7 @@ async fn a_look_up_after_a_retirement_counts_the_refund_the_retired_version_keye
     s.wait_for_purge().await;
     s.drop_body(&gone).await;
     // and v1 retired for v2, its unmigrated key left in the ledger
-    let settings = s.settings(&[v1(), v2()]);
-    unicity::services::strategies::migrate(
-        &s.app().db,
-        &settings.catalog,
-        &settings.sources,
-        &settings.key_secret,
-        "vref@1",
-    )
-    .await
-    .expect("migration runs");
+    s.migrate_v1(&[v1(), v2()]).await;
     s.restart(&[
         Version {
             retired: true,
@@ -735,19 +731,11 @@ async fn a_version_that_keyed_a_refund_cannot_leave_the_configuration() {
     assert!(error.contains("vref@1"), "{error}");
     assert!(error.contains("retired = true"), "{error}");
     // Kept, retired once its keys are migrated, it starts and finds it
-    let settings = s.settings(&[
+    s.migrate_v1(&[
         version(1, "30d", &["amount"]),
         version(2, "30d", &["amount"]),
-    ]);
-    unicity::services::strategies::migrate(
-        &s.app().db,
-        &settings.catalog,
-        &settings.sources,
-        &settings.key_secret,
-        "vref@1",
-    )
-    .await
-    .expect("migration runs");
+    ])
+    .await;
     s.restart(&[
         Version {
             retired: true,
