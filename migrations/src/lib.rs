@@ -37,6 +37,7 @@ mod m20261207_000054_no_case_due_that_no_look_up_settles;
 mod m20261207_000055_cases_by_delivery;
 mod m20261207_000056_look_ups_audited;
 mod m20261207_000057_no_resolved_case_due;
+mod m20261207_000058_hand_made_holds;
 mod sql;
 
 pub struct Migrator;
@@ -79,6 +80,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000055_cases_by_delivery::Migration),
             Box::new(m20261207_000056_look_ups_audited::Migration),
             Box::new(m20261207_000057_no_resolved_case_due::Migration),
+            Box::new(m20261207_000058_hand_made_holds::Migration),
         ]
     }
 }

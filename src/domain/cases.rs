@@ -8,7 +8,12 @@
 //!   resolution of the same case finds that key taken;
 //! * **confirm duplicate** — the delivery is linked to the existing effect;
 //!   nothing is applied;
-//! * **reject** — nothing is applied.
+//! * **reject** — nothing is applied;
+//! * **made by hand** (a missing effect only) — the operation the provider
+//!   made was applied outside Unicity: nothing is applied, and a delivery
+//!   with its resource, amount and currency that would be applied is held
+//!   for a person instead (`Reason::MadeByHand`): the operation's webhook
+//!   may still come, under a key nothing else could find.
 //!
 //! A case about an effect whose outcome was unknown is also settled by the
 //! downstream's own status answer (`services::status`), never by a person's
@@ -58,6 +63,9 @@ pub enum Resolution {
     /// applied effect (a late webhook), or its effect with an operation the
     /// provider lists late: the finding no longer holds.
     EffectFound,
+    /// A missing effect's operation was applied outside Unicity: its
+    /// look-alikes are held for a person from then on.
+    MadeByHand,
 }
 
 impl Resolution {
@@ -69,6 +77,7 @@ impl Resolution {
             Self::EffectConfirmed => "effect_confirmed",
             Self::EffectRetried => "effect_retried",
             Self::EffectFound => "effect_found",
+            Self::MadeByHand => "made_by_hand",
         }
     }
 
@@ -85,6 +94,9 @@ impl Resolution {
             Self::EffectFound => {
                 "a later reconciliation run paired the provider's operation with an applied effect"
             }
+            Self::MadeByHand => {
+                "made by hand outside Unicity; a delivery that looks like it is held for a person"
+            }
         }
     }
 
@@ -95,6 +107,7 @@ impl Resolution {
             Self::ProcessAsDistinct,
             Self::ConfirmDuplicate,
             Self::Reject,
+            Self::MadeByHand,
         ]
         .into_iter()
         .find(|r| r.as_str() == text)
@@ -119,6 +132,9 @@ pub struct CaseFacts {
     /// the delivery that asks for it would be keyed by nothing a late
     /// webhook could find, and could be paid twice.
     pub close_only: bool,
+    /// A missing effect: an operation the provider made that nothing
+    /// applied; a person may record it as made by hand.
+    pub missing_effect: bool,
 }
 
 /// Why a resolution is refused.
@@ -142,8 +158,16 @@ pub enum Refusal {
     CiteAnOperation,
     #[error("this case is a reconciliation finding: it can only be closed with a reason")]
     CloseOnly,
-    #[error("a person resolves a case as process_as_distinct, confirm_duplicate or reject")]
+    #[error(
+        "a person resolves a case as process_as_distinct, confirm_duplicate, reject or made_by_hand"
+    )]
     NotAPersonsResolution,
+    #[error("only a missing effect's operation can be recorded as made by hand")]
+    NotAMissingEffect,
+    #[error(
+        "the provider listed this operation without a resource, an amount and a currency: nothing could recognise its webhook, so close it with a reason"
+    )]
+    NothingToHoldBy,
     #[error("no enabled operator has this name")]
     NoSuchOperator,
     #[error("more cases than a bulk resolution takes at once")]
@@ -163,6 +187,8 @@ impl Refusal {
             Self::CiteAnOperation => "cite_an_operation",
             Self::CloseOnly => "close_only",
             Self::NotAPersonsResolution => "not_a_persons_resolution",
+            Self::NotAMissingEffect => "not_a_missing_effect",
+            Self::NothingToHoldBy => "nothing_to_hold_by",
             Self::NoSuchOperator => "no_such_operator",
             Self::TooManyCases => "too_many_cases",
         }
@@ -179,6 +205,8 @@ pub fn check(case: CaseFacts, resolution: Resolution, note: &str) -> Result<(), 
     }
     match resolution {
         Resolution::Reject => Ok(()),
+        Resolution::MadeByHand if case.missing_effect => Ok(()),
+        Resolution::MadeByHand => Err(Refusal::NotAMissingEffect),
         _ if case.close_only => Err(Refusal::CloseOnly),
         Resolution::ProcessAsDistinct if case.outcome_unknown => Err(Refusal::OutcomeUnknown),
         Resolution::ProcessAsDistinct if !case.can_apply => Err(Refusal::NothingToApply),
@@ -212,6 +240,7 @@ mod tests {
         has_existing_effect: true,
         outcome_unknown: false,
         close_only: false,
+        missing_effect: false,
     };
 
     #[test]
@@ -230,6 +259,26 @@ mod tests {
         assert_eq!(
             check(finding, Resolution::Reject, " "),
             Err(Refusal::NoteRequired)
+        );
+        assert_eq!(
+            check(finding, Resolution::MadeByHand, "x"),
+            Err(Refusal::NotAMissingEffect)
+        );
+        let missing = CaseFacts {
+            missing_effect: true,
+            ..finding
+        };
+        assert_eq!(
+            check(missing, Resolution::MadeByHand, "refunded at the bank"),
+            Ok(())
+        );
+        assert_eq!(
+            check(missing, Resolution::MadeByHand, ""),
+            Err(Refusal::NoteRequired)
+        );
+        assert_eq!(
+            check(OPEN, Resolution::MadeByHand, "x"),
+            Err(Refusal::NotAMissingEffect)
         );
     }
 

@@ -48,6 +48,9 @@ pub struct Evidence {
     /// The reservation found under the key: taken again with the next
     /// fencing token when its failure proved no effect.
     pub reserved: Option<Claim>,
+    /// A person recorded an operation with the delivery's resource, amount
+    /// and currency as made by hand (`KeySummary::held_as`).
+    pub made_by_hand: bool,
 }
 
 impl Evidence {
@@ -61,6 +64,7 @@ impl Evidence {
             horizon: Horizon::Within,
             matched_key: None,
             reserved: None,
+            made_by_hand: false,
         }
     }
 }
@@ -169,6 +173,7 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
         criticality: key.criticality,
         lookup_available,
         breaker_tripped,
+        made_by_hand: evidence.made_by_hand,
     });
     let take = (decision.action == Action::Process).then(|| {
         let claim = claim_for(
@@ -202,6 +207,7 @@ pub fn unkeyed(
         criticality: Criticality::Critical,
         lookup_available: false,
         breaker_tripped: false,
+        made_by_hand: false,
     });
     Plan {
         made: DecisionMade::new(decision, Layer::Transport, business_key, None),

@@ -38,6 +38,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::identity::KeySecret;
+
 /// Statuses of operations that did not happen, in any case (`FAILED`).
 pub const NOT_DONE: [&str; 6] = [
     "failed",
@@ -189,6 +191,22 @@ fn same_fields(op: &Operation, effect: &Effect) -> bool {
         && op.amount == effect.amount
         && currency(&op.currency).is_some()
         && currency(&op.currency) == currency(&effect.currency)
+}
+
+/// What an operation made by hand is recognised by: its provider and the
+/// resource, amount and currency a run pairs on (all three known, the
+/// currency in any case), sealed under the key secret so that no value is
+/// stored or journaled in clear. A delivery's own fields, read as its
+/// provider's listing reads them, seal the same way.
+pub fn hand_made_seal(
+    secret: &KeySecret,
+    provider: &str,
+    (resource, amount, currency): (Option<&str>, Option<&Value>, Option<&Value>),
+) -> Option<String> {
+    let currency = currency?.as_str()?.to_ascii_uppercase();
+    let amount = amount.filter(|amount| !amount.is_null())?;
+    let fields = serde_json::json!([provider, resource?, amount, currency]);
+    Some(secret.sealed(&fields))
 }
 
 /// The case a discrepancy opens, the same on every run: a second run over
@@ -454,5 +472,39 @@ mod tests {
         assert_eq!(reconciled_until(&runs, at(20)), Some(at(40)));
         // After it began, what no run compared still holds it back
         assert_eq!(reconciled_until(&runs, at(10)), Some(at(10)));
+    }
+
+    #[test]
+    fn an_operation_made_by_hand_and_its_webhook_seal_alike_only_on_all_three_fields() {
+        let secret = KeySecret::from_bytes(b"0123456789abcdef").expect("secret");
+        let seal = |resource, amount: Value, currency: Value| {
+            hand_made_seal(
+                &secret,
+                "norefid",
+                (resource, Some(&amount), Some(&currency)),
+            )
+        };
+        let made = seal(Some("pay_1"), json!(700), json!("EUR")).expect("sealed");
+        assert_eq!(
+            seal(Some("pay_1"), json!(700), json!("eur")),
+            Some(made.clone())
+        );
+        assert!(!made.contains("pay_1") && !made.contains("700"), "{made}");
+        for other in [
+            seal(Some("pay_2"), json!(700), json!("EUR")),
+            seal(Some("pay_1"), json!(701), json!("EUR")),
+            seal(Some("pay_1"), json!(700), json!("USD")),
+        ] {
+            assert_ne!(other, Some(made.clone()));
+        }
+        assert_eq!(seal(None, json!(700), json!("EUR")), None);
+        assert_eq!(seal(Some("pay_1"), Value::Null, json!("EUR")), None);
+        assert_eq!(seal(Some("pay_1"), json!(700), json!(978)), None);
+        let elsewhere = hand_made_seal(
+            &secret,
+            "other",
+            (Some("pay_1"), Some(&json!(700)), Some(&json!("EUR"))),
+        );
+        assert_ne!(elsewhere, Some(made));
     }
 }

@@ -108,5 +108,6 @@ fn key_summary(
             })
             .collect(),
         retired_keys: retired.iter().map(|o| o.key.full()).collect(),
+        held_as: None,
     }
 }

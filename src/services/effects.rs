@@ -518,6 +518,7 @@ async fn expiry_settled_by_the_call(
         authoritative_ref: None,
         effect_id: Some(job.effect_id),
         key: None,
+        held_as: None,
     });
     tx.claim(first, &resolved, at).await
 }

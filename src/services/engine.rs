@@ -176,6 +176,22 @@ impl Engine {
         }
     }
 
+    /// What a delivery keyed by `key` with body `event` is recognised by
+    /// as the webhook of an operation a person made by hand: its resource,
+    /// amount and currency as its provider's listing reads them, sealed
+    /// (`domain::reconcile::hand_made_seal`). Only for effect types a
+    /// listing compares: no other can be found missing.
+    pub fn held_as(&self, key: &KeySummary, event: &serde_json::Value) -> Option<String> {
+        let (provider, lookup) = self.lookup_for(key)?;
+        lookup.listing.as_ref()?;
+        let (resource, amount, currency) = lookup.effect_fields.read(event);
+        crate::domain::reconcile::hand_made_seal(
+            &self.key_secret,
+            &provider,
+            (resource.as_deref(), amount.as_ref(), currency.as_ref()),
+        )
+    }
+
     pub fn set_tripped(&self, strategies: HashSet<String>) {
         if let Ok(mut set) = self.tripped.write() {
             *set = strategies;

@@ -89,6 +89,9 @@ fn prepare_one(
     };
     let mut derived = super::derived::item_key_derived(item, transport_key);
     derived.resource = source.resource.value(&[], Some(&event), &engine.key_secret);
+    if let Some(key) = derived.business.as_mut() {
+        key.held_as = engine.held_as(key, &event);
+    }
     let route = derived
         .business
         .as_ref()

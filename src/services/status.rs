@@ -174,6 +174,7 @@ pub async fn settle(
         authoritative_ref: reference.clone(),
         effect_id: Some(effect_id),
         key: None,
+        held_as: None,
     };
     let plan = match meaning {
         StatusMeaning::Applied => Some((

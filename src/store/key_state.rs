@@ -99,6 +99,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
             Evidence {
                 matched_key: None,
                 reserved: None,
+                made_by_hand: false,
                 existing: existing_of(row, at),
                 differences: seen.differences(&row.discriminants),
                 missing: seen.missing,
@@ -114,6 +115,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
             Evidence {
                 matched_key: None,
                 reserved: None,
+                made_by_hand: false,
                 existing: Existing::Nothing,
                 differences: seen.differences(&effect.discriminants),
                 missing: seen.missing,
@@ -128,6 +130,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
         KeyState::Migrated { alias, effect } => Evidence {
             matched_key: None,
             reserved: None,
+            made_by_hand: false,
             existing: Existing::Nothing,
             differences: differences(&alias.discriminants, &key.discriminants),
             missing: key.missing_discriminants.clone(),
@@ -141,6 +144,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
         KeyState::Retired { .. } => Evidence {
             matched_key: None,
             reserved: None,
+            made_by_hand: false,
             existing: Existing::Nothing,
             differences: Vec::new(),
             missing: Vec::new(),

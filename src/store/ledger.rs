@@ -200,6 +200,17 @@ pub async fn pending_effects<C: ConnectionTrait>(conn: &C) -> Result<u64, DbErr>
         .await
 }
 
+/// Whether a person recorded an operation sealed as `seal` as made by hand
+/// (`hand_made_holds`): a delivery with its fields is held for a person.
+pub async fn made_by_hand<C: ConnectionTrait>(conn: &C, seal: &str) -> Result<bool, DbErr> {
+    use super::entities::hand_made_hold;
+    Ok(hand_made_hold::Entity::find()
+        .filter(hand_made_hold::Column::Seal.eq(seal))
+        .one(conn)
+        .await?
+        .is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use sea_orm::{ActiveModelTrait, IntoActiveModel};

@@ -8,6 +8,7 @@ mod attempts;
 mod audit;
 mod batches;
 mod bulk_rows;
+mod by_hand;
 mod case_browser;
 mod cases;
 mod clustered_keys;

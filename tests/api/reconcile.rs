@@ -18,7 +18,7 @@ use crate::support::processes::{cli, finished, refused};
 use crate::support::provider::{Provider, ProviderApi};
 
 /// Runs `unicity reconcile` over the hour around now; returns its output.
-async fn reconcile(app: &TestApp, extra: &str) -> String {
+pub(crate) async fn reconcile(app: &TestApp, extra: &str) -> String {
     let now = Utc::now();
     reconcile_between(
         app,
@@ -59,7 +59,7 @@ fn reconciling(
 }
 
 /// Every row of `table` as text, in primary-key order.
-async fn rows(app: &TestApp, sql: &str) -> Vec<String> {
+pub(crate) async fn rows(app: &TestApp, sql: &str) -> Vec<String> {
     use sea_orm::ConnectionTrait;
     let found = app
         .db

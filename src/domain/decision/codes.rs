@@ -91,10 +91,15 @@ pub enum Reason {
     /// JSON with a member name twice in one object (RFC 7493): journaled raw,
     /// never keyed, since parsers disagree on which value counts.
     DuplicateMemberNames,
+    /// Nothing was applied under the key, but a person recorded that an
+    /// operation with the same resource, amount and currency was made by
+    /// hand (a missing effect closed `made_by_hand`): this may be its late
+    /// webhook, and applying it could pay twice.
+    MadeByHand,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 22] = [
         Reason::NewKey,
         Reason::DuplicateOfApplied,
         Reason::LateReplayFoundEffect,
@@ -116,6 +121,7 @@ impl Reason {
         Reason::NoStrategy,
         Reason::BodyTooDeep,
         Reason::DuplicateMemberNames,
+        Reason::MadeByHand,
     ];
 
     /// Reasons the provider's list of operations can settle: a look-alike
@@ -156,6 +162,7 @@ impl Reason {
             Reason::NoStrategy => "no_strategy",
             Reason::BodyTooDeep => "body_too_deep",
             Reason::DuplicateMemberNames => "duplicate_member_names",
+            Reason::MadeByHand => "made_by_hand",
         }
     }
 }

@@ -32,6 +32,12 @@ pub struct DecisionInput {
     pub lookup_available: bool,
     /// Whether the strategy that produced the key is tripped by its collision breaker.
     pub breaker_tripped: bool,
+    /// Whether a person recorded that an operation with this delivery's
+    /// resource, amount and currency was made by hand (a missing effect
+    /// closed `made_by_hand`). Absent from fixtures exported before
+    /// 2026-12-07: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub made_by_hand: bool,
 }
 
 /// The identity layer's answer for this delivery.

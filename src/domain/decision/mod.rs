@@ -22,7 +22,10 @@
 //! 6. **Required or discriminating fields missing** → critical: reconcile
 //!    `required_fields_missing`; reversible: process, flagged for correction
 //!    (`required_fields_missing_flagged`). A match that cannot be checked is weak.
-//! 7. **Nothing exists** (index empty; ledger within horizon or absent) → process `new_key`.
+//! 7. **Nothing exists** (index empty; ledger within horizon or absent) → process `new_key`,
+//!    unless a person recorded an operation with the delivery's resource, amount and
+//!    currency as made by hand → reconcile `made_by_hand` (a person: this may be that
+//!    operation's late webhook). The same holds before rule 8.
 //! 8. **Previous attempt failed definitively without effect** → process again,
 //!    `previous_attempt_failed_without_effect`, whatever the key's strength: there is no
 //!    effect to duplicate.
@@ -36,7 +39,8 @@
 //!
 //! Rules 4 and 5 are exclusive by construction (one [`Existing`] state; the ledger is
 //! read only when the key index is empty). Every reconcile sets `lookup_first` when an
-//! authoritative look-up exists. Each reason always comes with the same action.
+//! authoritative look-up exists, except `made_by_hand`: the provider's list does not know
+//! what a person made by hand. Each reason always comes with the same action.
 
 mod codes;
 mod input;
@@ -90,6 +94,14 @@ pub fn decide(input: &DecisionInput) -> Decision {
         Prior::Unsettled(unsettled) => return undecided(unsettled, input.lookup_available),
         Prior::Settled(settled) => settled,
     };
+    // Rules 7 and 8 would apply it, but a person made its operation by hand.
+    if input.made_by_hand && matches!(settled, Settled::Nothing | Settled::FailedWithoutEffect(_)) {
+        let decision = Decision::reconcile(Reason::MadeByHand, false);
+        return match settled {
+            Settled::FailedWithoutEffect(failed) => decision.about(Some(failed), None),
+            _ => decision,
+        };
+    }
     if !input.missing_fields.is_empty() {
         let decision = match input.criticality {
             Criticality::Critical => {

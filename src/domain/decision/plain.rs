@@ -157,6 +157,20 @@ impl Decision {
                 "its body names a member twice in one object, and parsers disagree on which \
                  value counts; it is kept raw and never keyed.",
             ),
+            Reason::MadeByHand => {
+                parts.text("nothing is applied for it");
+                if d.is_some() {
+                    parts
+                        .text(" (the attempt of ")
+                        .delivery(d)
+                        .text(" failed without effect)");
+                }
+                parts.text(&format!(
+                    ", but an operation with the same resource, amount and currency was \
+                     recorded as made by hand outside Unicity; this may be that operation's \
+                     late webhook, and applying it could pay twice; {next}."
+                ))
+            }
             Reason::UnknownEventType => parts.text(
                 "its event type is unknown, so no strategy can identify it; it is kept, \
                  nothing is dropped.",

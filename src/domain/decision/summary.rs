@@ -89,6 +89,13 @@ impl Decision {
             Reason::DuplicateMemberNames => "the body names a member twice in one object \
                  (RFC 7493): parsers disagree on which value counts; kept raw, never keyed"
                 .to_owned(),
+            Reason::MadeByHand => format!(
+                "nothing is applied under this key{}, but an operation with the same resource, \
+                 amount and currency was made by hand; this may be its late webhook, {then}",
+                self.reference_delivery
+                    .map(|d| format!(" (delivery {d} failed without effect)"))
+                    .unwrap_or_default()
+            ),
             Reason::UnknownEventType => "unknown event type; kept, nothing dropped".to_owned(),
             Reason::NoStrategy => {
                 "no key strategy applies to this delivery; kept, nothing dropped".to_owned()

@@ -19,6 +19,10 @@ pub struct CaseResolved {
     pub effect_id: Option<uuid::Uuid>,
     /// The key the effect was applied under (processed as distinct).
     pub key: Option<String>,
+    /// Made by hand: what the operation's look-alikes are recognised by
+    /// (`domain::reconcile::hand_made_seal`), held from then on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_as: Option<String>,
 }
 
 /// A case given to an operator to handle (or given back: no assignee).

@@ -41,6 +41,13 @@ pub struct KeySummary {
     /// their migration could not carry over.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retired_keys: Vec<String>,
+    /// The delivery's resource, amount and currency as its provider's
+    /// listing reads them, sealed under the key secret
+    /// (`domain::reconcile::hand_made_seal`): what an operation a person
+    /// made by hand is recognised by. Only for effect types a listing
+    /// compares; absent from events journaled before 2026-12-07.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_as: Option<String>,
 }
 
 impl KeySummary {

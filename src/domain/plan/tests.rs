@@ -21,6 +21,7 @@ fn key() -> KeySummary {
         older_keys: Vec::new(),
         older: BTreeMap::new(),
         retired_keys: Vec::new(),
+        held_as: None,
     }
 }
 

@@ -188,7 +188,7 @@ pub struct ResolvedBody {
         (status = 400, description = "An unknown resolution (`invalid_resolution`), a note missing (`note_required`), or not a UUID (`invalid_case_id`)", body = ApiError),
         (status = 403, description = "The role may not resolve this case (`forbidden`: money cases are finance's or an admin's), or a session without its CSRF token (`csrf`)", body = ApiError),
         (status = 404, description = "No such case (`case_not_found`)", body = ApiError),
-        (status = 409, description = "`case_already_resolved`, `outcome_unknown`, `nothing_to_apply`, `nothing_to_confirm`, `operation_consumed` (the operation cited justified another effect), `cite_an_operation` (another case under the key was processed as distinct citing none), `close_only` (a reconciliation finding is only closed)", body = ApiError),
+        (status = 409, description = "`case_already_resolved`, `outcome_unknown`, `nothing_to_apply`, `nothing_to_confirm`, `operation_consumed` (the operation cited justified another effect), `cite_an_operation` (another case under the key was processed as distinct citing none), `close_only` (a reconciliation finding is only closed), `not_a_missing_effect` (only a missing effect is made by hand), `nothing_to_hold_by` (its operation has no resource, amount and currency)", body = ApiError),
         (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
     ),
     security(("bearer" = []))
@@ -206,7 +206,7 @@ pub async fn resolve(
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_resolution",
-            "resolution is process_as_distinct, confirm_duplicate or reject",
+            "resolution is process_as_distinct, confirm_duplicate, reject or made_by_hand",
         )
     })?;
     let resolved = cases::resolve(

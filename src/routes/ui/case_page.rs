@@ -103,9 +103,11 @@ pub struct CasePage {
     pub assignable: Vec<String>,
     /// A reconciliation finding: the form offers closing it with a reason.
     pub close_only: bool,
+    /// A missing effect: the form also offers recording it as made by hand.
+    pub missing_effect: bool,
 }
 
-const NOTICES: [(&str, &str); 20] = [
+const NOTICES: [(&str, &str); 22] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -168,6 +170,14 @@ const NOTICES: [(&str, &str); 20] = [
         "nothing_to_confirm",
         "There is no existing effect to confirm this delivery as a duplicate of.",
     ),
+    (
+        "not_a_missing_effect",
+        "Only a missing effect's operation can be recorded as made by hand.",
+    ),
+    (
+        "nothing_to_hold_by",
+        "The provider listed this operation without a resource, an amount and a currency: nothing could recognise its webhook. Close it with a reason.",
+    ),
 ];
 
 /// The sentence of a notice code.
@@ -195,6 +205,8 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         id: view.case_id,
         open: view.status == "open",
         close_only: crate::services::cases::closes_only(&view.reason),
+        missing_effect: view.reason
+            == crate::domain::journal::DiscrepancyKind::MissingEffect.as_str(),
         reason: view.reason,
         action: view.action,
         critical: view.critical,

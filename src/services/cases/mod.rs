@@ -133,7 +133,10 @@ pub async fn resolve_many(
     }
     if !matches!(
         resolution,
-        Resolution::ConfirmDuplicate | Resolution::Reject | Resolution::ProcessAsDistinct
+        Resolution::ConfirmDuplicate
+            | Resolution::Reject
+            | Resolution::ProcessAsDistinct
+            | Resolution::MadeByHand
     ) {
         return Err(Refusal::NotAPersonsResolution.into());
     }

@@ -121,9 +121,14 @@ pub(crate) async fn settle(
         has_existing_effect: existing_effect(&case).is_some(),
         outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str(),
         close_only: is_finding(&case),
+        missing_effect: case.reason == DiscrepancyKind::MissingEffect.as_str(),
     };
+    let mut held_as = None;
     if let Settler::Person { resolution, .. } = &settler {
         cases::check(facts, *resolution, &note)?;
+        if *resolution == Resolution::MadeByHand {
+            held_as = Some(hand_made(engine, &case).ok_or(Refusal::NothingToHoldBy)?);
+        }
     }
     let source = journaled.source.clone().unwrap_or_default();
     let context = Context {
@@ -139,6 +144,7 @@ pub(crate) async fn settle(
         }),
         by,
         note,
+        held_as,
     };
     let critical = matches!(
         settler,
@@ -255,6 +261,8 @@ struct Context {
     sink: Option<String>,
     by: String,
     note: String,
+    /// Made by hand: what the operation's look-alikes are held by.
+    held_as: Option<String>,
 }
 
 impl Context {
@@ -351,6 +359,7 @@ impl Context {
             authoritative_ref: reference.clone(),
             effect_id,
             key: applied_key.clone(),
+            held_as: self.held_as.clone(),
         };
         // The claim: only an open case resolves, once.
         if !tx
@@ -501,6 +510,23 @@ async fn accounted(
             .collect(),
         failed: failed.into_iter().filter_map(|e| e.provider_ref).collect(),
     })
+}
+
+/// What the operation of a missing-effect finding is recognised by when a
+/// delivery asks for it (`domain::reconcile::hand_made_seal`); `None` when
+/// the provider listed it without a resource, an amount or a currency.
+fn hand_made(engine: &Engine, case: &case::Model) -> Option<String> {
+    let provider = case.details.get("provider")?.as_str()?;
+    let operation = case.details.get("operation")?;
+    crate::domain::reconcile::hand_made_seal(
+        &engine.key_secret,
+        provider,
+        (
+            operation.get("resource").and_then(|v| v.as_str()),
+            operation.get("amount"),
+            operation.get("currency"),
+        ),
+    )
 }
 
 /// Whether `case` is a finding of reconciliation (a missing or an

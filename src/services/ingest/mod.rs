@@ -122,6 +122,9 @@ pub async fn receive(
         derived.items = prepared.iter().map(|item| item.id).collect();
     }
 
+    if let (Some(key), Some(event)) = (derived.business.as_mut(), document.as_ref()) {
+        key.held_as = engine.held_as(key, event);
+    }
     // Everything below the signature check commits together, or not at all.
     let route = derived
         .business

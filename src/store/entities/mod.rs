@@ -8,6 +8,7 @@ pub mod delivery;
 pub mod effect;
 pub mod effect_delivery;
 pub mod effect_horizon;
+pub mod hand_made_hold;
 pub mod journal;
 pub mod migrated_key;
 pub mod operator;

@@ -25,6 +25,7 @@ fn key() -> KeySummary {
             },
         )]),
         retired_keys: Vec::new(),
+        held_as: None,
     }
 }
 

@@ -267,6 +267,27 @@ async fn resolved<C: ConnectionTrait>(
         .rows_affected)
 }
 
+/// A missing effect made by hand holds its look-alikes from now on.
+pub(super) async fn held<C: ConnectionTrait>(
+    conn: &C,
+    e: &CaseResolved,
+    at: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    use crate::store::entities::hand_made_hold;
+    let Some(seal) = &e.held_as else {
+        return Ok(0);
+    };
+    hand_made_hold::Entity::insert(hand_made_hold::ActiveModel {
+        seal: Set(seal.clone()),
+        case_id: Set(e.case_id.to_string()),
+        held_at: Set(at),
+    })
+    .on_conflict_do_nothing()
+    .exec_without_returning(conn)
+    .await
+    .map(super::rows)
+}
+
 /// Gives an open case to its assignee (or none); a resolved case keeps who
 /// had it. Returns the rows changed (0: not open).
 async fn assigned<C: ConnectionTrait>(conn: &C, e: &CaseAssigned) -> Result<u64, DbErr> {

@@ -27,7 +27,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{EffectSettled, JournalEvent};
 
 /// Stable names of the projection tables, in the order `rebuild` clears them.
-pub const TABLES: [&str; 11] = [
+pub const TABLES: [&str; 12] = [
     "deliveries",
     "effect_horizons",
     "deferred_deliveries",
@@ -35,6 +35,7 @@ pub const TABLES: [&str; 11] = [
     "effects",
     "effect_deliveries",
     "cases",
+    "hand_made_holds",
     "strategy_breakers",
     "migrated_keys",
     "strategy_migrations",
@@ -102,6 +103,7 @@ pub async fn apply<C: ConnectionTrait>(
             let claimed = cases::apply(conn, &id, event, at).await?;
             if claimed == 1 {
                 effects::resolved_as_duplicate(conn, &id, e, at).await?;
+                cases::held(conn, e, at).await?;
             }
             Ok(claimed)
         }

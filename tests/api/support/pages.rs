@@ -117,20 +117,25 @@ pub fn form_token(html: &str) -> Option<String> {
 
 /// Resolves `case` through its page's form, as distinct, with a reference.
 pub async fn resolve_as_distinct(browser: &mut FormClient, case: &str, reference: &str) {
+    let fields = [
+        ("resolution", "process_as_distinct"),
+        ("note", "the provider lists two refunds"),
+        ("authoritative_ref", reference),
+    ];
+    let done = resolve_on_page(browser, case, &fields).await;
+    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+}
+
+/// Posts `case`'s resolution form, as its page gives it, with `fields`.
+pub async fn resolve_on_page(
+    browser: &mut FormClient,
+    case: &str,
+    fields: &[(&str, &str)],
+) -> crate::support::forms::Answer {
     let page = browser.get(&format!("/cases/{case}")).await;
     let token = form_token(&page.body).expect("a resolution form");
     let csrf = csrf_in(&page.body);
-    let done = browser
-        .post(
-            &format!("/cases/{case}/resolve"),
-            &[
-                ("csrf", csrf.as_str()),
-                ("form_token", token.as_str()),
-                ("resolution", "process_as_distinct"),
-                ("note", "the provider lists two refunds"),
-                ("authoritative_ref", reference),
-            ],
-        )
-        .await;
-    assert_eq!(done.status, StatusCode::SEE_OTHER, "{}", done.body);
+    let mut form = vec![("csrf", csrf.as_str()), ("form_token", token.as_str())];
+    form.extend_from_slice(fields);
+    browser.post(&format!("/cases/{case}/resolve"), &form).await
 }

@@ -228,3 +228,35 @@ fn given_no_strategy_applies_when_decided_then_quarantine() {
         (Action::Quarantine, Reason::NoStrategy)
     );
 }
+
+#[test]
+fn given_an_operation_made_by_hand_with_these_fields_when_nothing_is_applied_then_a_person_decides()
+{
+    for given in [given(), given().lookup_available(), given().reversible()] {
+        let decision = given.made_by_hand().when_decided();
+        assert_eq!(
+            (decision.action, decision.reason, decision.lookup_first),
+            (Action::Reconcile, Reason::MadeByHand, false)
+        );
+    }
+    let retried = given()
+        .failed(crate::domain::decision::FailureKind::NoEffect)
+        .made_by_hand()
+        .when_decided();
+    assert_eq!(
+        (retried.action, retried.reason, retried.reference_delivery),
+        (Action::Reconcile, Reason::MadeByHand, Some(FIRST))
+    );
+}
+
+#[test]
+fn given_an_operation_made_by_hand_when_an_applied_result_matches_then_the_matrix_decides_as_before()
+ {
+    let decision = given().applied().made_by_hand().when_decided();
+    assert_eq!(
+        (decision.action, decision.reason),
+        (Action::Ignore, Reason::DuplicateOfApplied)
+    );
+    let decision = given().lease_alive().made_by_hand().when_decided();
+    assert_eq!(decision.reason, Reason::LeaseAlive);
+}

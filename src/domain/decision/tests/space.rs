@@ -77,7 +77,9 @@ pub fn all_inputs() -> Vec<DecisionInput> {
                         for missing in [false, true] {
                             for criticality in [Criticality::Critical, Criticality::Reversible] {
                                 for lookup_available in [false, true] {
-                                    for breaker_tripped in [false, true] {
+                                    for (breaker_tripped, made_by_hand) in
+                                        [(false, false), (true, false), (false, true), (true, true)]
+                                    {
                                         inputs.push(DecisionInput {
                                             identity,
                                             transport: transport.clone(),
@@ -96,6 +98,7 @@ pub fn all_inputs() -> Vec<DecisionInput> {
                                             criticality,
                                             lookup_available,
                                             breaker_tripped,
+                                            made_by_hand,
                                         });
                                     }
                                 }

@@ -31,6 +31,7 @@ pub fn given() -> Given {
         criticality: Criticality::Critical,
         lookup_available: false,
         breaker_tripped: false,
+        made_by_hand: false,
     })
 }
 
@@ -112,6 +113,10 @@ impl Given {
     }
     pub fn lookup_available(mut self) -> Self {
         self.0.lookup_available = true;
+        self
+    }
+    pub fn made_by_hand(mut self) -> Self {
+        self.0.made_by_hand = true;
         self
     }
     pub fn breaker_tripped(mut self) -> Self {

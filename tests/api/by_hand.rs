@@ -1,0 +1,172 @@
+//! A refund the provider made whose webhook never came is found missing;
+//! finance refunds it by hand and records the finding as made by hand. The
+//! webhook may still come, late, under a key nothing was applied under:
+//! it is held for a person instead of refunding a second time, and so is
+//! any delivery with the same payment, amount and currency, through a
+//! rebuild too. Real HTTP for the provider's listing and the downstream.
+
+use chrono::{Duration, Utc};
+use serde_json::json;
+
+use unicity::auth::Role;
+
+use crate::reconcile::{reconcile, rows};
+use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
+use crate::support::forms::signed_in;
+use crate::support::pages::resolve_on_page;
+use crate::support::provider::Provider;
+
+/// A refund of 700 on `pay_hand`, made fifty minutes ago, found missing by
+/// a run; the app, its downstream, the finding's case id and the provider.
+async fn found_missing() -> (TestApp, Downstream, String, Provider) {
+    let now = Utc::now();
+    let provider = Provider::start(
+        &[("re_hand", "pay_hand", 700, now - Duration::minutes(50))],
+        10,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let extra = format!("{}{}", downstream.sink_toml(2000), provider.lookup_toml());
+    let app = spawn_app_with(&extra).await;
+    let ran = reconcile(&app, &extra).await;
+    assert!(ran.contains("1 missing"), "{ran}");
+    let case = rows(
+        &app,
+        "SELECT case_id FROM cases WHERE reason = 'missing_effect'",
+    )
+    .await
+    .remove(0);
+    (app, downstream, case, provider)
+}
+
+#[tokio::test]
+async fn the_late_webhook_of_a_refund_made_by_hand_is_held_for_a_person_not_refunded_again() {
+    // Given a missing refund that finance made by hand, recorded from the
+    // finding's page
+    let (app, downstream, case, _provider) = found_missing().await;
+    let mut finance = signed_in(&app, "fin", Role::Finance).await;
+    let path = format!("/cases/{case}");
+    let page = finance.get(&path).await;
+    assert!(
+        page.body.contains(r#"value="made_by_hand""#),
+        "{}",
+        page.body
+    );
+    let fields = [
+        ("resolution", "made_by_hand"),
+        ("note", "refunded at the bank on 2026-12-07"),
+    ];
+    let done = resolve_on_page(&mut finance, &case, &fields).await;
+    assert_eq!(
+        done.location,
+        format!("{path}?done=resolved"),
+        "{}",
+        done.body
+    );
+
+    // When the refund's webhook comes after all, and the provider retries it
+    let late = refund("pay_hand", 700, Some("rr_hand"));
+    let first = app.post_signed("hmac", &late).await;
+    let again = app.post_signed("hmac", &late).await;
+
+    // Then neither is applied: each waits for a person, saying why
+    for reply in [&first, &again] {
+        assert_eq!(reply.json["decision"], "reconcile", "{}", reply.json);
+        assert_eq!(reply.json["reason"], "made_by_hand", "{}", reply.json);
+    }
+    let held = format!(
+        "SELECT COUNT(*) FROM cases WHERE reason = 'made_by_hand' AND status = 'open' \
+         AND delivery_id = '{}'",
+        first.json["delivery_id"].as_str().expect("an id")
+    );
+    assert_eq!(app.count(&held).await, 1);
+    // and what the seal keeps names no payment or amount
+    let seals = rows(&app, "SELECT seal FROM hand_made_holds").await;
+    assert_eq!(seals.len(), 1);
+    assert!(!seals[0].contains("pay_hand") && !seals[0].contains("700"));
+
+    // And a refund of another amount on the same payment is applied
+    let other = app
+        .post_signed("hmac", &refund("pay_hand", 300, Some("rr_other")))
+        .await;
+    assert_eq!(other.json["decision"], "process", "{}", other.json);
+    app.wait_applied(1).await;
+    assert_eq!(downstream.calls().len(), 1);
+
+    // And after a rebuild of the projections, a look-alike is still held
+    unicity::services::projections::rebuild(&app.db)
+        .await
+        .expect("rebuild");
+    assert_eq!(rows(&app, "SELECT seal FROM hand_made_holds").await, seals);
+    let after = app
+        .post_signed("hmac", &refund("pay_hand", 700, Some("rr_hand_2")))
+        .await;
+    assert_eq!(after.json["reason"], "made_by_hand", "{}", after.json);
+    assert_eq!(downstream.calls().len(), 1);
+}
+
+#[tokio::test]
+async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once() {
+    // Given a refund made by hand, and a look-alike held for a person
+    let (app, downstream, case, _provider) = found_missing().await;
+    let made = app
+        .resolve(
+            &case,
+            json!({"resolution": "made_by_hand", "note": "refunded by hand"}),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.json);
+    assert_eq!(made.json["resolution"], "made_by_hand", "{}", made.json);
+    let again = app
+        .resolve(
+            &case,
+            json!({"resolution": "made_by_hand", "note": "twice"}),
+        )
+        .await;
+    assert_eq!(
+        again.json["code"], "case_already_resolved",
+        "{}",
+        again.json
+    );
+    let held = app
+        .post_signed("hmac", &refund("pay_hand", 700, Some("rr_second")))
+        .await;
+    assert_eq!(held.json["reason"], "made_by_hand", "{}", held.json);
+    let held_case = rows(
+        &app,
+        "SELECT case_id FROM cases WHERE reason = 'made_by_hand'",
+    )
+    .await
+    .remove(0);
+
+    // When only a missing effect can be made by hand
+    let refused = app
+        .resolve(
+            &held_case,
+            json!({"resolution": "made_by_hand", "note": "by hand"}),
+        )
+        .await;
+    assert_eq!(refused.status, 409);
+    assert_eq!(
+        refused.json["code"], "not_a_missing_effect",
+        "{}",
+        refused.json
+    );
+
+    // Then finance, who sees a second refund at the provider, applies it
+    let applied = app
+        .resolve(
+            &held_case,
+            json!({
+                "resolution": "process_as_distinct",
+                "note": "a second refund",
+                "authoritative_ref": "re_second",
+            }),
+        )
+        .await;
+    assert_eq!(applied.status, 200, "{}", applied.json);
+    app.wait_applied(1).await;
+    assert_eq!(downstream.calls().len(), 1);
+}
