@@ -2,7 +2,8 @@
 //! provider's operation was applied outside Unicity. Its resource, amount
 //! and currency, sealed under the key secret, hold the deliveries that look
 //! like it for a person: the operation's webhook may still come, under a
-//! key nothing else could find. A projection of `CaseResolved`, rebuilt
+//! key nothing else could find; and its id, which no effect may cite and no
+//! look-up may count as owed. A projection of `CaseResolved`, rebuilt
 //! from the journal with the cases.
 
 use sea_orm_migration::prelude::*;
@@ -13,14 +14,18 @@ use crate::sql;
 pub struct Migration;
 
 fn tables(ts: &str) -> Vec<String> {
-    vec![format!(
-        "CREATE TABLE hand_made_holds (
-            seal    TEXT NOT NULL,
-            case_id TEXT NOT NULL,
-            held_at {ts} NOT NULL,
-            PRIMARY KEY (seal, case_id)
-        )"
-    )]
+    vec![
+        format!(
+            "CREATE TABLE hand_made_holds (
+                seal         TEXT NOT NULL,
+                case_id      TEXT NOT NULL,
+                operation_id TEXT NULL,
+                held_at      {ts} NOT NULL,
+                PRIMARY KEY (seal, case_id)
+            )"
+        ),
+        "CREATE INDEX hand_made_holds_operation_id ON hand_made_holds (operation_id)".to_owned(),
+    ]
 }
 
 #[async_trait::async_trait]

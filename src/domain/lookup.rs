@@ -170,6 +170,9 @@ pub struct Accounted {
     /// Provider operations cited by effects under the key that failed: the
     /// downstream refused them, and this delivery may be one sent again.
     pub failed: BTreeSet<String>,
+    /// Provider operations a person recorded as made by hand (a missing
+    /// effect closed `made_by_hand`): this delivery may be one's webhook.
+    pub made_by_hand: BTreeSet<String>,
 }
 
 /// What the provider's authoritative answer settles, for a case that asks
@@ -212,6 +215,17 @@ pub fn judge(matching: &[String], accounted: &Accounted) -> LookupVerdict {
         return LookupVerdict::person(format!(
             "the effect applied under this key for the provider's operation {failed} failed; \
              this delivery may be that operation sent again"
+        ));
+    }
+    // Nothing under any key cites an operation made by hand: counted as
+    // owed, it would be paid a second time.
+    if let Some(made) = matching
+        .iter()
+        .find(|id| accounted.made_by_hand.contains(*id))
+    {
+        return LookupVerdict::person(format!(
+            "the provider's operation {made} was made by hand outside Unicity; this delivery \
+             may be its webhook"
         ));
     }
     let available: Vec<&String> = matching
@@ -263,6 +277,7 @@ mod tests {
             cited: cited.iter().map(|s| s.to_string()).collect(),
             cited_elsewhere: BTreeSet::new(),
             failed: BTreeSet::new(),
+            made_by_hand: BTreeSet::new(),
         }
     }
 
@@ -486,6 +501,24 @@ mod tests {
         // re_1's refund applied, re_2's refused by the downstream
         let mut accounted = effects(1, &[]);
         accounted.failed.insert("re_2".to_owned());
+        let verdict = judge(&ids(2), &accounted);
+        assert!(
+            matches!(&verdict, LookupVerdict::ForAPerson { why } if why.contains("re_2")),
+            "{verdict:?}"
+        );
+    }
+
+    #[test]
+    fn given_an_operation_made_by_hand_then_a_person_decides_instead_of_paying_it_again() {
+        // re_1's refund applied and cites it; re_2 was refunded by hand
+        let mut accounted = effects(1, &["re_1"]);
+        assert_eq!(
+            judge(&ids(2), &accounted),
+            LookupVerdict::ProcessAsDistinct {
+                reference: "re_2".to_owned()
+            }
+        );
+        accounted.made_by_hand.insert("re_2".to_owned());
         let verdict = judge(&ids(2), &accounted);
         assert!(
             matches!(&verdict, LookupVerdict::ForAPerson { why } if why.contains("re_2")),

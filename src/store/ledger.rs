@@ -105,6 +105,24 @@ pub async fn any_keyed_by<C: ConnectionTrait>(conn: &C, strategy: &str) -> Resul
         .is_some())
 }
 
+/// Which of the provider operations `ids` a person recorded as made by
+/// hand: no effect may cite them, nor a look-up count them as owed.
+pub async fn made_by_hand_among<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[String],
+) -> Result<std::collections::BTreeSet<String>, DbErr> {
+    use super::entities::hand_made_hold;
+    let mut found = std::collections::BTreeSet::new();
+    for chunk in ids.chunks(500) {
+        let rows = hand_made_hold::Entity::find()
+            .filter(hand_made_hold::Column::OperationId.is_in(chunk.iter().map(String::as_str)))
+            .all(conn)
+            .await?;
+        found.extend(rows.into_iter().filter_map(|row| row.operation_id));
+    }
+    Ok(found)
+}
+
 /// How many effects were applied for the business key `key`: its own, and
 /// those applied as distinct under keys derived from it (`key~…`).
 pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u64, DbErr> {

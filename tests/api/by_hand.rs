@@ -170,3 +170,79 @@ async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once(
     app.wait_applied(1).await;
     assert_eq!(downstream.calls().len(), 1);
 }
+
+/// Two equal refunds on one payment: the first's webhook came, the
+/// second's did not and finance made it by hand. When the second's webhook
+/// comes late, its weak key matches the first refund and the provider is
+/// asked: it lists two refunds for one effect, which would pay the second
+/// again. The operation made by hand is not owed: a person decides, and no
+/// one can cite it for an effect.
+#[tokio::test]
+async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
+    // Given the first refund applied and paired by a run, the second found
+    // missing and made by hand
+    let now = Utc::now();
+    let provider = Provider::start(
+        &[
+            ("re_w1", "pay_w", 700, now - Duration::minutes(50)),
+            ("re_w2", "pay_w", 700, now - Duration::minutes(40)),
+        ],
+        10,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    // The look-up both lists for reconciliation and compares a held
+    // delivery's discriminants with the provider's operations.
+    let compare = "[lookups.compare]\npayment = \"resource\"\namount = \"amount\"\n\
+                   currency = \"currency\"\n\n[reconciliation]";
+    let lookup = provider.lookup_toml().replace("[reconciliation]", compare);
+    let extra = format!("{}{lookup}", downstream.sink_toml(2000));
+    let app = spawn_app_with(&extra).await;
+    let first = app.post_signed("hmac", &refund("pay_w", 700, None)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_applied(1).await;
+    let ran = reconcile(&app, &extra).await;
+    assert!(ran.contains("1 matched, 1 missing"), "{ran}");
+    let finding = rows(
+        &app,
+        "SELECT case_id FROM cases WHERE reason = 'missing_effect'",
+    )
+    .await
+    .remove(0);
+    let made = app
+        .resolve(
+            &finding,
+            json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.json);
+
+    // When the second refund's webhook comes late, and the provider is asked
+    let late = app.post_signed("hmac", &refund("pay_w", 700, None)).await;
+    assert_eq!(late.json["reason"], "weak_match_critical", "{}", late.json);
+    let case = late.json["case_id"].as_str().expect("a case").to_owned();
+    app.wait_journal("LookupPerformed", 1).await;
+
+    // Then the look-up leaves it to a person, naming the operation
+    let shown = app.get(&format!("/api/cases/{case}")).await;
+    assert_eq!(shown.json["status"], "open", "{}", shown.json);
+    assert_eq!(
+        app.journal_count_containing("LookupPerformed", "re_w2 was made by hand")
+            .await,
+        1
+    );
+    // and a person cannot cite it for a second refund
+    let cited = app
+        .resolve(
+            &case,
+            json!({
+                "resolution": "process_as_distinct",
+                "note": "the provider lists two",
+                "authoritative_ref": "re_w2",
+            }),
+        )
+        .await;
+    assert_eq!(cited.status, 409, "{}", cited.json);
+    assert_eq!(cited.json["code"], "operation_consumed", "{}", cited.json);
+    assert_eq!(downstream.calls().len(), 1);
+}

@@ -16,7 +16,7 @@ use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
-    CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed,
+    CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed, ProviderOperation,
 };
 use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::domain::plan::{self, Claim, EffectJob};
@@ -123,11 +123,12 @@ pub(crate) async fn settle(
         close_only: is_finding(&case),
         missing_effect: case.reason == DiscrepancyKind::MissingEffect.as_str(),
     };
-    let mut held_as = None;
+    let (mut held_as, mut made_by_hand) = (None, None);
     if let Settler::Person { resolution, .. } = &settler {
         cases::check(facts, *resolution, &note)?;
         if *resolution == Resolution::MadeByHand {
-            held_as = Some(hand_made(engine, &case).ok_or(Refusal::NothingToHoldBy)?);
+            let (seal, operation) = hand_made(engine, &case).ok_or(Refusal::NothingToHoldBy)?;
+            (held_as, made_by_hand) = (Some(seal), Some(operation));
         }
     }
     let source = journaled.source.clone().unwrap_or_default();
@@ -145,6 +146,7 @@ pub(crate) async fn settle(
         by,
         note,
         held_as,
+        made_by_hand,
     };
     let critical = matches!(
         settler,
@@ -263,6 +265,8 @@ struct Context {
     note: String,
     /// Made by hand: what the operation's look-alikes are held by.
     held_as: Option<String>,
+    /// Made by hand: the operation's id, its reference from then on.
+    made_by_hand: Option<String>,
 }
 
 impl Context {
@@ -344,7 +348,8 @@ impl Context {
         // the ledger and its unique index compare references exactly.
         let reference = reference
             .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty());
+            .filter(|r| !r.is_empty())
+            .or_else(|| self.made_by_hand.clone());
         let effect_id = match resolution {
             Resolution::ProcessAsDistinct if distinct.is_some() => Some(Uuid::now_v7()),
             Resolution::ConfirmDuplicate => self.existing,
@@ -374,7 +379,12 @@ impl Context {
             let taken = tx
                 .citing(&key.effect_type, std::slice::from_ref(cited))
                 .await?;
-            if !taken.is_empty() {
+            let by_hand = crate::store::ledger::made_by_hand_among(
+                tx.connection(),
+                std::slice::from_ref(cited),
+            )
+            .await?;
+            if !taken.is_empty() || !by_hand.is_empty() {
                 return Err(DbErr::Custom(CONSUMED.to_owned()));
             }
         }
@@ -509,24 +519,28 @@ async fn accounted(
             .filter_map(|e| e.provider_ref)
             .collect(),
         failed: failed.into_iter().filter_map(|e| e.provider_ref).collect(),
+        made_by_hand: crate::store::ledger::made_by_hand_among(tx.connection(), matching).await?,
     })
 }
 
 /// What the operation of a missing-effect finding is recognised by when a
-/// delivery asks for it (`domain::reconcile::hand_made_seal`); `None` when
-/// the provider listed it without a resource, an amount or a currency.
-fn hand_made(engine: &Engine, case: &case::Model) -> Option<String> {
+/// delivery asks for it (`domain::reconcile::hand_made_seal`), and its id;
+/// `None` when the provider listed it without a resource, an amount or a
+/// currency.
+fn hand_made(engine: &Engine, case: &case::Model) -> Option<(String, String)> {
     let provider = case.details.get("provider")?.as_str()?;
-    let operation = case.details.get("operation")?;
-    crate::domain::reconcile::hand_made_seal(
+    let operation: ProviderOperation =
+        serde_json::from_value(case.details.get("operation")?.clone()).ok()?;
+    let seal = crate::domain::reconcile::hand_made_seal(
         &engine.key_secret,
         provider,
         (
-            operation.get("resource").and_then(|v| v.as_str()),
-            operation.get("amount"),
-            operation.get("currency"),
+            operation.resource.as_deref(),
+            operation.amount.as_ref(),
+            operation.currency.as_ref(),
         ),
-    )
+    )?;
+    Some((seal, operation.id))
 }
 
 /// Whether `case` is a finding of reconciliation (a missing or an

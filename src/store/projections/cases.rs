@@ -280,6 +280,7 @@ pub(super) async fn held<C: ConnectionTrait>(
     hand_made_hold::Entity::insert(hand_made_hold::ActiveModel {
         seal: Set(seal.clone()),
         case_id: Set(e.case_id.to_string()),
+        operation_id: Set(e.authoritative_ref.clone()),
         held_at: Set(at),
     })
     .on_conflict_do_nothing()
