@@ -19,12 +19,14 @@ fn tables(ts: &str) -> Vec<String> {
             "CREATE TABLE hand_made_holds (
                 seal         TEXT NOT NULL,
                 case_id      TEXT NOT NULL,
-                operation_id TEXT NULL,
+                provider     TEXT NOT NULL,
+                operation_id TEXT NOT NULL,
                 held_at      {ts} NOT NULL,
                 PRIMARY KEY (seal, case_id)
             )"
         ),
-        "CREATE INDEX hand_made_holds_operation_id ON hand_made_holds (operation_id)".to_owned(),
+        "CREATE INDEX hand_made_holds_operation ON hand_made_holds (operation_id, provider)"
+            .to_owned(),
     ]
 }
 

@@ -156,7 +156,9 @@ pub enum Refusal {
         "another case under this key was already processed as distinct citing no provider operation: cite the operation this one is"
     )]
     CiteAnOperation,
-    #[error("this case is a reconciliation finding: it can only be closed with a reason")]
+    #[error(
+        "this case is a reconciliation finding: it can only be closed, with a reason or, a missing effect, as made by hand"
+    )]
     CloseOnly,
     #[error(
         "a person resolves a case as process_as_distinct, confirm_duplicate, reject or made_by_hand"
@@ -164,6 +166,10 @@ pub enum Refusal {
     NotAPersonsResolution,
     #[error("only a missing effect's operation can be recorded as made by hand")]
     NotAMissingEffect,
+    #[error(
+        "this delivery looks like an operation made by hand: it is processed as distinct only citing the provider operation it is"
+    )]
+    CiteTheOperation,
     #[error(
         "the provider listed this operation without a resource, an amount and a currency: nothing could recognise its webhook, so close it with a reason"
     )]
@@ -188,6 +194,7 @@ impl Refusal {
             Self::CloseOnly => "close_only",
             Self::NotAPersonsResolution => "not_a_persons_resolution",
             Self::NotAMissingEffect => "not_a_missing_effect",
+            Self::CiteTheOperation => "cite_the_operation",
             Self::NothingToHoldBy => "nothing_to_hold_by",
             Self::NoSuchOperator => "no_such_operator",
             Self::TooManyCases => "too_many_cases",

@@ -19,6 +19,10 @@
 //!    effect**; an *applied* effect left over, created within the window, is
 //!    an **unexpected effect**.
 //!
+//! An operation a person recorded as made by hand happened, and is expected,
+//! but was answered outside Unicity: it is never paired (an effect with its
+//! fields answers another operation, or nothing) nor missing again.
+//!
 //! An operation an earlier run found missing, its finding still open, is
 //! carried into every later run: its webhook may come late, and the effect
 //! it finally caused lies in a later window, where the operation is no
@@ -83,6 +87,9 @@ pub struct Operation {
     /// Found missing by an earlier run, its finding still open (see the
     /// module's rule).
     pub carried: bool,
+    /// A person recorded it as made by hand (a missing effect closed so):
+    /// answered outside Unicity, never paired with an effect nor missing.
+    pub by_hand: bool,
 }
 
 /// One effect of the ledger as reconciliation sees it.
@@ -125,7 +132,7 @@ pub fn compare(operations: &[Operation], effects: &[Effect], window: Window) -> 
     let mut taken = vec![false; effects.len()];
     let mut matched = Vec::new();
     let mut unpaired = Vec::new();
-    for &i in &done {
+    for &i in done.iter().filter(|&&i| !operations[i].by_hand) {
         let by_ref = (0..effects.len())
             .find(|&e| !taken[e] && effects[e].provider_ref.as_deref() == Some(&operations[i].id));
         match by_ref {
@@ -294,6 +301,7 @@ mod tests {
             status: Some("succeeded".into()),
             created_at: Some(at(minute)),
             carried: false,
+            by_hand: false,
         }
     }
 
@@ -317,6 +325,20 @@ mod tests {
         assert_eq!(found.matched, vec![(0, 1), (1, 0)]);
         assert!(found.missing.is_empty() && found.unexpected.is_empty());
         assert_eq!((found.expected, found.applied), (2, 2));
+    }
+
+    #[test]
+    fn given_an_operation_made_by_hand_then_it_is_expected_but_neither_paired_nor_missing() {
+        // re_1 refunded by hand; an equal refund's effect answers nothing it
+        // made, so it is unexpected
+        let mut by_hand = op("re_1", "pay_1", 700, 1);
+        by_hand.by_hand = true;
+        let found = compare(&[by_hand], &[effect(1, "pay_1", 700, 2)], window());
+        assert!(found.matched.is_empty() && found.missing.is_empty());
+        assert_eq!(found.unexpected, vec![0]);
+        assert_eq!(found.expected, 1);
+        let found = compare(&[op("re_1", "pay_1", 700, 1)], &[], window());
+        assert_eq!(found.missing, vec![0]);
     }
 
     #[test]

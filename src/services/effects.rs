@@ -227,9 +227,20 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
         return Ok(());
     };
     let journaled = Journaled::read(&engine.db, delivery_id).await?;
-    let Some(key) = journaled.key.clone() else {
+    let Some(mut key) = journaled.key.clone() else {
         return Ok(());
     };
+    // Journaled before it was sealed (before 2026-12-07, or before its
+    // provider's listing was configured): sealed now, as its reception
+    // would be, so that an operation made by hand holds it too.
+    if key.held_as.is_none()
+        && engine
+            .lookup_for(&key)
+            .is_some_and(|(_, l)| l.listing.is_some())
+        && let Some(event) = journaled.event(engine).await?
+    {
+        key.held_as = engine.held_as(&key, &event);
+    }
     let redecision = Redecision {
         engine: engine.clone(),
         delivery_id,
@@ -518,7 +529,7 @@ async fn expiry_settled_by_the_call(
         authoritative_ref: None,
         effect_id: Some(job.effect_id),
         key: None,
-        held_as: None,
+        made_by_hand: None,
     });
     tx.claim(first, &resolved, at).await
 }

@@ -174,7 +174,7 @@ pub async fn settle(
         authoritative_ref: reference.clone(),
         effect_id: Some(effect_id),
         key: None,
-        held_as: None,
+        made_by_hand: None,
     };
     let plan = match meaning {
         StatusMeaning::Applied => Some((

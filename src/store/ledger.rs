@@ -105,10 +105,11 @@ pub async fn any_keyed_by<C: ConnectionTrait>(conn: &C, strategy: &str) -> Resul
         .is_some())
 }
 
-/// Which of the provider operations `ids` a person recorded as made by
-/// hand: no effect may cite them, nor a look-up count them as owed.
+/// Which of `provider`'s operations `ids` a person recorded as made by
+/// hand: no effect may cite them, nor a run or a look-up count them as owed.
 pub async fn made_by_hand_among<C: ConnectionTrait>(
     conn: &C,
+    provider: &str,
     ids: &[String],
 ) -> Result<std::collections::BTreeSet<String>, DbErr> {
     use super::entities::hand_made_hold;
@@ -116,11 +117,26 @@ pub async fn made_by_hand_among<C: ConnectionTrait>(
     for chunk in ids.chunks(500) {
         let rows = hand_made_hold::Entity::find()
             .filter(hand_made_hold::Column::OperationId.is_in(chunk.iter().map(String::as_str)))
+            .filter(hand_made_hold::Column::Provider.eq(provider))
             .all(conn)
             .await?;
-        found.extend(rows.into_iter().filter_map(|row| row.operation_id));
+        found.extend(rows.into_iter().map(|row| row.operation_id));
     }
     Ok(found)
+}
+
+/// Whether an effect that may have moved money (any state but failed)
+/// cites one of the provider operations `ids`.
+pub async fn cited_by_a_live_effect<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[String],
+) -> Result<bool, DbErr> {
+    Ok(effect::Entity::find()
+        .filter(effect::Column::ProviderRef.is_in(ids.iter().map(String::as_str)))
+        .filter(effect::Column::State.ne(ReservationState::Failed.as_str()))
+        .one(conn)
+        .await?
+        .is_some())
 }
 
 /// How many effects were applied for the business key `key`: its own, and

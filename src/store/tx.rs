@@ -19,25 +19,11 @@ use super::key_index::IndexKeys;
 use super::key_state::{self, KeyState};
 use super::projections::{self, deliveries, migrations};
 use super::{journal, ledger, links, reservations};
-use crate::domain::decision::{Existing, FailureKind, TransportMatch};
+use crate::domain::decision::TransportMatch;
 use crate::domain::delivery::{BodyRef, DeliveryId};
 use crate::domain::journal::{JournalEvent, KeyDerived, KeySummary, KeyTaken};
 use crate::domain::plan::{self, Given, Plan};
 use crate::domain::reservation::ReservationState;
-
-/// Whether what exists for a key lets the matrix apply its effect (nothing,
-/// or a failure that proved no effect): only then does an operation made by
-/// hand hold it.
-fn may_apply(existing: &Existing) -> bool {
-    matches!(
-        existing,
-        Existing::Nothing
-            | Existing::Failed {
-                failure: FailureKind::NoEffect,
-                ..
-            }
-    )
-}
 
 /// A new delivery and its planned decision, to record (`Tx::decided`).
 pub struct Decided<'a> {
@@ -281,13 +267,20 @@ impl<'t> Tx<'t> {
             let Some(state) = self.key_state(key).await? else {
                 continue;
             };
-            let mut evidence = state.evidence(key, at);
-            if let Some(seal) = &key.held_as
-                && may_apply(&evidence.existing)
+            let evidence = state.evidence(key, at);
+            let mut plan = plan::keyed(given, evidence.clone());
+            // Whatever would apply it: a person may have made its operation
+            // by hand (`domain::decision`, the last rule).
+            if plan.take.is_some()
+                && let Some(seal) = &key.held_as
+                && ledger::made_by_hand(self.txn, seal).await?
             {
-                evidence.made_by_hand = ledger::made_by_hand(self.txn, seal).await?;
+                let held = plan::Evidence {
+                    made_by_hand: true,
+                    ..evidence
+                };
+                plan = plan::keyed(given, held);
             }
-            let plan = plan::keyed(given, evidence);
             if let Some(take) = &plan.take
                 && !self.reserve(take, at).await?
             {

@@ -18,6 +18,10 @@ use crate::support::forms::signed_in;
 use crate::support::pages::resolve_on_page;
 use crate::support::provider::Provider;
 
+/// Every hold, all its columns.
+const HOLDS: &str = "SELECT seal || '|' || case_id || '|' || provider || '|' || operation_id \
+                     || '|' || CAST(held_at AS TEXT) FROM hand_made_holds ORDER BY case_id";
+
 /// A refund of 700 on `pay_hand`, made fifty minutes ago, found missing by
 /// a run; the app, its downstream, the finding's case id and the provider.
 async fn found_missing() -> (TestApp, Downstream, String, Provider) {
@@ -82,10 +86,14 @@ async fn the_late_webhook_of_a_refund_made_by_hand_is_held_for_a_person_not_refu
         first.json["delivery_id"].as_str().expect("an id")
     );
     assert_eq!(app.count(&held).await, 1);
-    // and what the seal keeps names no payment or amount
-    let seals = rows(&app, "SELECT seal FROM hand_made_holds").await;
-    assert_eq!(seals.len(), 1);
-    assert!(!seals[0].contains("pay_hand") && !seals[0].contains("700"));
+    // and the hold keeps the operation and its fields sealed
+    let holds = rows(&app, HOLDS).await;
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    assert!(holds[0].starts_with("hmac:"), "{holds:?}");
+    assert!(
+        holds[0].contains(&format!("|{case}|norefid|re_hand|")),
+        "{holds:?}"
+    );
 
     // And a refund of another amount on the same payment is applied
     let other = app
@@ -99,7 +107,7 @@ async fn the_late_webhook_of_a_refund_made_by_hand_is_held_for_a_person_not_refu
     unicity::services::projections::rebuild(&app.db)
         .await
         .expect("rebuild");
-    assert_eq!(rows(&app, "SELECT seal FROM hand_made_holds").await, seals);
+    assert_eq!(rows(&app, HOLDS).await, holds);
     let after = app
         .post_signed("hmac", &refund("pay_hand", 700, Some("rr_hand_2")))
         .await;
@@ -114,11 +122,18 @@ async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once(
     let made = app
         .resolve(
             &case,
-            json!({"resolution": "made_by_hand", "note": "refunded by hand"}),
+            json!({
+                "resolution": "made_by_hand",
+                "note": "refunded by hand",
+                "authoritative_ref": "BANK-123",
+            }),
         )
         .await;
     assert_eq!(made.status, 200, "{}", made.json);
     assert_eq!(made.json["resolution"], "made_by_hand", "{}", made.json);
+    // the operation made by hand is the finding's, whatever was typed
+    let held = rows(&app, "SELECT operation_id FROM hand_made_holds").await;
+    assert_eq!(held, ["re_hand"]);
     let again = app
         .resolve(
             &case,
@@ -155,6 +170,35 @@ async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once(
         refused.json
     );
 
+    // and a look-alike is applied only for the operation it is
+    let uncited = app
+        .resolve(
+            &held_case,
+            json!({"resolution": "process_as_distinct", "note": "another refund"}),
+        )
+        .await;
+    assert_eq!(uncited.status, 409);
+    assert_eq!(
+        uncited.json["code"], "cite_the_operation",
+        "{}",
+        uncited.json
+    );
+    let by_hand = app
+        .resolve(
+            &held_case,
+            json!({
+                "resolution": "process_as_distinct",
+                "note": "the refund made by hand",
+                "authoritative_ref": "re_hand",
+            }),
+        )
+        .await;
+    assert_eq!(
+        by_hand.json["code"], "operation_consumed",
+        "{}",
+        by_hand.json
+    );
+
     // Then finance, who sees a second refund at the provider, applies it
     let applied = app
         .resolve(
@@ -177,10 +221,12 @@ async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once(
 /// asked: it lists two refunds for one effect, which would pay the second
 /// again. The operation made by hand is not owed: a person decides, and no
 /// one can cite it for an effect.
-#[tokio::test]
-async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
-    // Given the first refund applied and paired by a run, the second found
-    // missing and made by hand
+/// Two equal refunds of 700 on `pay_w`, the first's webhook applied and
+/// paired by a run, the second (`re_w2`) found missing; the look-up both
+/// lists for reconciliation and compares a held delivery's discriminants
+/// with the provider's operations. The app, its downstream, the finding
+/// and the provider.
+async fn an_equal_refund_found_missing() -> (TestApp, Downstream, String, Provider) {
     let now = Utc::now();
     let provider = Provider::start(
         &[
@@ -191,8 +237,6 @@ async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
     )
     .await;
     let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-    // The look-up both lists for reconciliation and compares a held
-    // delivery's discriminants with the provider's operations.
     let compare = "[lookups.compare]\npayment = \"resource\"\namount = \"amount\"\n\
                    currency = \"currency\"\n\n[reconciliation]";
     let lookup = provider.lookup_toml().replace("[reconciliation]", compare);
@@ -209,6 +253,20 @@ async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
     )
     .await
     .remove(0);
+    (app, downstream, finding, provider)
+}
+
+/// Two equal refunds on one payment: the first's webhook came, the
+/// second's did not and finance made it by hand. When the second's webhook
+/// comes late, its weak key matches the first refund and the provider is
+/// asked: it lists two refunds for one effect, which would pay the second
+/// again. The operation made by hand is not owed: a person decides, and no
+/// one can cite it for an effect.
+#[tokio::test]
+async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
+    // Given the first refund applied and paired by a run, the second found
+    // missing and made by hand
+    let (app, downstream, finding, _provider) = an_equal_refund_found_missing().await;
     let made = app
         .resolve(
             &finding,
@@ -245,4 +303,24 @@ async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
     assert_eq!(cited.status, 409, "{}", cited.json);
     assert_eq!(cited.json["code"], "operation_consumed", "{}", cited.json);
     assert_eq!(downstream.calls().len(), 1);
+}
+
+/// The late webhook of the second refund came before anyone acted on the
+/// finding, and the provider's answer applied it: the refund is paid. Made
+/// by hand now would record a second payment as if it were the only one.
+#[tokio::test]
+async fn an_operation_an_effect_already_stands_for_cannot_be_made_by_hand() {
+    let (app, downstream, finding, _provider) = an_equal_refund_found_missing().await;
+    let late = app.post_signed("hmac", &refund("pay_w", 700, None)).await;
+    assert_eq!(late.json["reason"], "weak_match_critical", "{}", late.json);
+    downstream.wait_calls(2).await;
+    let made = app
+        .resolve(
+            &finding,
+            json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
+        )
+        .await;
+    assert_eq!(made.status, 409, "{}", made.json);
+    assert_eq!(made.json["code"], "operation_consumed", "{}", made.json);
+    assert_eq!(app.count("SELECT COUNT(*) FROM hand_made_holds").await, 0);
 }

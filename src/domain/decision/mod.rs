@@ -22,10 +22,7 @@
 //! 6. **Required or discriminating fields missing** → critical: reconcile
 //!    `required_fields_missing`; reversible: process, flagged for correction
 //!    (`required_fields_missing_flagged`). A match that cannot be checked is weak.
-//! 7. **Nothing exists** (index empty; ledger within horizon or absent) → process `new_key`,
-//!    unless a person recorded an operation with the delivery's resource, amount and
-//!    currency as made by hand → reconcile `made_by_hand` (a person: this may be that
-//!    operation's late webhook). The same holds before rule 8.
+//! 7. **Nothing exists** (index empty; ledger within horizon or absent) → process `new_key`.
 //! 8. **Previous attempt failed definitively without effect** → process again,
 //!    `previous_attempt_failed_without_effect`, whatever the key's strength: there is no
 //!    effect to duplicate.
@@ -36,6 +33,11 @@
 //!    4. strong key, or medium on a reversible type → a would-be ignore: reconcile
 //!       `breaker_tripped` if the strategy's breaker is tripped, else ignore
 //!       `duplicate_of_applied` (`late_replay_found_effect` when found in the ledger).
+//!
+//! Last, whichever row processes the delivery (`new_key`, `previous_attempt_failed_without_effect`,
+//! a flagged reversible match or missing field): when a person recorded an operation with its
+//! resource, amount and currency as made by hand, it is held instead → reconcile
+//! `made_by_hand`, for a person (this may be that operation's late webhook).
 //!
 //! Rules 4 and 5 are exclusive by construction (one [`Existing`] state; the ledger is
 //! read only when the key index is empty). Every reconcile sets `lookup_first` when an
@@ -64,6 +66,17 @@ use prior::{Applied, Prior, Settled, Unsettled};
 
 /// Decides what happens to one delivery; see the module docs for the precedence.
 pub fn decide(input: &DecisionInput) -> Decision {
+    let decision = matrix(input);
+    // Whichever row would apply it, a person made its operation by hand.
+    if input.made_by_hand && decision.action == Action::Process {
+        return Decision::reconcile(Reason::MadeByHand, false)
+            .about(decision.reference_delivery, decision.effect_id);
+    }
+    decision
+}
+
+/// The matrix's rows, before an operation made by hand holds what they apply.
+fn matrix(input: &DecisionInput) -> Decision {
     let strength = match input.identity {
         Identity::Keyed { strength } => strength,
         Identity::UnparseableBody => return Decision::quarantine(Reason::UnparseableBody),
@@ -94,14 +107,6 @@ pub fn decide(input: &DecisionInput) -> Decision {
         Prior::Unsettled(unsettled) => return undecided(unsettled, input.lookup_available),
         Prior::Settled(settled) => settled,
     };
-    // Rules 7 and 8 would apply it, but a person made its operation by hand.
-    if input.made_by_hand && matches!(settled, Settled::Nothing | Settled::FailedWithoutEffect(_)) {
-        let decision = Decision::reconcile(Reason::MadeByHand, false);
-        return match settled {
-            Settled::FailedWithoutEffect(failed) => decision.about(Some(failed), None),
-            _ => decision,
-        };
-    }
     if !input.missing_fields.is_empty() {
         let decision = match input.criticality {
             Criticality::Critical => {

@@ -158,12 +158,13 @@ impl Decision {
                  value counts; it is kept raw and never keyed.",
             ),
             Reason::MadeByHand => {
-                parts.text("nothing is applied for it");
+                parts.text("it would be applied");
                 if d.is_some() {
-                    parts
-                        .text(" (the attempt of ")
-                        .delivery(d)
-                        .text(" failed without effect)");
+                    parts.text(" (its key leads to ").delivery(d);
+                    if e.is_some() {
+                        parts.text(", ").effect(e);
+                    }
+                    parts.text(")");
                 }
                 parts.text(&format!(
                     ", but an operation with the same resource, amount and currency was \

@@ -90,11 +90,12 @@ impl Decision {
                  (RFC 7493): parsers disagree on which value counts; kept raw, never keyed"
                 .to_owned(),
             Reason::MadeByHand => format!(
-                "nothing is applied under this key{}, but an operation with the same resource, \
-                 amount and currency was made by hand; this may be its late webhook, {then}",
-                self.reference_delivery
-                    .map(|d| format!(" (delivery {d} failed without effect)"))
-                    .unwrap_or_default()
+                "it would be applied{}, but an operation with the same resource, amount and \
+                 currency was made by hand; this may be its late webhook, {then}",
+                match self.reference_delivery {
+                    Some(_) => format!(" (its key leads to {})", self.matched()),
+                    None => String::new(),
+                }
             ),
             Reason::UnknownEventType => "unknown event type; kept, nothing dropped".to_owned(),
             Reason::NoStrategy => {

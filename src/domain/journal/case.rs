@@ -19,10 +19,21 @@ pub struct CaseResolved {
     pub effect_id: Option<uuid::Uuid>,
     /// The key the effect was applied under (processed as distinct).
     pub key: Option<String>,
-    /// Made by hand: what the operation's look-alikes are recognised by
-    /// (`domain::reconcile::hand_made_seal`), held from then on.
+    /// Made by hand: the operation, and what its look-alikes are
+    /// recognised by, held from then on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub held_as: Option<String>,
+    pub made_by_hand: Option<HandMade>,
+}
+
+/// An operation a person made by hand (a missing effect closed so).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandMade {
+    pub provider: String,
+    /// The provider's id of the operation: no effect may cite it.
+    pub operation_id: String,
+    /// Its resource, amount and currency sealed under the key secret
+    /// (`domain::reconcile::hand_made_seal`).
+    pub seal: String,
 }
 
 /// A case given to an operator to handle (or given back: no assignee).

@@ -18,7 +18,9 @@ mod reconcile;
 mod strategy;
 
 pub use access::{FixtureExported, RawBodyRead};
-pub use case::{CaseAssigned, CaseCommented, CaseResolved, LookupPerformed, ProviderOperation};
+pub use case::{
+    CaseAssigned, CaseCommented, CaseResolved, HandMade, LookupPerformed, ProviderOperation,
+};
 pub use decided::{Applied, DeliveryDecided, Reserved, Unfoldable};
 pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};

@@ -65,8 +65,10 @@ pub async fn show(
     let can_look_up = open
         && operator.may(Action::ResolveSomeCases)
         && lookups::available(&state.engine, id).await?;
-    let fixture =
-        (!open && operator.may(Action::ExportFixtures)).then(|| format!("/cases/{id}/fixture"));
+    // A delivery held as made by hand replays as nothing made by hand.
+    let replayable = view.reason != crate::domain::decision::Reason::MadeByHand.as_str();
+    let fixture = (!open && replayable && operator.may(Action::ExportFixtures))
+        .then(|| format!("/cases/{id}/fixture"));
     let assignable = if open && operator.may(Action::CommentCases) {
         crate::services::access::operators(state.db())
             .await?

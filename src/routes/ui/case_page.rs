@@ -107,7 +107,7 @@ pub struct CasePage {
     pub missing_effect: bool,
 }
 
-const NOTICES: [(&str, &str); 22] = [
+const NOTICES: [(&str, &str); 23] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -142,7 +142,7 @@ const NOTICES: [(&str, &str); 22] = [
     ),
     (
         "close_only",
-        "This case is a reconciliation finding: it can only be closed, with the reason it is settled.",
+        "This case is a reconciliation finding: it can only be closed, with the reason it is settled (a missing effect applied outside Unicity: as made by hand).",
     ),
     (
         "operation_consumed",
@@ -173,6 +173,10 @@ const NOTICES: [(&str, &str); 22] = [
     (
         "not_a_missing_effect",
         "Only a missing effect's operation can be recorded as made by hand.",
+    ),
+    (
+        "cite_the_operation",
+        "This delivery looks like an operation made by hand: it is processed as distinct only citing the provider's operation it is (its id in the provider's dashboard). Nothing was applied.",
     ),
     (
         "nothing_to_hold_by",

@@ -16,7 +16,8 @@ use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
-    CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed, ProviderOperation,
+    CaseResolved, DiscrepancyKind, HandMade, JournalEvent, KeySummary, LookupPerformed,
+    ProviderOperation,
 };
 use crate::domain::lookup::{Accounted, LookupVerdict, judge};
 use crate::domain::plan::{self, Claim, EffectJob};
@@ -123,12 +124,25 @@ pub(crate) async fn settle(
         close_only: is_finding(&case),
         missing_effect: case.reason == DiscrepancyKind::MissingEffect.as_str(),
     };
-    let (mut held_as, mut made_by_hand) = (None, None);
-    if let Settler::Person { resolution, .. } = &settler {
+    let mut made_by_hand = None;
+    if let Settler::Person {
+        resolution,
+        reference,
+        ..
+    } = &settler
+    {
         cases::check(facts, *resolution, &note)?;
+        // Held because it looks like an operation made by hand: applied
+        // only for the operation it is, which the ledger then consumes.
+        let uncited = reference.as_deref().is_none_or(|r| r.trim().is_empty());
+        if case.reason == Reason::MadeByHand.as_str()
+            && *resolution == Resolution::ProcessAsDistinct
+            && uncited
+        {
+            return Err(Refusal::CiteTheOperation.into());
+        }
         if *resolution == Resolution::MadeByHand {
-            let (seal, operation) = hand_made(engine, &case).ok_or(Refusal::NothingToHoldBy)?;
-            (held_as, made_by_hand) = (Some(seal), Some(operation));
+            made_by_hand = Some(hand_made(engine, &case).ok_or(Refusal::NothingToHoldBy)?);
         }
     }
     let source = journaled.source.clone().unwrap_or_default();
@@ -145,7 +159,6 @@ pub(crate) async fn settle(
         }),
         by,
         note,
-        held_as,
         made_by_hand,
     };
     let critical = matches!(
@@ -263,10 +276,9 @@ struct Context {
     sink: Option<String>,
     by: String,
     note: String,
-    /// Made by hand: what the operation's look-alikes are held by.
-    held_as: Option<String>,
-    /// Made by hand: the operation's id, its reference from then on.
-    made_by_hand: Option<String>,
+    /// Made by hand: the finding's operation, its reference from then on,
+    /// and what its look-alikes are held by.
+    made_by_hand: Option<HandMade>,
 }
 
 impl Context {
@@ -305,7 +317,7 @@ impl Context {
                     (_, Err(why)) => LookupVerdict::person(why),
                     (None, Ok(_)) => LookupVerdict::person("the delivery has no business key"),
                     (Some(key), Ok(matching)) => {
-                        judge(&matching, &accounted(tx, key, &matching).await?)
+                        judge(&matching, &accounted(tx, engine, key, &matching).await?)
                     }
                 };
                 let verdict = match &verdict {
@@ -346,10 +358,13 @@ impl Context {
         };
         // One spelling of the operation cited, whichever door it came in by:
         // the ledger and its unique index compare references exactly.
-        let reference = reference
-            .map(|r| r.trim().to_owned())
-            .filter(|r| !r.is_empty())
-            .or_else(|| self.made_by_hand.clone());
+        // Made by hand, the finding's own operation, whatever was typed.
+        let reference = match &self.made_by_hand {
+            Some(made) => Some(made.operation_id.clone()),
+            None => reference
+                .map(|r| r.trim().to_owned())
+                .filter(|r| !r.is_empty()),
+        };
         let effect_id = match resolution {
             Resolution::ProcessAsDistinct if distinct.is_some() => Some(Uuid::now_v7()),
             Resolution::ConfirmDuplicate => self.existing,
@@ -364,7 +379,7 @@ impl Context {
             authoritative_ref: reference.clone(),
             effect_id,
             key: applied_key.clone(),
-            held_as: self.held_as.clone(),
+            made_by_hand: self.made_by_hand.clone(),
         };
         // The claim: only an open case resolves, once.
         if !tx
@@ -373,17 +388,36 @@ impl Context {
         {
             return Ok(Outcome::Refused(Refusal::AlreadyResolved));
         }
+        // Made by hand while an effect stands for the operation (its late
+        // webhook applied before a run closed the finding, or a person
+        // cited it): it was paid already, and recording it would hide that.
+        // A failed effect stands for nothing: its operation is owed.
+        if let Some(made) = &self.made_by_hand
+            && crate::store::ledger::cited_by_a_live_effect(
+                tx.connection(),
+                std::slice::from_ref(&made.operation_id),
+            )
+            .await?
+        {
+            return Err(DbErr::Custom(CONSUMED.to_owned()));
+        }
         // The operation cited: consumed by the effect it justifies, once.
         // Already consumed, the resolution's claim is rolled back with it.
         if let (Some(key), Some(cited)) = (distinct, &reference) {
             let taken = tx
                 .citing(&key.effect_type, std::slice::from_ref(cited))
                 .await?;
-            let by_hand = crate::store::ledger::made_by_hand_among(
-                tx.connection(),
-                std::slice::from_ref(cited),
-            )
-            .await?;
+            let by_hand = match engine.lookup_for(key) {
+                Some((provider, _)) => {
+                    crate::store::ledger::made_by_hand_among(
+                        tx.connection(),
+                        &provider,
+                        std::slice::from_ref(cited),
+                    )
+                    .await?
+                }
+                None => BTreeSet::new(),
+            };
             if !taken.is_empty() || !by_hand.is_empty() {
                 return Err(DbErr::Custom(CONSUMED.to_owned()));
             }
@@ -491,9 +525,16 @@ async fn uncited_distinct(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbE
 /// live under the key failed: live ones are all but failed).
 async fn accounted(
     tx: &mut Tx<'_>,
+    engine: &Engine,
     key: &KeySummary,
     matching: &[String],
 ) -> Result<Accounted, DbErr> {
+    let made_by_hand = match engine.lookup_for(key) {
+        Some((provider, _)) => {
+            crate::store::ledger::made_by_hand_among(tx.connection(), &provider, matching).await?
+        }
+        None => BTreeSet::new(),
+    };
     let bases = bases(tx, key).await?;
     let live = tx.live_effects(&bases).await?;
     let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();
@@ -519,7 +560,7 @@ async fn accounted(
             .filter_map(|e| e.provider_ref)
             .collect(),
         failed: failed.into_iter().filter_map(|e| e.provider_ref).collect(),
-        made_by_hand: crate::store::ledger::made_by_hand_among(tx.connection(), matching).await?,
+        made_by_hand,
     })
 }
 
@@ -527,7 +568,7 @@ async fn accounted(
 /// delivery asks for it (`domain::reconcile::hand_made_seal`), and its id;
 /// `None` when the provider listed it without a resource, an amount or a
 /// currency.
-fn hand_made(engine: &Engine, case: &case::Model) -> Option<(String, String)> {
+fn hand_made(engine: &Engine, case: &case::Model) -> Option<HandMade> {
     let provider = case.details.get("provider")?.as_str()?;
     let operation: ProviderOperation =
         serde_json::from_value(case.details.get("operation")?.clone()).ok()?;
@@ -540,7 +581,11 @@ fn hand_made(engine: &Engine, case: &case::Model) -> Option<(String, String)> {
             operation.currency.as_ref(),
         ),
     )?;
-    Some((seal, operation.id))
+    Some(HandMade {
+        provider: provider.to_owned(),
+        operation_id: operation.id,
+        seal,
+    })
 }
 
 /// Whether `case` is a finding of reconciliation (a missing or an

@@ -256,7 +256,7 @@ async fn answered(
             authoritative_ref: None,
             effect_id: Some(effect_id),
             key: None,
-            held_as: None,
+            made_by_hand: None,
         };
         by_pair.entry(n).or_default().push((delivery, resolved));
     }

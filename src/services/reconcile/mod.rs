@@ -139,6 +139,9 @@ pub async fn run(
     for row in &rows {
         effects.push(ledger_effect(engine, lookup, row).await?);
     }
+    let ids: Vec<String> = operations.iter().map(|op| op.id.clone()).collect();
+    let by_hand =
+        crate::store::ledger::made_by_hand_among(&engine.db, &lookup.provider, &ids).await?;
     let ops: Vec<Operation> = operations
         .iter()
         .enumerate()
@@ -150,6 +153,7 @@ pub async fn run(
             status: op.status.clone(),
             created_at: op.created_at,
             carried: i >= listed,
+            by_hand: by_hand.contains(&op.id),
         })
         .collect();
     let mut found = reconcile::compare(&ops, &effects, window);

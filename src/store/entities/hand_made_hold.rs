@@ -11,8 +11,9 @@ pub struct Model {
     pub seal: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub case_id: String,
+    pub provider: String,
     /// The provider's id of the operation made by hand.
-    pub operation_id: Option<String>,
+    pub operation_id: String,
     pub held_at: DateTimeUtc,
 }
 

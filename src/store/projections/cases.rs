@@ -274,13 +274,14 @@ pub(super) async fn held<C: ConnectionTrait>(
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     use crate::store::entities::hand_made_hold;
-    let Some(seal) = &e.held_as else {
+    let Some(made) = &e.made_by_hand else {
         return Ok(0);
     };
     hand_made_hold::Entity::insert(hand_made_hold::ActiveModel {
-        seal: Set(seal.clone()),
+        seal: Set(made.seal.clone()),
         case_id: Set(e.case_id.to_string()),
-        operation_id: Set(e.authoritative_ref.clone()),
+        provider: Set(made.provider.clone()),
+        operation_id: Set(made.operation_id.clone()),
         held_at: Set(at),
     })
     .on_conflict_do_nothing()

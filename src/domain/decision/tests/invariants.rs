@@ -152,6 +152,11 @@ fn invariant_lookup_first_exactly_on_reconcile_with_lookup_available() {
 }
 
 #[test]
+fn invariant_nothing_made_by_hand_is_processed() {
+    for_all(|input, d| !input.made_by_hand || d.action != Action::Process);
+}
+
+#[test]
 fn invariant_flagged_only_when_processing_a_reversible_type() {
     for_all(|input, d| {
         !d.flagged_for_correction

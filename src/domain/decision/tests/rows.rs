@@ -250,8 +250,39 @@ fn given_an_operation_made_by_hand_with_these_fields_when_nothing_is_applied_the
 }
 
 #[test]
-fn given_an_operation_made_by_hand_when_an_applied_result_matches_then_the_matrix_decides_as_before()
+fn given_an_operation_made_by_hand_when_a_weak_match_on_a_reversible_type_would_apply_it_then_a_person_decides()
  {
+    let decision = given()
+        .weak_key()
+        .reversible()
+        .applied()
+        .made_by_hand()
+        .when_decided();
+    assert_eq!(
+        (
+            decision.action,
+            decision.reason,
+            decision.reference_delivery,
+            decision.effect_id
+        ),
+        (
+            Action::Reconcile,
+            Reason::MadeByHand,
+            Some(FIRST),
+            Some(EFFECT)
+        )
+    );
+    assert!(!decision.flagged_for_correction);
+    let missing = given()
+        .reversible()
+        .missing("$.template")
+        .made_by_hand()
+        .when_decided();
+    assert_eq!(missing.reason, Reason::MadeByHand);
+}
+
+#[test]
+fn given_an_operation_made_by_hand_when_nothing_would_apply_it_then_the_matrix_decides_as_before() {
     let decision = given().applied().made_by_hand().when_decided();
     assert_eq!(
         (decision.action, decision.reason),
