@@ -167,6 +167,10 @@ pub enum Refusal {
     #[error("only a missing effect's operation can be recorded as made by hand")]
     NotAMissingEffect,
     #[error(
+        "an effect that may have moved money already stands for this operation or looks like it (its late webhook, or a citation): it may be paid already; wait for the next reconciliation run, or close it with a reason"
+    )]
+    OperationPaid,
+    #[error(
         "this delivery looks like an operation made by hand: it is processed as distinct only citing the provider operation it is"
     )]
     CiteTheOperation,
@@ -194,6 +198,7 @@ impl Refusal {
             Self::CloseOnly => "close_only",
             Self::NotAPersonsResolution => "not_a_persons_resolution",
             Self::NotAMissingEffect => "not_a_missing_effect",
+            Self::OperationPaid => "operation_paid",
             Self::CiteTheOperation => "cite_the_operation",
             Self::NothingToHoldBy => "nothing_to_hold_by",
             Self::NoSuchOperator => "no_such_operator",

@@ -186,7 +186,7 @@ pub fn compare(operations: &[Operation], effects: &[Effect], window: Window) -> 
 }
 
 /// Resource, amount and currency all known on both sides and equal.
-fn same_fields(op: &Operation, effect: &Effect) -> bool {
+pub fn same_fields(op: &Operation, effect: &Effect) -> bool {
     let currency = |v: &Option<Value>| {
         v.as_ref()
             .and_then(Value::as_str)

@@ -230,13 +230,11 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
     let Some(mut key) = journaled.key.clone() else {
         return Ok(());
     };
-    // Journaled before it was sealed (before 2026-12-07, or before its
-    // provider's listing was configured): sealed now, as its reception
-    // would be, so that an operation made by hand holds it too.
-    if key.held_as.is_none()
-        && engine
-            .lookup_for(&key)
-            .is_some_and(|(_, l)| l.listing.is_some())
+    // Sealed from its body, as at its reception (the seal is not
+    // journaled), so that an operation made by hand holds it too.
+    if engine
+        .lookup_for(&key)
+        .is_some_and(|(_, l)| l.listing.is_some())
         && let Some(event) = journaled.event(engine).await?
     {
         key.held_as = engine.held_as(&key, &event);

@@ -198,16 +198,23 @@ impl Engine {
         }
     }
 
+    /// The provider of the strategy that keyed `key`, while it is in the
+    /// catalog.
+    pub fn provider_of(&self, key: &KeySummary) -> Option<String> {
+        let (name, version) = key.strategy.split_once('@')?;
+        Some(
+            self.catalog
+                .strategy(name, version.parse().ok()?)?
+                .provider
+                .clone(),
+        )
+    }
+
     /// The look-up configured for the provider of the strategy that keyed
     /// `key` and for its effect type, with that provider's name: whether the
     /// provider's API can be asked before a person.
     pub fn lookup_for(&self, key: &KeySummary) -> Option<(String, &Lookup)> {
-        let (name, version) = key.strategy.split_once('@')?;
-        let provider = self
-            .catalog
-            .strategy(name, version.parse().ok()?)?
-            .provider
-            .clone();
+        let provider = self.provider_of(key)?;
         let found = crate::providers::lookup::find(&self.lookups, &provider, &key.effect_type)?;
         Some((provider, found))
     }

@@ -125,20 +125,6 @@ pub async fn made_by_hand_among<C: ConnectionTrait>(
     Ok(found)
 }
 
-/// Whether an effect that may have moved money (any state but failed)
-/// cites one of the provider operations `ids`.
-pub async fn cited_by_a_live_effect<C: ConnectionTrait>(
-    conn: &C,
-    ids: &[String],
-) -> Result<bool, DbErr> {
-    Ok(effect::Entity::find()
-        .filter(effect::Column::ProviderRef.is_in(ids.iter().map(String::as_str)))
-        .filter(effect::Column::State.ne(ReservationState::Failed.as_str()))
-        .one(conn)
-        .await?
-        .is_some())
-}
-
 /// How many effects were applied for the business key `key`: its own, and
 /// those applied as distinct under keys derived from it (`key~…`).
 pub async fn applied_effects<C: ConnectionTrait>(conn: &C, key: &str) -> Result<u64, DbErr> {

@@ -215,12 +215,6 @@ async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once(
     assert_eq!(downstream.calls().len(), 1);
 }
 
-/// Two equal refunds on one payment: the first's webhook came, the
-/// second's did not and finance made it by hand. When the second's webhook
-/// comes late, its weak key matches the first refund and the provider is
-/// asked: it lists two refunds for one effect, which would pay the second
-/// again. The operation made by hand is not owed: a person decides, and no
-/// one can cite it for an effect.
 /// Two equal refunds of 700 on `pay_w`, the first's webhook applied and
 /// paired by a run, the second (`re_w2`) found missing; the look-up both
 /// lists for reconciliation and compares a held delivery's discriminants
@@ -289,7 +283,20 @@ async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
             .await,
         1
     );
-    // and a person cannot cite it for a second refund
+    // and a person cannot apply it without saying which operation it is
+    let uncited = app
+        .resolve(
+            &case,
+            json!({"resolution": "process_as_distinct", "note": "the provider lists two"}),
+        )
+        .await;
+    assert_eq!(uncited.status, 409, "{}", uncited.json);
+    assert_eq!(
+        uncited.json["code"], "cite_the_operation",
+        "{}",
+        uncited.json
+    );
+    // nor cite it for a second refund
     let cited = app
         .resolve(
             &case,
@@ -321,6 +328,35 @@ async fn an_operation_an_effect_already_stands_for_cannot_be_made_by_hand() {
         )
         .await;
     assert_eq!(made.status, 409, "{}", made.json);
-    assert_eq!(made.json["code"], "operation_consumed", "{}", made.json);
+    assert_eq!(made.json["code"], "operation_paid", "{}", made.json);
     assert_eq!(app.count("SELECT COUNT(*) FROM hand_made_holds").await, 0);
+}
+
+/// The late webhook of a refund found missing came with a key of its own
+/// and was applied before any run paired them: made by hand now would pay
+/// it a second time at the bank, and hold nothing worth holding.
+#[tokio::test]
+async fn a_missing_refund_whose_late_webhook_was_applied_cannot_be_made_by_hand() {
+    let made = made_by_hand_after_a_refund_of(700).await;
+    assert_eq!(made.status, 409, "{}", made.json);
+    assert_eq!(made.json["code"], "operation_paid", "{}", made.json);
+    // and a refund of another amount does not stand for it
+    let made = made_by_hand_after_a_refund_of(300).await;
+    assert_eq!(made.status, 200, "{}", made.json);
+}
+
+/// `pay_hand`'s refund of 700 found missing, then a refund of `amount` on
+/// `pay_hand` applied, then the finding recorded as made by hand: the answer.
+async fn made_by_hand_after_a_refund_of(amount: u64) -> crate::support::app::Reply {
+    let (app, downstream, case, _provider) = found_missing().await;
+    let applied = app
+        .post_signed("hmac", &refund("pay_hand", amount, Some("rr_applied")))
+        .await;
+    assert_eq!(applied.json["decision"], "process", "{}", applied.json);
+    downstream.wait_calls(1).await;
+    app.resolve(
+        &case,
+        json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
+    )
+    .await
 }

@@ -45,8 +45,9 @@ pub struct KeySummary {
     /// listing reads them, sealed under the key secret
     /// (`domain::reconcile::hand_made_seal`): what an operation a person
     /// made by hand is recognised by. Only for effect types a listing
-    /// compares; absent from events journaled before 2026-12-07.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// compares. Never journaled: sealed from the body when the delivery
+    /// arrives and when it is decided again.
+    #[serde(skip)]
     pub held_as: Option<String>,
 }
 

@@ -107,7 +107,7 @@ pub struct CasePage {
     pub missing_effect: bool,
 }
 
-const NOTICES: [(&str, &str); 23] = [
+const NOTICES: [(&str, &str); 24] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -177,6 +177,10 @@ const NOTICES: [(&str, &str); 23] = [
     (
         "cite_the_operation",
         "This delivery looks like an operation made by hand: it is processed as distinct only citing the provider's operation it is (its id in the provider's dashboard). Nothing was applied.",
+    ),
+    (
+        "operation_paid",
+        "An effect that may have moved money already stands for this operation, or has its payment, amount and currency and was made since: its late webhook may have paid it. Nothing was recorded; the next reconciliation run pairs them, or close it with a reason.",
     ),
     (
         "nothing_to_hold_by",

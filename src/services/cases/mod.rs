@@ -9,6 +9,8 @@
 //! case's own key, or a link to the existing effect). Two operators at once,
 //! or one form submitted twice, get one resolution and at most one effect.
 
+mod accounted;
+mod by_hand;
 mod settle;
 
 pub use settle::{CaseError, Resolved};

@@ -11,15 +11,15 @@ use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
+use super::accounted::{accounted, uncited_distinct};
 use crate::auth::{Action, Principal};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
     CaseResolved, DiscrepancyKind, HandMade, JournalEvent, KeySummary, LookupPerformed,
-    ProviderOperation,
 };
-use crate::domain::lookup::{Accounted, LookupVerdict, judge};
+use crate::domain::lookup::{LookupVerdict, judge};
 use crate::domain::plan::{self, Claim, EffectJob};
 use crate::providers::sinks;
 use crate::services::access;
@@ -125,33 +125,30 @@ pub(crate) async fn settle(
         missing_effect: case.reason == DiscrepancyKind::MissingEffect.as_str(),
     };
     let mut made_by_hand = None;
-    if let Settler::Person {
-        resolution,
-        reference,
-        ..
-    } = &settler
-    {
+    if let Settler::Person { resolution, .. } = &settler {
         cases::check(facts, *resolution, &note)?;
-        // Held because it looks like an operation made by hand: applied
-        // only for the operation it is, which the ledger then consumes.
-        let uncited = reference.as_deref().is_none_or(|r| r.trim().is_empty());
-        if case.reason == Reason::MadeByHand.as_str()
-            && *resolution == Resolution::ProcessAsDistinct
-            && uncited
-        {
-            return Err(Refusal::CiteTheOperation.into());
-        }
         if *resolution == Resolution::MadeByHand {
-            made_by_hand = Some(hand_made(engine, &case).ok_or(Refusal::NothingToHoldBy)?);
+            made_by_hand = Some(super::by_hand::recorded(engine, &case).await?);
         }
     }
     let source = journaled.source.clone().unwrap_or_default();
+    // Sealed from its body, as at its reception (the seal is not
+    // journaled): what an operation made by hand would hold it by.
+    let mut key = journaled.key.clone();
+    if let Some(key) = key.as_mut()
+        && engine
+            .lookup_for(key)
+            .is_some_and(|(_, l)| l.listing.is_some())
+        && let Some(event) = journaled.event(engine).await?
+    {
+        key.held_as = engine.held_as(key, &event);
+    }
     let context = Context {
         case_id,
         delivery_id,
         existing: existing_effect(&case),
         facts,
-        key: journaled.key.clone(),
+        key,
         sink: journaled.key.as_ref().map(|key| {
             sinks::select(&engine.sinks, &source, &key.effect_type)
                 .name()
@@ -192,6 +189,12 @@ pub(crate) async fn settle(
             }
             Err(DbErr::Custom(why)) if why == UNCITED => {
                 return Err(Refusal::CiteAnOperation.into());
+            }
+            Err(DbErr::Custom(why)) if why == HELD => {
+                return Err(Refusal::CiteTheOperation.into());
+            }
+            Err(DbErr::Custom(why)) if why == PAID => {
+                return Err(Refusal::OperationPaid.into());
             }
             other => break other?,
         }
@@ -247,6 +250,8 @@ impl Settler {
 /// consumed: its writes roll back.
 const CONSUMED: &str = "the provider operation cited is already consumed";
 const UNCITED: &str = "another effect under the key cites no provider operation";
+const HELD: &str = "the delivery looks like an operation made by hand and cites none";
+const PAID: &str = "an effect that may have moved money stands for the operation";
 
 /// Whether a settlement lost a race for the provider operation it cited:
 /// another process's effect took it between this one's read and its commit.
@@ -388,18 +393,13 @@ impl Context {
         {
             return Ok(Outcome::Refused(Refusal::AlreadyResolved));
         }
-        // Made by hand while an effect stands for the operation (its late
-        // webhook applied before a run closed the finding, or a person
-        // cited it): it was paid already, and recording it would hide that.
-        // A failed effect stands for nothing: its operation is owed.
+        // Made by hand while an effect stands for the operation (a person
+        // or a look-up cited it): it was paid already. A failed effect
+        // stands for nothing: its operation is owed.
         if let Some(made) = &self.made_by_hand
-            && crate::store::ledger::cited_by_a_live_effect(
-                tx.connection(),
-                std::slice::from_ref(&made.operation_id),
-            )
-            .await?
+            && super::by_hand::cited(tx, engine, made).await?
         {
-            return Err(DbErr::Custom(CONSUMED.to_owned()));
+            return Err(DbErr::Custom(PAID.to_owned()));
         }
         // The operation cited: consumed by the effect it justifies, once.
         // Already consumed, the resolution's claim is rolled back with it.
@@ -407,8 +407,8 @@ impl Context {
             let taken = tx
                 .citing(&key.effect_type, std::slice::from_ref(cited))
                 .await?;
-            let by_hand = match engine.lookup_for(key) {
-                Some((provider, _)) => {
+            let by_hand = match engine.provider_of(key) {
+                Some(provider) => {
                     crate::store::ledger::made_by_hand_among(
                         tx.connection(),
                         &provider,
@@ -421,6 +421,16 @@ impl Context {
             if !taken.is_empty() || !by_hand.is_empty() {
                 return Err(DbErr::Custom(CONSUMED.to_owned()));
             }
+        }
+        // A delivery that looks like an operation made by hand, whatever
+        // held it (its own hold, a look-alike, a look-up that named the
+        // operation): applied only for the operation it is, which the
+        // ledger then consumes.
+        if let (Some(key), None) = (distinct, &reference)
+            && let Some(seal) = &key.held_as
+            && crate::store::ledger::made_by_hand(tx.connection(), seal).await?
+        {
+            return Err(DbErr::Custom(HELD.to_owned()));
         }
         // Two effects beside the key's own that no provider operation
         // justifies: two people may each have processed a look-alike of
@@ -485,107 +495,6 @@ impl WriteJob for ResolveCase {
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Outcome, DbErr>> {
         Box::pin(async move { self.context.settle(tx, &self.engine, self.settler).await })
     }
-}
-
-/// The base keys the effects under `key` lie under: its keys in force,
-/// its retired versions' keys, and the keys its keys in force stand for
-/// since a migration (`KeyMigrated`). The decision finds an earlier effect
-/// through any of them; what a look-up or a person's resolution counts as
-/// made must too, or a retry found through a retired version's key is
-/// counted as nothing made and paid again.
-async fn bases(tx: &mut Tx<'_>, key: &KeySummary) -> Result<Vec<String>, DbErr> {
-    let in_force = key.in_force();
-    let mut bases: Vec<String> = in_force
-        .iter()
-        .chain(&key.retired_keys)
-        .map(|k| plan::base_key(k).to_owned())
-        .collect();
-    for (alias, _) in tx.migrated_effects(&in_force).await? {
-        bases.push(plan::base_key(&alias.effect_key).to_owned());
-    }
-    bases.sort();
-    bases.dedup();
-    Ok(bases)
-}
-
-/// Whether an effect applied as distinct under `key` (under `key~…`, not
-/// the key's own) that may have moved money cites no provider operation.
-async fn uncited_distinct(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbErr> {
-    let bases = bases(tx, key).await?;
-    Ok(tx
-        .live_effects(&bases)
-        .await?
-        .iter()
-        .any(|e| !bases.contains(&e.key) && e.provider_ref.is_none()))
-}
-
-/// What the transaction sees under `key`: every effect that may have moved
-/// money, the operations they cite, which of `matching` effects under other
-/// keys cite, and which effects under it cite that failed (an effect not
-/// live under the key failed: live ones are all but failed).
-async fn accounted(
-    tx: &mut Tx<'_>,
-    engine: &Engine,
-    key: &KeySummary,
-    matching: &[String],
-) -> Result<Accounted, DbErr> {
-    let made_by_hand = match engine.lookup_for(key) {
-        Some((provider, _)) => {
-            crate::store::ledger::made_by_hand_among(tx.connection(), &provider, matching).await?
-        }
-        None => BTreeSet::new(),
-    };
-    let bases = bases(tx, key).await?;
-    let live = tx.live_effects(&bases).await?;
-    let mine: BTreeSet<&str> = live.iter().map(|e| e.effect_id.as_str()).collect();
-    let under_the_key = |effect: &str| {
-        bases.iter().any(|base| {
-            effect == base
-                || effect
-                    .strip_prefix(base.as_str())
-                    .is_some_and(|rest| rest.starts_with('~'))
-        })
-    };
-    let (failed, elsewhere): (Vec<_>, Vec<_>) = tx
-        .citing(&key.effect_type, matching)
-        .await?
-        .into_iter()
-        .filter(|e| !mine.contains(e.effect_id.as_str()))
-        .partition(|e| under_the_key(&e.key));
-    Ok(Accounted {
-        effects: live.len(),
-        cited: live.iter().filter_map(|e| e.provider_ref.clone()).collect(),
-        cited_elsewhere: elsewhere
-            .into_iter()
-            .filter_map(|e| e.provider_ref)
-            .collect(),
-        failed: failed.into_iter().filter_map(|e| e.provider_ref).collect(),
-        made_by_hand,
-    })
-}
-
-/// What the operation of a missing-effect finding is recognised by when a
-/// delivery asks for it (`domain::reconcile::hand_made_seal`), and its id;
-/// `None` when the provider listed it without a resource, an amount or a
-/// currency.
-fn hand_made(engine: &Engine, case: &case::Model) -> Option<HandMade> {
-    let provider = case.details.get("provider")?.as_str()?;
-    let operation: ProviderOperation =
-        serde_json::from_value(case.details.get("operation")?.clone()).ok()?;
-    let seal = crate::domain::reconcile::hand_made_seal(
-        &engine.key_secret,
-        provider,
-        (
-            operation.resource.as_deref(),
-            operation.amount.as_ref(),
-            operation.currency.as_ref(),
-        ),
-    )?;
-    Some(HandMade {
-        provider: provider.to_owned(),
-        operation_id: operation.id,
-        seal,
-    })
 }
 
 /// Whether `case` is a finding of reconciliation (a missing or an

@@ -9,7 +9,7 @@
 //! answered, but not by this effect: what the pair would have closed stays
 //! open, and this effect, applied within the window, is unexpected after all.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use uuid::Uuid;
@@ -318,4 +318,54 @@ impl WriteJob for JournalRun {
             Ok(ran)
         })
     }
+}
+
+/// Whether an effect of `provider` that cites no operation, made since
+/// `since` and that may have moved money, has `operation`'s resource,
+/// amount and currency (as a run pairs them): the operation's late webhook
+/// may have paid it already, and recording it as made by hand would hide a
+/// second payment. Reads the bodies of at most `MOST_ALIKE` effects.
+pub(crate) async fn paid_alike(
+    engine: &SharedEngine,
+    provider: &str,
+    operation: &ProviderOperation,
+    since: DateTime<Utc>,
+) -> anyhow::Result<bool> {
+    const MOST_ALIKE: usize = 5_000;
+    let op = Operation {
+        id: operation.id.clone(),
+        resource: operation.resource.clone(),
+        amount: operation.amount.clone(),
+        currency: operation.currency.clone(),
+        status: operation.status.clone(),
+        created_at: operation.created_at,
+        carried: false,
+        by_hand: false,
+    };
+    let rows = crate::store::reconcile::effects_in_window(
+        &engine.db,
+        provider,
+        None,
+        since,
+        Utc::now() + chrono::Duration::minutes(1),
+    )
+    .await?;
+    let listings = engine
+        .lookups
+        .iter()
+        .filter(|l| l.provider == provider && l.listing.is_some());
+    for lookup in listings {
+        let alike = rows
+            .iter()
+            .filter(|row| row.provider_ref.is_none())
+            .filter(|row| pattern::matches(&lookup.effect_type, &row.effect_type))
+            .take(MOST_ALIKE);
+        for row in alike {
+            let effect = super::ledger_effect(engine, lookup, row).await?;
+            if reconcile::same_fields(&op, &effect) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }

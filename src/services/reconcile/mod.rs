@@ -20,6 +20,8 @@
 
 mod findings;
 
+pub(crate) use findings::paid_alike;
+
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -234,7 +236,7 @@ async fn compared_effects(
 
 /// An effect of the ledger with its resource, amount and currency, read
 /// from its delivery's body as the look-up says.
-async fn ledger_effect(
+pub(super) async fn ledger_effect(
     engine: &SharedEngine,
     lookup: &Lookup,
     row: &effect::Model,

@@ -1,0 +1,107 @@
+//! Recording a missing effect's operation as made by hand: what its
+//! look-alikes are held by, and the checks that it was not paid already
+//! (`docs/operating.md`, "Operations made by hand").
+
+use chrono::{DateTime, Duration, Utc};
+use sea_orm::DbErr;
+
+use super::settle::CaseError;
+use crate::domain::cases::Refusal;
+use crate::domain::journal::{HandMade, ProviderOperation};
+use crate::domain::reservation::ReservationState;
+use crate::services::engine::{Engine, SharedEngine};
+use crate::store::Tx;
+use crate::store::entities::case;
+
+/// How long before the operation a webhook's effect may have been made
+/// (the two clocks differ).
+const SKEW_MINUTES: i64 = 5;
+
+/// The operation of the missing-effect finding `case`, recorded as made by
+/// hand: refused when the provider listed it without a resource, an amount
+/// and a currency (nothing could recognise its webhook), and when an effect
+/// that cites no operation and may have moved money has its fields and was
+/// made since it: its late webhook may have paid it before a run paired
+/// them, and recording it would hide a second payment.
+pub(super) async fn recorded(
+    engine: &SharedEngine,
+    case: &case::Model,
+) -> Result<HandMade, CaseError> {
+    let (made, operation) = hand_made(engine, case).ok_or(Refusal::NothingToHoldBy)?;
+    let since = operation
+        .created_at
+        .or_else(|| window_from(case))
+        .unwrap_or(case.opened_at)
+        - Duration::minutes(SKEW_MINUTES);
+    // Effects are found by their first delivery's provider, in the read
+    // model: brought up to the journal's head first.
+    crate::services::projector::before_reading(engine).await;
+    let paid = crate::services::reconcile::paid_alike(engine, &made.provider, &operation, since)
+        .await
+        .map_err(|error| DbErr::Custom(error.to_string()))?;
+    if paid {
+        return Err(Refusal::OperationPaid.into());
+    }
+    Ok(made)
+}
+
+/// Whether an effect of the provider's that may have moved money cites the
+/// operation made by hand, as the resolving transaction sees it (a person
+/// or a look-up cited it for an effect), of an effect type the provider's
+/// strategies key. A failed one stands for nothing:
+/// the operation is owed.
+pub(super) async fn cited(
+    tx: &mut Tx<'_>,
+    engine: &Engine,
+    made: &HandMade,
+) -> Result<bool, DbErr> {
+    let mut types: Vec<String> = engine
+        .catalog
+        .strategies()
+        .filter(|s| s.provider == made.provider)
+        .map(|s| s.effect_type.clone())
+        .collect();
+    types.sort();
+    types.dedup();
+    let operation = std::slice::from_ref(&made.operation_id);
+    for effect_type in &types {
+        let citing = tx.citing(effect_type, operation).await?;
+        if citing
+            .iter()
+            .any(|e| e.state != ReservationState::Failed.as_str())
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// What the operation of a missing-effect finding is recognised by when a
+/// delivery asks for it (`domain::reconcile::hand_made_seal`), with the
+/// operation; `None` when the provider listed it without a resource, an
+/// amount or a currency.
+fn hand_made(engine: &SharedEngine, case: &case::Model) -> Option<(HandMade, ProviderOperation)> {
+    let provider = case.details.get("provider")?.as_str()?;
+    let operation: ProviderOperation =
+        serde_json::from_value(case.details.get("operation")?.clone()).ok()?;
+    let seal = crate::domain::reconcile::hand_made_seal(
+        &engine.key_secret,
+        provider,
+        (
+            operation.resource.as_deref(),
+            operation.amount.as_ref(),
+            operation.currency.as_ref(),
+        ),
+    )?;
+    let made = HandMade {
+        provider: provider.to_owned(),
+        operation_id: operation.id.clone(),
+        seal,
+    };
+    Some((made, operation))
+}
+
+/// The start of the window the finding was found in.
+fn window_from(case: &case::Model) -> Option<DateTime<Utc>> {
+    serde_json::from_value(case.details.get("window_from")?.clone()).ok()
+}
