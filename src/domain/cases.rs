@@ -167,9 +167,13 @@ pub enum Refusal {
     #[error("only a missing effect's operation can be recorded as made by hand")]
     NotAMissingEffect,
     #[error(
-        "an effect that may have moved money already stands for this operation or looks like it (its late webhook, or a citation): it may be paid already; wait for the next reconciliation run, or close it with a reason"
+        "an effect that may have moved money already stands for this operation or looks like it (its late webhook, or a citation), or too many look alike to rule it out: it may be paid already; check it, then close it with a reason"
     )]
     OperationPaid,
+    #[error(
+        "the deliveries read model is behind the journal: whether the operation was paid meanwhile cannot be checked yet; try again in a moment"
+    )]
+    ReadModelBehind,
     #[error(
         "this delivery looks like an operation made by hand: it is processed as distinct only citing the provider operation it is"
     )]
@@ -199,6 +203,7 @@ impl Refusal {
             Self::NotAPersonsResolution => "not_a_persons_resolution",
             Self::NotAMissingEffect => "not_a_missing_effect",
             Self::OperationPaid => "operation_paid",
+            Self::ReadModelBehind => "read_model_behind",
             Self::CiteTheOperation => "cite_the_operation",
             Self::NothingToHoldBy => "nothing_to_hold_by",
             Self::NoSuchOperator => "no_such_operator",

@@ -105,6 +105,20 @@ pub async fn any_keyed_by<C: ConnectionTrait>(conn: &C, strategy: &str) -> Resul
         .is_some())
 }
 
+/// Whether an effect that may have moved money (any state but failed)
+/// cites one of the provider operations `ids`, whatever its type.
+pub async fn cited_by_a_live_effect<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[String],
+) -> Result<bool, DbErr> {
+    Ok(effect::Entity::find()
+        .filter(effect::Column::ProviderRef.is_in(ids.iter().map(String::as_str)))
+        .filter(effect::Column::State.ne(ReservationState::Failed.as_str()))
+        .one(conn)
+        .await?
+        .is_some())
+}
+
 /// Which of `provider`'s operations `ids` a person recorded as made by
 /// hand: no effect may cite them, nor a run or a look-up count them as owed.
 pub async fn made_by_hand_among<C: ConnectionTrait>(

@@ -11,7 +11,7 @@ use serde_json::json;
 use unicity::auth::Role;
 
 use crate::reconcile::{reconcile, rows};
-use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::app::{TestApp, refund, spawn_app_with, spawn_on};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::signed_in;
@@ -26,14 +26,8 @@ const HOLDS: &str = "SELECT seal || '|' || case_id || '|' || provider || '|' || 
 /// a run; the app, its downstream, the finding's case id and the provider.
 async fn found_missing() -> (TestApp, Downstream, String, Provider) {
     let now = Utc::now();
-    let provider = Provider::start(
-        &[("re_hand", "pay_hand", 700, now - Duration::minutes(50))],
-        10,
-    )
-    .await;
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-    let extra = format!("{}{}", downstream.sink_toml(2000), provider.lookup_toml());
-    let app = spawn_app_with(&extra).await;
+    let refunds = [("re_hand", "pay_hand", 700, now - Duration::minutes(50))];
+    let (app, downstream, provider, extra) = serving(&refunds, "").await;
     let ran = reconcile(&app, &extra).await;
     assert!(ran.contains("1 missing"), "{ran}");
     let case = rows(
@@ -222,20 +216,13 @@ async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once(
 /// and the provider.
 async fn an_equal_refund_found_missing() -> (TestApp, Downstream, String, Provider) {
     let now = Utc::now();
-    let provider = Provider::start(
-        &[
-            ("re_w1", "pay_w", 700, now - Duration::minutes(50)),
-            ("re_w2", "pay_w", 700, now - Duration::minutes(40)),
-        ],
-        10,
-    )
-    .await;
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let refunds = [
+        ("re_w1", "pay_w", 700, now - Duration::minutes(50)),
+        ("re_w2", "pay_w", 700, now - Duration::minutes(40)),
+    ];
     let compare = "[lookups.compare]\npayment = \"resource\"\namount = \"amount\"\n\
-                   currency = \"currency\"\n\n[reconciliation]";
-    let lookup = provider.lookup_toml().replace("[reconciliation]", compare);
-    let extra = format!("{}{lookup}", downstream.sink_toml(2000));
-    let app = spawn_app_with(&extra).await;
+                   currency = \"currency\"\n\n";
+    let (app, downstream, provider, extra) = serving(&refunds, compare).await;
     let first = app.post_signed("hmac", &refund("pay_w", 700, None)).await;
     assert_eq!(first.json["decision"], "process", "{}", first.json);
     app.wait_applied(1).await;
@@ -359,4 +346,78 @@ async fn made_by_hand_after_a_refund_of(amount: u64) -> crate::support::app::Rep
         json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
     )
     .await
+}
+
+/// A server whose provider has no listing any more (its look-up removed
+/// from the configuration) seals nothing: a finding is not recorded as made
+/// by hand there, and a delivery held before is still applied only citing
+/// the operation it is.
+#[tokio::test]
+async fn without_the_providers_listing_nothing_is_made_by_hand_and_a_held_delivery_still_cites() {
+    // Given a look-alike held for a refund made by hand, and another
+    // finding left open
+    let now = Utc::now();
+    let refunds = [
+        ("re_hand", "pay_hand", 700, now - Duration::minutes(50)),
+        ("re_open", "pay_open", 500, now - Duration::minutes(45)),
+    ];
+    let (app, downstream, _provider, extra) = serving(&refunds, "").await;
+    let ran = reconcile(&app, &extra).await;
+    assert!(ran.contains("2 missing"), "{ran}");
+    let finding = |refund: &str| {
+        format!(
+            "SELECT case_id FROM cases WHERE reason = 'missing_effect' \
+             AND CAST(details AS TEXT) LIKE '%{refund}%'"
+        )
+    };
+    let hand = rows(&app, &finding("re_hand")).await.remove(0);
+    let made = app
+        .resolve(
+            &hand,
+            json!({"resolution": "made_by_hand", "note": "by hand"}),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.json);
+    let held = app
+        .post_signed("hmac", &refund("pay_hand", 700, Some("rr_late")))
+        .await;
+    assert_eq!(held.json["reason"], "made_by_hand", "{}", held.json);
+    let held_case = held.json["case_id"].as_str().expect("a case").to_owned();
+
+    // When a server without the look-up runs on the same database
+    let bare = spawn_on(&app.database_url, &downstream.sink_toml(2000), None).await;
+
+    // Then the open finding cannot be made by hand there
+    let open = rows(&app, &finding("re_open")).await.remove(0);
+    let made_by_hand = json!({"resolution": "made_by_hand", "note": "by hand"});
+    refused_as(&bare, &open, made_by_hand, "nothing_to_hold_by").await;
+    // and the held delivery is not applied without its operation
+    let uncited = json!({"resolution": "process_as_distinct", "note": "another refund"});
+    refused_as(&bare, &held_case, uncited, "cite_the_operation").await;
+    assert_eq!(downstream.calls().len(), 0);
+}
+
+/// A server whose downstream applies every effect and whose look-up reads a
+/// provider that made `refunds` (with the `[lookups.compare]` table
+/// `compare`, when not empty); the server, its downstream, the provider and
+/// the configuration added.
+async fn serving(
+    refunds: &[crate::support::provider::Refund<'_>],
+    compare: &str,
+) -> (TestApp, Downstream, Provider, String) {
+    let provider = Provider::start(refunds, 10).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let lookup = provider
+        .lookup_toml()
+        .replace("[reconciliation]", &format!("{compare}[reconciliation]"));
+    let extra = format!("{}{lookup}", downstream.sink_toml(2000));
+    let app = spawn_app_with(&extra).await;
+    (app, downstream, provider, extra)
+}
+
+/// Resolves `case` as `body` says, and checks it is refused with `code`.
+async fn refused_as(app: &TestApp, case: &str, body: serde_json::Value, code: &str) {
+    let reply = app.resolve(case, body).await;
+    assert_eq!(reply.status, 409, "{}", reply.json);
+    assert_eq!(reply.json["code"], code, "{}", reply.json);
 }

@@ -107,7 +107,7 @@ pub struct CasePage {
     pub missing_effect: bool,
 }
 
-const NOTICES: [(&str, &str); 24] = [
+const NOTICES: [(&str, &str); 25] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -180,7 +180,11 @@ const NOTICES: [(&str, &str); 24] = [
     ),
     (
         "operation_paid",
-        "An effect that may have moved money already stands for this operation, or has its payment, amount and currency and was made since: its late webhook may have paid it. Nothing was recorded; the next reconciliation run pairs them, or close it with a reason.",
+        "An effect that may have moved money already stands for this operation, or has its payment, amount and currency and was made since: its late webhook may have paid it (or more effects look like it than are read). Nothing was recorded: check it, then close it with a reason.",
+    ),
+    (
+        "read_model_behind",
+        "The deliveries read model is behind the journal: whether the operation was paid meanwhile cannot be checked yet. Nothing was recorded; try again in a moment.",
     ),
     (
         "nothing_to_hold_by",

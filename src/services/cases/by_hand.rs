@@ -8,8 +8,7 @@ use sea_orm::DbErr;
 use super::settle::CaseError;
 use crate::domain::cases::Refusal;
 use crate::domain::journal::{HandMade, ProviderOperation};
-use crate::domain::reservation::ReservationState;
-use crate::services::engine::{Engine, SharedEngine};
+use crate::services::engine::SharedEngine;
 use crate::store::Tx;
 use crate::store::entities::case;
 
@@ -28,6 +27,15 @@ pub(super) async fn recorded(
     case: &case::Model,
 ) -> Result<HandMade, CaseError> {
     let (made, operation) = hand_made(engine, case).ok_or(Refusal::NothingToHoldBy)?;
+    // Without a listing of the provider nothing seals its deliveries: the
+    // hold would hold nothing.
+    let sealed = engine
+        .lookups
+        .iter()
+        .any(|l| l.provider == made.provider && l.listing.is_some());
+    if !sealed {
+        return Err(Refusal::NothingToHoldBy.into());
+    }
     let since = operation
         .created_at
         .or_else(|| window_from(case))
@@ -35,7 +43,10 @@ pub(super) async fn recorded(
         - Duration::minutes(SKEW_MINUTES);
     // Effects are found by their first delivery's provider, in the read
     // model: brought up to the journal's head first.
-    crate::services::projector::before_reading(engine).await;
+    let fresh = crate::services::projector::before_reading(engine).await;
+    if fresh.behind > 0 || fresh.stopped_at.is_some() {
+        return Err(Refusal::ReadModelBehind.into());
+    }
     let paid = crate::services::reconcile::paid_alike(engine, &made.provider, &operation, since)
         .await
         .map_err(|error| DbErr::Custom(error.to_string()))?;
@@ -47,33 +58,15 @@ pub(super) async fn recorded(
 
 /// Whether an effect of the provider's that may have moved money cites the
 /// operation made by hand, as the resolving transaction sees it (a person
-/// or a look-up cited it for an effect), of an effect type the provider's
-/// strategies key. A failed one stands for nothing:
+/// or a look-up cited it for an effect), whatever its type: refusing too
+/// much costs a reason typed, too little a second payment. A failed one stands for nothing:
 /// the operation is owed.
-pub(super) async fn cited(
-    tx: &mut Tx<'_>,
-    engine: &Engine,
-    made: &HandMade,
-) -> Result<bool, DbErr> {
-    let mut types: Vec<String> = engine
-        .catalog
-        .strategies()
-        .filter(|s| s.provider == made.provider)
-        .map(|s| s.effect_type.clone())
-        .collect();
-    types.sort();
-    types.dedup();
-    let operation = std::slice::from_ref(&made.operation_id);
-    for effect_type in &types {
-        let citing = tx.citing(effect_type, operation).await?;
-        if citing
-            .iter()
-            .any(|e| e.state != ReservationState::Failed.as_str())
-        {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+pub(super) async fn cited(tx: &mut Tx<'_>, made: &HandMade) -> Result<bool, DbErr> {
+    crate::store::ledger::cited_by_a_live_effect(
+        tx.connection(),
+        std::slice::from_ref(&made.operation_id),
+    )
+    .await
 }
 
 /// What the operation of a missing-effect finding is recognised by when a

@@ -125,8 +125,23 @@ pub(crate) async fn settle(
         missing_effect: case.reason == DiscrepancyKind::MissingEffect.as_str(),
     };
     let mut made_by_hand = None;
-    if let Settler::Person { resolution, .. } = &settler {
+    if let Settler::Person {
+        resolution,
+        reference,
+        ..
+    } = &settler
+    {
         cases::check(facts, *resolution, &note)?;
+        // Held as made by hand: applied only for the operation it is, even
+        // when nothing seals it any more (its listing or strategy gone,
+        // its body purged); the transaction checks any held delivery.
+        let uncited = reference.as_deref().is_none_or(|r| r.trim().is_empty());
+        if case.reason == Reason::MadeByHand.as_str()
+            && *resolution == Resolution::ProcessAsDistinct
+            && uncited
+        {
+            return Err(Refusal::CiteTheOperation.into());
+        }
         if *resolution == Resolution::MadeByHand {
             made_by_hand = Some(super::by_hand::recorded(engine, &case).await?);
         }
@@ -397,7 +412,7 @@ impl Context {
         // or a look-up cited it): it was paid already. A failed effect
         // stands for nothing: its operation is owed.
         if let Some(made) = &self.made_by_hand
-            && super::by_hand::cited(tx, engine, made).await?
+            && super::by_hand::cited(tx, made).await?
         {
             return Err(DbErr::Custom(PAID.to_owned()));
         }

@@ -324,7 +324,9 @@ impl WriteJob for JournalRun {
 /// `since` and that may have moved money, has `operation`'s resource,
 /// amount and currency (as a run pairs them): the operation's late webhook
 /// may have paid it already, and recording it as made by hand would hide a
-/// second payment. Reads the bodies of at most `MOST_ALIKE` effects.
+/// second payment. More than `MOST_ALIKE` candidates (effects that cite
+/// nothing, of a type a listing of the provider compares) cannot be ruled
+/// out: true, without reading their bodies.
 pub(crate) async fn paid_alike(
     engine: &SharedEngine,
     provider: &str,
@@ -350,21 +352,28 @@ pub(crate) async fn paid_alike(
         Utc::now() + chrono::Duration::minutes(1),
     )
     .await?;
-    let listings = engine
+    let listings: Vec<&Lookup> = engine
         .lookups
         .iter()
-        .filter(|l| l.provider == provider && l.listing.is_some());
-    for lookup in listings {
-        let alike = rows
-            .iter()
-            .filter(|row| row.provider_ref.is_none())
-            .filter(|row| pattern::matches(&lookup.effect_type, &row.effect_type))
-            .take(MOST_ALIKE);
-        for row in alike {
-            let effect = super::ledger_effect(engine, lookup, row).await?;
-            if reconcile::same_fields(&op, &effect) {
-                return Ok(true);
-            }
+        .filter(|l| l.provider == provider && l.listing.is_some())
+        .collect();
+    let candidates: Vec<(&effect::Model, &Lookup)> = rows
+        .iter()
+        .filter(|row| row.provider_ref.is_none())
+        .filter_map(|row| {
+            let lookup = listings
+                .iter()
+                .find(|l| pattern::matches(&l.effect_type, &row.effect_type))?;
+            Some((row, *lookup))
+        })
+        .collect();
+    if candidates.len() > MOST_ALIKE {
+        return Ok(true);
+    }
+    for (row, lookup) in candidates {
+        let effect = super::ledger_effect(engine, lookup, row).await?;
+        if reconcile::same_fields(&op, &effect) {
+            return Ok(true);
         }
     }
     Ok(false)
