@@ -270,7 +270,15 @@ async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
             .await,
         1
     );
-    // and a person cannot apply it without saying which operation it is
+    // and a person cannot apply it without saying which operation it is,
+    // as its page says
+    let mut finance = signed_in(&app, "fin", Role::Finance).await;
+    let page = finance.get(&format!("/cases/{case}")).await;
+    assert!(
+        page.body.contains("required to process it as distinct"),
+        "{}",
+        page.body
+    );
     let uncited = app
         .resolve(
             &case,

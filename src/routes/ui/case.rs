@@ -69,6 +69,16 @@ pub async fn show(
     let replayable = view.reason != crate::domain::decision::Reason::MadeByHand.as_str();
     let fixture = (!open && replayable && operator.may(Action::ExportFixtures))
         .then(|| format!("/cases/{id}/fixture"));
+    // Held, or looking like an operation made by hand: the form says the
+    // reference is required, as the resolution will.
+    let cite_required = form_token.is_some()
+        && (view.reason == crate::domain::decision::Reason::MadeByHand.as_str()
+            || match view.delivery.as_ref() {
+                Some(delivery) => cases::held(&state.engine, delivery.delivery_id)
+                    .await
+                    .map_err(UiError::internal)?,
+                None => false,
+            });
     let assignable = if open && operator.may(Action::CommentCases) {
         crate::services::access::operators(state.db())
             .await?
@@ -90,6 +100,7 @@ pub async fn show(
             can_comment: operator.may(Action::CommentCases),
             can_look_up,
             fixture,
+            cite_required,
         },
     );
     Ok(html(HttpResponse::Ok(), &page))

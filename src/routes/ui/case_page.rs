@@ -105,6 +105,9 @@ pub struct CasePage {
     pub close_only: bool,
     /// A missing effect: the form also offers recording it as made by hand.
     pub missing_effect: bool,
+    /// The delivery looks like an operation made by hand: processed as
+    /// distinct, it must cite the operation it is.
+    pub cite_required: bool,
 }
 
 const NOTICES: [(&str, &str); 25] = [
@@ -206,6 +209,7 @@ pub(super) struct Forms {
     pub(super) can_comment: bool,
     pub(super) can_look_up: bool,
     pub(super) fixture: Option<String>,
+    pub(super) cite_required: bool,
 }
 
 pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
@@ -269,6 +273,7 @@ pub(super) fn page(view: CaseView, nav: Nav, forms: Forms) -> CasePage {
         can_comment: forms.can_comment,
         can_look_up: forms.can_look_up,
         fixture: forms.fixture,
+        cite_required: forms.cite_required,
         assignee: view.assignee,
         assignable: forms.assignable,
         operation: view.operation.map(|o| OperationLine {

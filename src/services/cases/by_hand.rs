@@ -7,7 +7,9 @@ use sea_orm::DbErr;
 
 use super::settle::CaseError;
 use crate::domain::cases::Refusal;
+use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{HandMade, ProviderOperation};
+use crate::services::effects::Journaled;
 use crate::services::engine::SharedEngine;
 use crate::store::Tx;
 use crate::store::entities::case;
@@ -67,6 +69,38 @@ pub(super) async fn cited(tx: &mut Tx<'_>, made: &HandMade) -> Result<bool, DbEr
         std::slice::from_ref(&made.operation_id),
     )
     .await
+}
+
+/// The seal of a journaled delivery, from its body, as at its reception
+/// (the seal is not journaled): `None` without a key, a body, or a listing
+/// of its provider that compares its effect type.
+pub(super) async fn sealed(
+    engine: &SharedEngine,
+    journaled: &Journaled,
+) -> Result<Option<String>, DbErr> {
+    let Some(key) = &journaled.key else {
+        return Ok(None);
+    };
+    if engine
+        .lookup_for(key)
+        .is_none_or(|(_, l)| l.listing.is_none())
+    {
+        return Ok(None);
+    }
+    Ok(match journaled.event(engine).await? {
+        Some(event) => engine.held_as(key, &event),
+        None => None,
+    })
+}
+
+/// Whether the delivery `delivery_id` looks like an operation a person made
+/// by hand: processed as distinct, it must cite the operation it is.
+pub async fn held(engine: &SharedEngine, delivery_id: DeliveryId) -> Result<bool, DbErr> {
+    let journaled = Journaled::read(&engine.db, delivery_id).await?;
+    match sealed(engine, &journaled).await? {
+        Some(seal) => crate::store::ledger::made_by_hand(&engine.db, &seal).await,
+        None => Ok(false),
+    }
 }
 
 /// What the operation of a missing-effect finding is recognised by when a

@@ -11,6 +11,7 @@
 
 mod accounted;
 mod by_hand;
+pub use by_hand::held;
 mod settle;
 
 pub use settle::{CaseError, Resolved};

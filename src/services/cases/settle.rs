@@ -150,13 +150,8 @@ pub(crate) async fn settle(
     // Sealed from its body, as at its reception (the seal is not
     // journaled): what an operation made by hand would hold it by.
     let mut key = journaled.key.clone();
-    if let Some(key) = key.as_mut()
-        && engine
-            .lookup_for(key)
-            .is_some_and(|(_, l)| l.listing.is_some())
-        && let Some(event) = journaled.event(engine).await?
-    {
-        key.held_as = engine.held_as(key, &event);
+    if let Some(key) = key.as_mut() {
+        key.held_as = super::by_hand::sealed(engine, &journaled).await?;
     }
     let context = Context {
         case_id,
