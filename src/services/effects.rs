@@ -232,13 +232,7 @@ pub async fn redecide(engine: &SharedEngine, row: &deferred_delivery::Model) -> 
     };
     // Sealed from its body, as at its reception (the seal is not
     // journaled), so that an operation made by hand holds it too.
-    if engine
-        .lookup_for(&key)
-        .is_some_and(|(_, l)| l.listing.is_some())
-        && let Some(event) = journaled.event(engine).await?
-    {
-        key.held_as = engine.held_as(&key, &event);
-    }
+    key.held_as = crate::services::cases::sealed(engine, &journaled).await?;
     let redecision = Redecision {
         engine: engine.clone(),
         delivery_id,

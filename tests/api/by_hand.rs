@@ -151,32 +151,22 @@ async fn a_person_who_finds_the_held_delivery_is_another_refund_applies_it_once(
     .remove(0);
 
     // When only a missing effect can be made by hand
-    let refused = app
-        .resolve(
-            &held_case,
-            json!({"resolution": "made_by_hand", "note": "by hand"}),
-        )
-        .await;
-    assert_eq!(refused.status, 409);
-    assert_eq!(
-        refused.json["code"], "not_a_missing_effect",
-        "{}",
-        refused.json
-    );
+    refused_as(
+        &app,
+        &held_case,
+        json!({"resolution": "made_by_hand", "note": "by hand"}),
+        "not_a_missing_effect",
+    )
+    .await;
 
     // and a look-alike is applied only for the operation it is
-    let uncited = app
-        .resolve(
-            &held_case,
-            json!({"resolution": "process_as_distinct", "note": "another refund"}),
-        )
-        .await;
-    assert_eq!(uncited.status, 409);
-    assert_eq!(
-        uncited.json["code"], "cite_the_operation",
-        "{}",
-        uncited.json
-    );
+    refused_as(
+        &app,
+        &held_case,
+        json!({"resolution": "process_as_distinct", "note": "another refund"}),
+        "cite_the_operation",
+    )
+    .await;
     let by_hand = app
         .resolve(
             &held_case,
@@ -279,31 +269,25 @@ async fn a_look_up_never_pays_again_an_operation_made_by_hand() {
         "{}",
         page.body
     );
-    let uncited = app
-        .resolve(
-            &case,
-            json!({"resolution": "process_as_distinct", "note": "the provider lists two"}),
-        )
-        .await;
-    assert_eq!(uncited.status, 409, "{}", uncited.json);
-    assert_eq!(
-        uncited.json["code"], "cite_the_operation",
-        "{}",
-        uncited.json
-    );
+    refused_as(
+        &app,
+        &case,
+        json!({"resolution": "process_as_distinct", "note": "the provider lists two"}),
+        "cite_the_operation",
+    )
+    .await;
     // nor cite it for a second refund
-    let cited = app
-        .resolve(
-            &case,
-            json!({
-                "resolution": "process_as_distinct",
-                "note": "the provider lists two",
-                "authoritative_ref": "re_w2",
-            }),
-        )
-        .await;
-    assert_eq!(cited.status, 409, "{}", cited.json);
-    assert_eq!(cited.json["code"], "operation_consumed", "{}", cited.json);
+    refused_as(
+        &app,
+        &case,
+        json!({
+            "resolution": "process_as_distinct",
+            "note": "the provider lists two",
+            "authoritative_ref": "re_w2",
+        }),
+        "operation_consumed",
+    )
+    .await;
     assert_eq!(downstream.calls().len(), 1);
 }
 
@@ -316,14 +300,13 @@ async fn an_operation_an_effect_already_stands_for_cannot_be_made_by_hand() {
     let late = app.post_signed("hmac", &refund("pay_w", 700, None)).await;
     assert_eq!(late.json["reason"], "weak_match_critical", "{}", late.json);
     downstream.wait_calls(2).await;
-    let made = app
-        .resolve(
-            &finding,
-            json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
-        )
-        .await;
-    assert_eq!(made.status, 409, "{}", made.json);
-    assert_eq!(made.json["code"], "operation_paid", "{}", made.json);
+    refused_as(
+        &app,
+        &finding,
+        json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
+        "operation_paid",
+    )
+    .await;
     assert_eq!(app.count("SELECT COUNT(*) FROM hand_made_holds").await, 0);
 }
 

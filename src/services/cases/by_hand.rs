@@ -74,7 +74,7 @@ pub(super) async fn cited(tx: &mut Tx<'_>, made: &HandMade) -> Result<bool, DbEr
 /// The seal of a journaled delivery, from its body, as at its reception
 /// (the seal is not journaled): `None` without a key, a body, or a listing
 /// of its provider that compares its effect type.
-pub(super) async fn sealed(
+pub(crate) async fn sealed(
     engine: &SharedEngine,
     journaled: &Journaled,
 ) -> Result<Option<String>, DbErr> {

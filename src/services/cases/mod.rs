@@ -12,6 +12,7 @@
 mod accounted;
 mod by_hand;
 pub use by_hand::held;
+pub(crate) use by_hand::sealed;
 mod settle;
 
 pub use settle::{CaseError, Resolved};
