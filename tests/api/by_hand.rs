@@ -28,15 +28,20 @@ async fn found_missing() -> (TestApp, Downstream, String, Provider) {
     let now = Utc::now();
     let refunds = [("re_hand", "pay_hand", 700, now - Duration::minutes(50))];
     let (app, downstream, provider, extra) = serving(&refunds, "").await;
-    let ran = reconcile(&app, &extra).await;
+    let case = the_missing_case(&app, &extra).await;
+    (app, downstream, case, provider)
+}
+
+/// The case of the one missing-effect finding a run over the hour opens.
+pub(crate) async fn the_missing_case(app: &TestApp, extra: &str) -> String {
+    let ran = reconcile(app, extra).await;
     assert!(ran.contains("1 missing"), "{ran}");
-    let case = rows(
-        &app,
+    rows(
+        app,
         "SELECT case_id FROM cases WHERE reason = 'missing_effect'",
     )
     .await
-    .remove(0);
-    (app, downstream, case, provider)
+    .remove(0)
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@
 //! cursor = "$.next_cursor"       # the next page's cursor (absent or null: last page)
 //! cursor_param = "cursor"        # sent as ?cursor=…
 //! has_more = "$.has_more"        # optional: false ends the listing
-//! resource = "$.payment_id"      # within one operation
+//! resource = "$.payment_id"      # within one operation (or a list, the first naming one)
 //! created_at = "$.created_at"    # RFC 3339 or Unix seconds
 //! effect_resource = "payment_id" # where the delivery's body names the resource
 //! ```
@@ -39,7 +39,7 @@ pub(super) struct ListingPreset {
     pub cursor: &'static str,
     pub cursor_param: &'static str,
     pub has_more: Option<&'static str>,
-    pub effect_resource: &'static str,
+    pub effect_resource: &'static [&'static str],
     pub effect_amount: &'static str,
     pub effect_currency: &'static str,
 }
@@ -56,7 +56,8 @@ pub struct Listing {
 /// Where an effect's resource, amount and currency are in its delivery's body.
 #[derive(Debug, Clone)]
 pub struct EffectFields {
-    pub resource: Option<String>,
+    /// Tried in order: the first naming a value is the resource.
+    pub resource: Vec<String>,
     pub amount: String,
     pub currency: String,
 }
@@ -66,9 +67,8 @@ impl EffectFields {
     pub fn read(&self, body: &Value) -> (Option<String>, Option<Value>, Option<Value>) {
         (
             self.resource
-                .as_deref()
-                .and_then(|path| field(body, path))
-                .and_then(super::values::text),
+                .iter()
+                .find_map(|path| field(body, path).and_then(super::values::text)),
             field(body, &self.amount).cloned(),
             field(body, &self.currency).cloned(),
         )
@@ -116,10 +116,10 @@ pub(super) fn fields(file: &LookupFile, preset: Option<&ListingPreset>) -> Effec
             .unwrap_or_else(|| default.to_owned())
     };
     EffectFields {
-        resource: file
-            .effect_resource
-            .clone()
-            .or_else(|| preset.map(|p| p.effect_resource.to_owned())),
+        resource: super::Paths::or_preset(
+            file.effect_resource.as_ref(),
+            preset.map(|p| p.effect_resource),
+        ),
         amount: pick(
             &file.effect_amount,
             preset.map(|p| p.effect_amount),
@@ -289,10 +289,50 @@ mod tests {
             ops[1].created_at,
             DateTime::from_timestamp(1_796_115_601, 0)
         );
-        let event = json!({"data": {"object": {"payment_intent": "pi_1", "amount": 100, "currency": "usd"}}});
+        let event = json!({"data": {"object": {"payment_intent": "pi_1", "charge": "ch_1", "amount": 100, "currency": "usd"}}});
         assert_eq!(
             lookup.effect_fields.read(&event),
             (Some("pi_1".into()), Some(json!(100)), Some(json!("usd")))
         );
+    }
+
+    #[test]
+    fn a_resource_given_as_several_paths_is_the_first_naming_a_value() {
+        let file: LookupFile = toml::from_str(
+            r#"
+provider = "p"
+effect_type = "refund.*"
+url = "http://x/{a}"
+operations = "$.data[*]"
+id = "$.id"
+amount = "$.amount"
+currency = "$.currency"
+resource = ["$.a", "$.b"]
+effect_resource = ["a", "b"]
+"#,
+        )
+        .unwrap();
+        let lookup = file.resolve(|_| None).unwrap();
+        let ops = lookup.map(&json!({"data": [
+            {"id": "1", "amount": 1, "currency": "x", "a": "A", "b": "B"},
+            {"id": "2", "amount": 1, "currency": "x", "a": null, "b": "B"},
+            {"id": "3", "amount": 1, "currency": "x"}
+        ]}));
+        let resources: Vec<_> = ops.iter().map(|op| op.resource.as_deref()).collect();
+        assert_eq!(resources, [Some("A"), Some("B"), None]);
+        for (body, expected) in [
+            (json!({"a": "A", "b": "B"}), Some("A")),
+            (json!({"a": null, "b": "B"}), Some("B")),
+            (json!({}), None),
+        ] {
+            assert_eq!(lookup.effect_fields.read(&body).0.as_deref(), expected);
+        }
+        // One path as a string reads as before.
+        let one: LookupFile = toml::from_str(
+            "provider = \"p\"\neffect_type = \"r\"\nurl = \"u\"\noperations = \"$.d\"\nid = \"$.i\"\namount = \"$.a\"\ncurrency = \"$.c\"\nresource = \"$.r\"\neffect_resource = \"r\"",
+        )
+        .unwrap();
+        let one = one.resolve(|_| None).unwrap();
+        assert_eq!(one.resource_of(&json!({"r": "R"})).as_deref(), Some("R"));
     }
 }

@@ -15,6 +15,8 @@
 //! status = "$.status"               # optional
 //! resource = "$.payment_id"         # the resource each operation is about
 //! effect_resource = "payment_id"    # the delivery's resource, in its body
+//! # Either may be a list, tried in order: the first path naming a value is
+//! # the resource (`["$.payment_intent", "$.charge"]`).
 //! auth_env = "NOREFID_API_KEY"      # optional: sent as a bearer token
 //! timeout_ms = 2000
 //!
@@ -70,9 +72,9 @@ pub struct LookupFile {
     pub provider: String,
     /// Effect type pattern (`*` wildcard).
     pub effect_type: String,
-    /// `stripe-refunds`: the refunds of the event's payment intent, as
-    /// Stripe's API lists them (`GET /v1/refunds?payment_intent=…`, the
-    /// secret key as bearer token in `auth_env`).
+    /// `stripe-refunds`: the refunds of the event's charge, as Stripe's API
+    /// lists them (`GET /v1/refunds?charge=…`, the secret key as bearer
+    /// token in `auth_env`).
     pub preset: Option<String>,
     pub url: Option<String>,
     pub operations: Option<String>,
@@ -83,9 +85,10 @@ pub struct LookupFile {
     pub auth_env: Option<String>,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
-    /// JSONPath within one operation to the resource it belongs to, and to
-    /// when it was made (RFC 3339 or Unix seconds).
-    pub resource: Option<String>,
+    /// JSONPath within one operation to the resource it belongs to (or
+    /// several, the first naming a value wins), and to when it was made
+    /// (RFC 3339 or Unix seconds).
+    pub resource: Option<Paths>,
     pub created_at: Option<String>,
     /// Reconciliation: a URL listing the operations made in a window
     /// (`{from}`, `{to}` as RFC 3339; `{from_unix}`, `{to_unix}` in seconds).
@@ -97,8 +100,9 @@ pub struct LookupFile {
     /// JSONPath to a boolean saying whether more pages follow (optional).
     pub has_more: Option<String>,
     /// Where an effect's resource, amount and currency are in the body of
-    /// the delivery that asked for it (dotted paths, as in `url`).
-    pub effect_resource: Option<String>,
+    /// the delivery that asked for it (dotted paths, as in `url`; the
+    /// resource's may be several, as `resource`'s).
+    pub effect_resource: Option<Paths>,
     pub effect_amount: Option<String>,
     pub effect_currency: Option<String>,
     /// The strategy's discriminant names, each with the operation field
@@ -109,6 +113,35 @@ pub struct LookupFile {
 
 fn default_timeout_ms() -> u64 {
     2000
+}
+
+/// One path, or several tried in order: the first that names a value is
+/// the one read. A resource may be named by different fields on different
+/// operations of one provider (Stripe: a refund's payment intent, else its
+/// charge), and both sides of a comparison read it the same way.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Paths {
+    One(String),
+    Several(Vec<String>),
+}
+
+impl Paths {
+    fn list(&self) -> Vec<String> {
+        match self {
+            Paths::One(path) => vec![path.clone()],
+            Paths::Several(paths) => paths.clone(),
+        }
+    }
+
+    /// The paths of `given`, else the preset's.
+    fn or_preset(given: Option<&Paths>, preset: Option<&[&str]>) -> Vec<String> {
+        match (given, preset) {
+            (Some(given), _) => given.list(),
+            (None, Some(preset)) => preset.iter().map(|p| (*p).to_owned()).collect(),
+            (None, None) => Vec::new(),
+        }
+    }
 }
 
 /// A look-up ready to run: paths parsed, secret read.
@@ -122,7 +155,8 @@ pub struct Lookup {
     amount: JsonPath,
     currency: JsonPath,
     status: Option<JsonPath>,
-    resource: Option<JsonPath>,
+    /// Tried in order (`Paths`).
+    resource: Vec<JsonPath>,
     created_at: Option<JsonPath>,
     auth: Option<SecretString>,
     timeout: Duration,
@@ -156,14 +190,18 @@ struct Preset {
     amount: &'static str,
     currency: &'static str,
     status: &'static str,
-    resource: &'static str,
+    resource: &'static [&'static str],
     created_at: &'static str,
     listing: list::ListingPreset,
 }
 
 /// Stripe lists refunds by creation time (`created[gte]`, `created[lt]`,
 /// Unix seconds) a page at a time, the next page after the last refund's id
-/// (`starting_after`) while `has_more` is true.
+/// (`starting_after`) while `has_more` is true. A refund belongs to its
+/// payment intent, or to its charge when it has none (a charge made through
+/// the Charges API): both the listing and the webhook's refund are read so,
+/// and a look-up asks for the refunds of the charge, which every refund of
+/// a charge names.
 const STRIPE_REFUNDS: Preset = Preset {
     // The discriminants of the Stripe refund strategies.
     compare: &[
@@ -171,20 +209,20 @@ const STRIPE_REFUNDS: Preset = Preset {
         ("currency", OperationField::Currency),
         ("payment_intent", OperationField::Resource),
     ],
-    url: "https://api.stripe.com/v1/refunds?payment_intent={data.object.payment_intent}&limit=100",
+    url: "https://api.stripe.com/v1/refunds?charge={data.object.charge}&limit=100",
     operations: "$.data[*]",
     id: "$.id",
     amount: "$.amount",
     currency: "$.currency",
     status: "$.status",
-    resource: "$.payment_intent",
+    resource: &["$.payment_intent", "$.charge"],
     created_at: "$.created",
     listing: list::ListingPreset {
         list_url: "https://api.stripe.com/v1/refunds?created[gte]={from_unix}&created[lt]={to_unix}&limit=100",
         cursor: "$.data[-1].id",
         cursor_param: "starting_after",
         has_more: Some("$.has_more"),
-        effect_resource: "data.object.payment_intent",
+        effect_resource: &["data.object.payment_intent", "data.object.charge"],
         effect_amount: "data.object.amount",
         effect_currency: "data.object.currency",
     },
@@ -257,13 +295,10 @@ impl LookupFile {
                 .as_deref()
                 .map(path)
                 .transpose()?,
-            resource: self
-                .resource
-                .clone()
-                .or_else(|| preset.map(|p| p.resource.to_owned()))
-                .as_deref()
-                .map(path)
-                .transpose()?,
+            resource: Paths::or_preset(self.resource.as_ref(), preset.map(|p| p.resource))
+                .iter()
+                .map(|text| path(text))
+                .collect::<anyhow::Result<_>>()?,
             created_at: self
                 .created_at
                 .clone()
@@ -384,7 +419,10 @@ impl Lookup {
                     amount: first(&self.amount, op),
                     currency: first(&self.currency, op),
                     status: optional(&self.status).and_then(|v| v.as_str().map(str::to_owned)),
-                    resource: optional(&self.resource).and_then(|v| text(&v)),
+                    resource: self
+                        .resource
+                        .iter()
+                        .find_map(|p| first(p, op).and_then(|v| text(&v))),
                     created_at: optional(&self.created_at).and_then(|v| list::instant(&v)),
                 })
             })
@@ -437,7 +475,7 @@ mod tests {
     }
 
     #[test]
-    fn the_stripe_preset_asks_for_the_refunds_of_the_events_payment_intent() {
+    fn the_stripe_preset_asks_for_the_refunds_of_the_events_charge() {
         let file: LookupFile = toml::from_str(
             "provider = \"stripe\"\neffect_type = \"refund.*\"\npreset = \"stripe-refunds\"\nauth_env = \"STRIPE_KEY\"",
         )
@@ -449,12 +487,14 @@ mod tests {
             format!("{lookup:?}").contains("[redacted]"),
             "the key never prints"
         );
-        let event = json!({"type": "refund.created", "data": {"object": {"object": "refund", "payment_intent": "pi_123"}}});
+        let event = json!({"type": "refund.created", "data": {"object": {"object": "refund", "payment_intent": null, "charge": "ch_123"}}});
         assert_eq!(
             fill(&lookup.url, &event).unwrap(),
-            "https://api.stripe.com/v1/refunds?payment_intent=pi_123&limit=100"
+            "https://api.stripe.com/v1/refunds?charge=ch_123&limit=100"
         );
-        // Stripe's documented Refund object, in a list as its API answers.
+        // Stripe's documented Refund object, in a list as its API answers:
+        // a refund of a charge made through the Charges API, which names no
+        // payment intent, belongs to its charge on both sides.
         let refund: Value = serde_json::from_str(
             &std::fs::read_to_string(concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -463,8 +503,18 @@ mod tests {
             .unwrap(),
         )
         .unwrap();
+        assert_eq!(refund["payment_intent"], Value::Null);
+        let webhook = json!({"type": "refund.created", "data": {"object": refund.clone()}});
+        assert_eq!(
+            lookup.resource_of(&webhook).as_deref(),
+            Some("ch_1PgafuB7WZ01zgkWXYmPNZs8")
+        );
         let ops = lookup.map(&json!({"object": "list", "data": [refund], "has_more": false}));
         assert_eq!(ops.len(), 1);
+        assert_eq!(
+            ops[0].resource.as_deref(),
+            Some("ch_1PgafuB7WZ01zgkWXYmPNZs8")
+        );
         assert_eq!(ops[0].id, "re_1Pgc72B7WZ01zgkWqPvrRrPE");
         assert_eq!(ops[0].amount, Some(json!(100)));
         assert_eq!(ops[0].currency, Some(json!("usd")));
