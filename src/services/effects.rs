@@ -347,10 +347,15 @@ impl Journaled {
         let events = journal::for_delivery(conn, id)
             .await
             .map_err(|e| DbErr::Custom(e.to_string()))?;
+        Ok(Self::of(events.into_iter().map(|stored| stored.event)))
+    }
+
+    /// What a delivery's events, in journal order from its reception, say.
+    pub fn of(events: impl IntoIterator<Item = JournalEvent>) -> Self {
         let mut journaled = Self::default();
         let mut decided = false;
-        for stored in events {
-            match stored.event {
+        for event in events {
+            match event {
                 JournalEvent::KeyDerived(derived) => journaled.key = derived.business,
                 JournalEvent::DeliveryReceived(r) => {
                     journaled.source = Some(r.origin.source);
@@ -366,17 +371,26 @@ impl Journaled {
                 _ => {}
             }
         }
-        Ok(journaled)
+        journaled
     }
 
     /// The event the delivery asks for, for the downstream service, its
     /// look-ups and reconciliation: its parsed body, or the one event of a
     /// batch of one (`ProviderDef::batch_of_one`), as the ingest sent it.
     pub async fn event(&self, engine: &Engine) -> Result<Option<Value>, DbErr> {
+        self.event_on(&engine.db, engine).await
+    }
+
+    /// `event`, read through `conn` (a transaction sees what it wrote).
+    pub async fn event_on<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        engine: &Engine,
+    ) -> Result<Option<Value>, DbErr> {
         let Some(body) = &self.body else {
             return Ok(None);
         };
-        let parsed: Option<Value> = bodies::get(&engine.db, &body.sha256)
+        let parsed: Option<Value> = bodies::get(conn, &body.sha256)
             .await?
             .and_then(|raw| serde_json::from_slice(&raw).ok());
         let provider = self

@@ -349,7 +349,7 @@ fn newest_audited_query(
 }
 
 /// The events of the rows after position `after`, up to `limit` rows, in
-/// journal order (a row folding several events gives them all). after position `after`, in journal order.
+/// journal order (a row folding several events gives them all).
 pub async fn page_after<C: ConnectionTrait>(
     conn: &C,
     after: i64,

@@ -15,6 +15,7 @@ use crate::support::app::{TestApp, refund, spawn_app_with, spawn_on};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::signed_in;
+use crate::support::held::AdminChange;
 use crate::support::pages::resolve_on_page;
 use crate::support::provider::Provider;
 
@@ -416,4 +417,58 @@ async fn refused_as(app: &TestApp, case: &str, body: serde_json::Value, code: &s
     let reply = app.resolve(case, body).await;
     assert_eq!(reply.status, 409, "{}", reply.json);
     assert_eq!(reply.json["code"], code, "{}", reply.json);
+}
+
+/// The late webhook comes while finance records its refund as made by
+/// hand: decided after the checks read the ledger, before the resolution
+/// commits (the writer held up meanwhile by another transaction). The
+/// resolution is refused, to be made again, and made again it finds the
+/// refund paid: paid once, and no record claims it was paid by hand too.
+#[tokio::test]
+async fn a_late_webhook_decided_while_its_refund_is_recorded_as_made_by_hand_refuses_the_record() {
+    // Given a missing refund, and a read model that holds the whole journal
+    let (app, downstream, case, _provider) = found_missing().await;
+    assert_eq!(app.get("/api/deliveries").await.status, 200);
+    let ready = app.get("/readyz").await;
+    assert_eq!(ready.json["read_model"]["behind"], 0, "{}", ready.json);
+
+    // When its webhook comes while a transaction holds the writer up
+    // (SQLite: the write lock; PostgreSQL: new effects), and finance
+    // records the refund as made by hand meanwhile
+    let holding = AdminChange::begin(&app.database_url).await;
+    if holding.postgres {
+        holding.execute("LOCK TABLE effects IN SHARE MODE").await;
+    }
+    let late = refund("pay_hand", 700, Some("rr_late"));
+    let (applied, made, ()) = tokio::join!(
+        app.post_signed("hmac", &late),
+        async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            app.resolve(
+                &case,
+                json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
+            )
+            .await
+        },
+        async {
+            tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+            holding.commit_once_waited_on().await;
+        },
+    );
+
+    // Then the webhook is applied, as nothing held it yet, and the record
+    // is refused: the checks are to be made again
+    assert_eq!(applied.json["decision"], "process", "{}", applied.json);
+    assert_eq!(made.status, 409, "{}", made.json);
+    assert_eq!(made.json["code"], "read_model_behind", "{}", made.json);
+    assert_eq!(app.count("SELECT COUNT(*) FROM hand_made_holds").await, 0);
+    // and made again, they find the refund paid
+    downstream.wait_calls(1).await;
+    refused_as(
+        &app,
+        &case,
+        json!({"resolution": "made_by_hand", "note": "refunded at the bank"}),
+        "operation_paid",
+    )
+    .await;
 }

@@ -2,15 +2,17 @@
 //! look-alikes are held by, and the checks that it was not paid already
 //! (`docs/operating.md`, "Operations made by hand").
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Duration, Utc};
-use sea_orm::DbErr;
+use sea_orm::{ConnectionTrait, DbErr};
 
 use super::settle::CaseError;
 use crate::domain::cases::Refusal;
 use crate::domain::delivery::DeliveryId;
-use crate::domain::journal::{HandMade, ProviderOperation};
+use crate::domain::journal::{HandMade, JournalEvent, KeySummary, ProviderOperation};
 use crate::services::effects::Journaled;
-use crate::services::engine::SharedEngine;
+use crate::services::engine::{Engine, SharedEngine};
 use crate::store::Tx;
 use crate::store::entities::case;
 
@@ -18,16 +20,61 @@ use crate::store::entities::case;
 /// (the two clocks differ).
 const SKEW_MINUTES: i64 = 5;
 
+/// At most this many journal rows written after `recorded`'s checks are
+/// read again in the resolving transaction; more cannot
+/// be ruled out there.
+const MOST_SINCE: i64 = 1_000;
+
+/// The errors a resolving transaction that records an operation as made by
+/// hand rolls back with (`Recorded::still_unpaid`).
+pub(super) const PAID: &str = "an effect that may have moved money stands for the operation";
+pub(super) const UNCHECKED: &str =
+    "a delivery like the operation made by hand came after its checks";
+
+/// An operation a person records as made by hand, checked before the
+/// resolving transaction (`recorded`), to check again in it.
+#[derive(Clone)]
+pub(super) struct Recorded {
+    pub made: HandMade,
+    /// The journal position the checks read the ledger up to.
+    checked: i64,
+}
+
+impl Recorded {
+    /// In the resolving transaction: refused (`PAID`) while an effect that
+    /// may have moved money cites the operation, whatever its type (a
+    /// person or a look-up cited it): refusing too much costs a reason
+    /// typed, too little a second payment; a failed one stands for
+    /// nothing, the operation is owed. Refused (`UNCHECKED`) when a
+    /// delivery that looks like it was journaled after the checks.
+    pub(super) async fn still_unpaid(&self, tx: &mut Tx<'_>, engine: &Engine) -> Result<(), DbErr> {
+        let cited = crate::store::ledger::cited_by_a_live_effect(
+            tx.connection(),
+            std::slice::from_ref(&self.made.operation_id),
+        )
+        .await?;
+        if cited {
+            return Err(DbErr::Custom(PAID.to_owned()));
+        }
+        if look_alike_since(tx, engine, &self.made, self.checked).await? {
+            return Err(DbErr::Custom(UNCHECKED.to_owned()));
+        }
+        Ok(())
+    }
+}
+
 /// The operation of the missing-effect finding `case`, recorded as made by
 /// hand: refused when the provider listed it without a resource, an amount
 /// and a currency (nothing could recognise its webhook), and when an effect
 /// that cites no operation and may have moved money has its fields and was
 /// made since it: its late webhook may have paid it before a run paired
-/// them, and recording it would hide a second payment.
+/// them, and recording it would hide a second payment. With the journal
+/// position the checks read up to: what was journaled after it is read
+/// again in the resolving transaction (`since_checked`).
 pub(super) async fn recorded(
     engine: &SharedEngine,
     case: &case::Model,
-) -> Result<HandMade, CaseError> {
+) -> Result<Recorded, CaseError> {
     let (made, operation) = hand_made(engine, case).ok_or(Refusal::NothingToHoldBy)?;
     // Without a listing of the provider nothing seals its deliveries: the
     // hold would hold nothing.
@@ -44,7 +91,10 @@ pub(super) async fn recorded(
         .unwrap_or(case.opened_at)
         - Duration::minutes(SKEW_MINUTES);
     // Effects are found by their first delivery's provider, in the read
-    // model: brought up to the journal's head first.
+    // model: brought up to the journal's head first. Every row up to this
+    // head is then in it (on PostgreSQL the projector's fence waits for
+    // appends under way below it).
+    let checked = crate::store::projector::head(&engine.db).await?;
     let fresh = crate::services::projector::before_reading(engine).await;
     if fresh.behind > 0 || fresh.stopped_at.is_some() {
         return Err(Refusal::ReadModelBehind.into());
@@ -55,20 +105,90 @@ pub(super) async fn recorded(
     if paid {
         return Err(Refusal::OperationPaid.into());
     }
-    Ok(made)
+    Ok(Recorded { made, checked })
 }
 
-/// Whether an effect of the provider's that may have moved money cites the
-/// operation made by hand, as the resolving transaction sees it (a person
-/// or a look-up cited it for an effect), whatever its type: refusing too
-/// much costs a reason typed, too little a second payment. A failed one stands for nothing:
-/// the operation is owed.
-pub(super) async fn cited(tx: &mut Tx<'_>, made: &HandMade) -> Result<bool, DbErr> {
-    crate::store::ledger::cited_by_a_live_effect(
-        tx.connection(),
-        std::slice::from_ref(&made.operation_id),
-    )
-    .await
+/// Whether the provider operation `cited` for an effect under `key` was
+/// made by hand: no effect may stand for it.
+pub(super) async fn made(
+    tx: &mut Tx<'_>,
+    engine: &Engine,
+    key: &KeySummary,
+    cited: &str,
+) -> Result<bool, DbErr> {
+    let Some(provider) = engine.provider_of(key) else {
+        return Ok(false);
+    };
+    let ids = [cited.to_owned()];
+    let made = crate::store::ledger::made_by_hand_among(tx.connection(), &provider, &ids).await?;
+    Ok(!made.is_empty())
+}
+
+/// Whether a delivery keyed `key` looks like an operation made by hand
+/// (its seal is held), whatever held it: its own hold, a look-alike's, a
+/// look-up that named the operation.
+pub(super) async fn holds(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbErr> {
+    match &key.held_as {
+        Some(seal) => crate::store::ledger::made_by_hand(tx.connection(), seal).await,
+        None => Ok(false),
+    }
+}
+
+/// Whether a delivery journaled after position `checked` looks like the
+/// operation made by hand (`HandMade::seal`), its late webhook maybe
+/// applied, or more rows than `MOST_SINCE` were: the checks before the
+/// transaction could not see it. The writer orders the transaction with
+/// every decision, so a look-alike decided after it is held, and one
+/// decided before it is found here, whatever came of it.
+async fn look_alike_since(
+    tx: &mut Tx<'_>,
+    engine: &Engine,
+    made: &HandMade,
+    checked: i64,
+) -> Result<bool, DbErr> {
+    let conn = tx.connection();
+    let head = crate::store::projector::head(conn).await?;
+    if head - checked > MOST_SINCE {
+        return Ok(true);
+    }
+    let rows = crate::store::journal::page_after(conn, checked, MOST_SINCE.unsigned_abs())
+        .await
+        .map_err(|error| DbErr::Custom(error.to_string()))?;
+    // Each delivery's events, in journal order.
+    let mut order: HashMap<DeliveryId, usize> = HashMap::new();
+    let mut deliveries: Vec<(DeliveryId, Vec<JournalEvent>)> = Vec::new();
+    for stored in rows {
+        let Some(id) = stored.delivery_id else {
+            continue;
+        };
+        let at = *order.entry(id).or_insert_with(|| {
+            deliveries.push((id, Vec::new()));
+            deliveries.len() - 1
+        });
+        deliveries[at].1.push(stored.event);
+    }
+    for (id, events) in deliveries {
+        // Received since: its events are all here. Otherwise (re-decided,
+        // or its case resolved since) its reception is older.
+        let received = events
+            .iter()
+            .any(|event| matches!(event, JournalEvent::DeliveryReceived(_)));
+        let journaled = if received {
+            Journaled::of(events)
+        } else {
+            Journaled::read(conn, id).await?
+        };
+        let provider = journaled
+            .key
+            .as_ref()
+            .and_then(|key| engine.provider_of(key));
+        if provider.as_deref() == Some(made.provider.as_str())
+            && sealed_on(conn, engine, &journaled).await?.as_deref() == Some(made.seal.as_str())
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// The seal of a journaled delivery, from its body, as at its reception
@@ -76,6 +196,15 @@ pub(super) async fn cited(tx: &mut Tx<'_>, made: &HandMade) -> Result<bool, DbEr
 /// of its provider that compares its effect type.
 pub(crate) async fn sealed(
     engine: &SharedEngine,
+    journaled: &Journaled,
+) -> Result<Option<String>, DbErr> {
+    sealed_on(&engine.db, engine, journaled).await
+}
+
+/// `sealed`, its body read through `conn`.
+async fn sealed_on<C: ConnectionTrait>(
+    conn: &C,
+    engine: &Engine,
     journaled: &Journaled,
 ) -> Result<Option<String>, DbErr> {
     let Some(key) = &journaled.key else {
@@ -87,7 +216,7 @@ pub(crate) async fn sealed(
     {
         return Ok(None);
     }
-    Ok(match journaled.event(engine).await? {
+    Ok(match journaled.event_on(conn, engine).await? {
         Some(event) => engine.held_as(key, &event),
         None => None,
     })

@@ -4,20 +4,19 @@
 //! or nothing. A provider operation cited is consumed by the effect it
 //! justifies, atomically with its claim.
 
-use std::collections::BTreeSet;
-
 use chrono::Utc;
 use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::accounted::{accounted, uncited_distinct};
+use super::by_hand::{PAID, Recorded, UNCHECKED};
 use crate::auth::{Action, Principal};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
 use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{
-    CaseResolved, DiscrepancyKind, HandMade, JournalEvent, KeySummary, LookupPerformed,
+    CaseResolved, DiscrepancyKind, JournalEvent, KeySummary, LookupPerformed,
 };
 use crate::domain::lookup::{LookupVerdict, judge};
 use crate::domain::plan::{self, Claim, EffectJob};
@@ -206,6 +205,9 @@ pub(crate) async fn settle(
             Err(DbErr::Custom(why)) if why == PAID => {
                 return Err(Refusal::OperationPaid.into());
             }
+            Err(DbErr::Custom(why)) if why == UNCHECKED => {
+                return Err(Refusal::ReadModelBehind.into());
+            }
             other => break other?,
         }
     };
@@ -261,7 +263,6 @@ impl Settler {
 const CONSUMED: &str = "the provider operation cited is already consumed";
 const UNCITED: &str = "another effect under the key cites no provider operation";
 const HELD: &str = "the delivery looks like an operation made by hand and cites none";
-const PAID: &str = "an effect that may have moved money stands for the operation";
 
 /// Whether a settlement lost a race for the provider operation it cited:
 /// another process's effect took it between this one's read and its commit.
@@ -293,7 +294,7 @@ struct Context {
     note: String,
     /// Made by hand: the finding's operation, its reference from then on,
     /// and what its look-alikes are held by.
-    made_by_hand: Option<HandMade>,
+    made_by_hand: Option<Recorded>,
 }
 
 impl Context {
@@ -375,7 +376,7 @@ impl Context {
         // the ledger and its unique index compare references exactly.
         // Made by hand, the finding's own operation, whatever was typed.
         let reference = match &self.made_by_hand {
-            Some(made) => Some(made.operation_id.clone()),
+            Some(recorded) => Some(recorded.made.operation_id.clone()),
             None => reference
                 .map(|r| r.trim().to_owned())
                 .filter(|r| !r.is_empty()),
@@ -394,7 +395,7 @@ impl Context {
             authoritative_ref: reference.clone(),
             effect_id,
             key: applied_key.clone(),
-            made_by_hand: self.made_by_hand.clone(),
+            made_by_hand: self.made_by_hand.as_ref().map(|r| r.made.clone()),
         };
         // The claim: only an open case resolves, once.
         if !tx
@@ -403,13 +404,10 @@ impl Context {
         {
             return Ok(Outcome::Refused(Refusal::AlreadyResolved));
         }
-        // Made by hand while an effect stands for the operation (a person
-        // or a look-up cited it): it was paid already. A failed effect
-        // stands for nothing: its operation is owed.
-        if let Some(made) = &self.made_by_hand
-            && super::by_hand::cited(tx, made).await?
-        {
-            return Err(DbErr::Custom(PAID.to_owned()));
+        // Made by hand: refused if it was paid, or may have been since
+        // the checks before this transaction (`by_hand::Recorded`).
+        if let Some(recorded) = &self.made_by_hand {
+            recorded.still_unpaid(tx, engine).await?;
         }
         // The operation cited: consumed by the effect it justifies, once.
         // Already consumed, the resolution's claim is rolled back with it.
@@ -417,18 +415,7 @@ impl Context {
             let taken = tx
                 .citing(&key.effect_type, std::slice::from_ref(cited))
                 .await?;
-            let by_hand = match engine.provider_of(key) {
-                Some(provider) => {
-                    crate::store::ledger::made_by_hand_among(
-                        tx.connection(),
-                        &provider,
-                        std::slice::from_ref(cited),
-                    )
-                    .await?
-                }
-                None => BTreeSet::new(),
-            };
-            if !taken.is_empty() || !by_hand.is_empty() {
+            if !taken.is_empty() || super::by_hand::made(tx, engine, key, cited).await? {
                 return Err(DbErr::Custom(CONSUMED.to_owned()));
             }
         }
@@ -437,8 +424,7 @@ impl Context {
         // operation): applied only for the operation it is, which the
         // ledger then consumes.
         if let (Some(key), None) = (distinct, &reference)
-            && let Some(seal) = &key.held_as
-            && crate::store::ledger::made_by_hand(tx.connection(), seal).await?
+            && super::by_hand::holds(tx, key).await?
         {
             return Err(DbErr::Custom(HELD.to_owned()));
         }
