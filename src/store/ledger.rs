@@ -63,15 +63,25 @@ fn purgeable(
 /// hold `_`, which a LIKE pattern reads as any character (`refund_id@1`
 /// would select `refund-id@1`'s effects).
 fn key_starts_with(prefix: &str) -> sea_orm::sea_query::Expr {
-    let mut pattern = String::with_capacity(prefix.len() + 1);
-    for c in prefix.chars() {
-        if matches!(c, '!' | '%' | '_') {
-            pattern.push('!');
+    effect::Column::Key.like(like(&format!("{prefix}*")))
+}
+
+/// A `*` wildcard pattern (`domain::identity::pattern`) as a LIKE pattern,
+/// every other character taken literally. SQLite's LIKE ignores the case
+/// of ASCII letters: what it selects may need the pattern's own test.
+pub fn like(glob: &str) -> sea_orm::sea_query::LikeExpr {
+    let mut pattern = String::with_capacity(glob.len() + 1);
+    for c in glob.chars() {
+        match c {
+            '*' => pattern.push('%'),
+            '!' | '%' | '_' => {
+                pattern.push('!');
+                pattern.push(c);
+            }
+            c => pattern.push(c),
         }
-        pattern.push(c);
     }
-    pattern.push('%');
-    effect::Column::Key.like(sea_orm::sea_query::LikeExpr::new(pattern).escape('!'))
+    sea_orm::sea_query::LikeExpr::new(pattern).escape('!')
 }
 
 /// The effects keyed by `strategy` (`name@version`) under its own keys — not
@@ -247,7 +257,7 @@ pub async fn made_by_hand<C: ConnectionTrait>(conn: &C, seal: &str) -> Result<bo
 
 #[cfg(test)]
 mod tests {
-    use sea_orm::{ActiveModelTrait, IntoActiveModel};
+    use sea_orm::{ActiveModelTrait, IntoActiveModel, QueryOrder};
 
     use super::*;
 
@@ -300,5 +310,38 @@ mod tests {
         assert!(any_keyed_by(&db, "refund-id@1").await.unwrap());
         assert_eq!(effects_under(&db, "refund-id@1:aa").await.unwrap().len(), 2);
         assert_eq!(applied_effects(&db, "refund-id@1:aa").await.unwrap(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_effect_type_pattern_reads_only_its_star_as_a_wildcard() {
+        let (_dir, db) = crate::store::test_database().await;
+        for effect_type in ["refund.create", "refund-create", "refunds", "payout.create"] {
+            let mut effect = keyed(&format!("{effect_type}@1:k"));
+            effect.effect_type = effect_type.to_owned();
+            effect
+                .into_active_model()
+                .reset_all()
+                .insert(&db)
+                .await
+                .unwrap();
+        }
+        for (glob, expected) in [
+            ("refund.*", vec!["refund.create"]),
+            ("refund_*", vec![]),
+            ("refund%", vec![]),
+            ("*.create", vec!["payout.create", "refund.create"]),
+            ("refunds", vec!["refunds"]),
+        ] {
+            let found: Vec<String> = effect::Entity::find()
+                .filter(effect::Column::EffectType.like(like(glob)))
+                .order_by_asc(effect::Column::EffectType)
+                .all(&db)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.effect_type)
+                .collect();
+            assert_eq!(found, expected, "{glob}");
+        }
     }
 }

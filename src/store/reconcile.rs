@@ -50,6 +50,38 @@ pub async fn effects_in_window<C: ConnectionTrait>(
         .await
 }
 
+/// `effects_in_window` of `provider`, only those that cite no operation
+/// and whose type matches one of `types` (`*` patterns), the earliest
+/// `limit`.
+pub async fn uncited_in_window<C: ConnectionTrait>(
+    conn: &C,
+    provider: &str,
+    types: &[&str],
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+    limit: u64,
+) -> Result<Vec<effect::Model>, DbErr> {
+    if types.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut typed = sea_orm::Condition::any();
+    for glob in types {
+        typed = typed.add(effect::Column::EffectType.like(super::ledger::like(glob)));
+    }
+    effect::Entity::find()
+        .filter(effect::Column::EffectId.gte(id_range::made_since(from)))
+        .filter(effect::Column::EffectId.lt(id_range::made_before(to)))
+        .filter(effect::Column::CreatedAt.gte(from))
+        .filter(effect::Column::CreatedAt.lt(to))
+        .filter(effect::Column::State.is_in(COMPARED))
+        .filter(effect::Column::ProviderRef.is_null())
+        .filter(typed)
+        .filter(Expr::exists(first_delivery_from(provider, None)))
+        .order_by_asc(effect::Column::CreatedAt)
+        .limit(limit)
+        .all(conn)
+        .await
+}
+
 /// Effects of `provider` (and `source`, when given) of one of
 /// `effect_types` that stand for one of `operations` (their provider
 /// reference), wherever they lie in time: an operation near a window's edge,

@@ -326,7 +326,8 @@ impl WriteJob for JournalRun {
 /// may have paid it already, and recording it as made by hand would hide a
 /// second payment. More than `MOST_ALIKE` candidates (effects that cite
 /// nothing, of a type a listing of the provider compares) cannot be ruled
-/// out: true, without reading their bodies.
+/// out: true, without reading their bodies (no more than one beyond are
+/// read from the ledger).
 pub(crate) async fn paid_alike(
     engine: &SharedEngine,
     provider: &str,
@@ -344,22 +345,22 @@ pub(crate) async fn paid_alike(
         carried: false,
         by_hand: false,
     };
-    let rows = crate::store::reconcile::effects_in_window(
-        &engine.db,
-        provider,
-        None,
-        since,
-        Utc::now() + chrono::Duration::minutes(1),
-    )
-    .await?;
     let listings: Vec<&Lookup> = engine
         .lookups
         .iter()
         .filter(|l| l.provider == provider && l.listing.is_some())
         .collect();
+    let types: Vec<&str> = listings.iter().map(|l| l.effect_type.as_str()).collect();
+    let rows = crate::store::reconcile::uncited_in_window(
+        &engine.db,
+        provider,
+        &types,
+        (since, Utc::now() + chrono::Duration::minutes(1)),
+        MOST_ALIKE as u64 + 1,
+    )
+    .await?;
     let candidates: Vec<(&effect::Model, &Lookup)> = rows
         .iter()
-        .filter(|row| row.provider_ref.is_none())
         .filter_map(|row| {
             let lookup = listings
                 .iter()
@@ -367,7 +368,8 @@ pub(crate) async fn paid_alike(
             Some((row, *lookup))
         })
         .collect();
-    if candidates.len() > MOST_ALIKE {
+    // The ledger had more than are read: some were not.
+    if rows.len() > MOST_ALIKE {
         return Ok(true);
     }
     for (row, lookup) in candidates {
