@@ -37,17 +37,23 @@ pub async fn effects_in_window<C: ConnectionTrait>(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<effect::Model>, DbErr> {
-    let deliveries = first_delivery_from(provider, source);
+    in_window(provider, source, (from, to)).all(conn).await
+}
+
+/// The query of `effects_in_window`, earliest first.
+fn in_window(
+    provider: &str,
+    source: Option<&str>,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+) -> sea_orm::Select<effect::Entity> {
     effect::Entity::find()
         .filter(effect::Column::EffectId.gte(id_range::made_since(from)))
         .filter(effect::Column::EffectId.lt(id_range::made_before(to)))
         .filter(effect::Column::CreatedAt.gte(from))
         .filter(effect::Column::CreatedAt.lt(to))
         .filter(effect::Column::State.is_in(COMPARED))
-        .filter(Expr::exists(deliveries))
+        .filter(Expr::exists(first_delivery_from(provider, source)))
         .order_by_asc(effect::Column::CreatedAt)
-        .all(conn)
-        .await
 }
 
 /// `effects_in_window` of `provider`, only those that cite no operation
@@ -67,16 +73,9 @@ pub async fn uncited_in_window<C: ConnectionTrait>(
     for glob in types {
         typed = typed.add(effect::Column::EffectType.like(super::ledger::like(glob)));
     }
-    effect::Entity::find()
-        .filter(effect::Column::EffectId.gte(id_range::made_since(from)))
-        .filter(effect::Column::EffectId.lt(id_range::made_before(to)))
-        .filter(effect::Column::CreatedAt.gte(from))
-        .filter(effect::Column::CreatedAt.lt(to))
-        .filter(effect::Column::State.is_in(COMPARED))
+    in_window(provider, None, (from, to))
         .filter(effect::Column::ProviderRef.is_null())
         .filter(typed)
-        .filter(Expr::exists(first_delivery_from(provider, None)))
-        .order_by_asc(effect::Column::CreatedAt)
         .limit(limit)
         .all(conn)
         .await
