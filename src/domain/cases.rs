@@ -175,6 +175,10 @@ pub enum Refusal {
     )]
     ReadModelBehind,
     #[error(
+        "a delivery that looks like this operation arrived while it was being recorded as made by hand: its late webhook may have been applied; look at it, then try again"
+    )]
+    LookAlikeArrived,
+    #[error(
         "this delivery looks like an operation made by hand: it is processed as distinct only citing the provider operation it is"
     )]
     CiteTheOperation,
@@ -204,6 +208,7 @@ impl Refusal {
             Self::NotAMissingEffect => "not_a_missing_effect",
             Self::OperationPaid => "operation_paid",
             Self::ReadModelBehind => "read_model_behind",
+            Self::LookAlikeArrived => "look_alike_arrived",
             Self::CiteTheOperation => "cite_the_operation",
             Self::NothingToHoldBy => "nothing_to_hold_by",
             Self::NoSuchOperator => "no_such_operator",

@@ -285,6 +285,13 @@ enum Redecided {
 impl WriteJob for Redecision {
     type Output = Redecided;
 
+    /// It may take a key after reading whether a person made its operation
+    /// by hand (`Tx::decide_key`): committed alone, it waits for a case's
+    /// resolution that may record one, as keyed work does.
+    fn owns_every_key(&self) -> bool {
+        true
+    }
+
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Self::Output, DbErr>> {
         Box::pin(async move {
             let Self {

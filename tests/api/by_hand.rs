@@ -457,10 +457,10 @@ async fn a_late_webhook_decided_while_its_refund_is_recorded_as_made_by_hand_ref
     );
 
     // Then the webhook is applied, as nothing held it yet, and the record
-    // is refused: the checks are to be made again
+    // is refused, naming the look-alike that came
     assert_eq!(applied.json["decision"], "process", "{}", applied.json);
     assert_eq!(made.status, 409, "{}", made.json);
-    assert_eq!(made.json["code"], "read_model_behind", "{}", made.json);
+    assert_eq!(made.json["code"], "look_alike_arrived", "{}", made.json);
     assert_eq!(app.count("SELECT COUNT(*) FROM hand_made_holds").await, 0);
     // and made again, they find the refund paid
     downstream.wait_calls(1).await;

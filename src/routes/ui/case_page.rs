@@ -110,7 +110,7 @@ pub struct CasePage {
     pub cite_required: bool,
 }
 
-const NOTICES: [(&str, &str); 25] = [
+const NOTICES: [(&str, &str); 26] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -188,6 +188,10 @@ const NOTICES: [(&str, &str); 25] = [
     (
         "read_model_behind",
         "The deliveries read model is behind the journal: whether the operation was paid meanwhile cannot be checked yet. Nothing was recorded; try again in a moment.",
+    ),
+    (
+        "look_alike_arrived",
+        "A delivery that looks like this operation arrived while it was being recorded as made by hand: its late webhook may have been applied. Nothing was recorded; look at it, then try again.",
     ),
     (
         "nothing_to_hold_by",

@@ -21,15 +21,16 @@ use crate::store::entities::case;
 const SKEW_MINUTES: i64 = 5;
 
 /// At most this many journal rows written after `recorded`'s checks are
-/// read again in the resolving transaction; more cannot
-/// be ruled out there.
-const MOST_SINCE: i64 = 1_000;
+/// read again in the resolving transaction, a page at a time; more (ten
+/// seconds of a busy server's deliveries) are not read inside the writer.
+const MOST_SINCE: i64 = 20_000;
+const PAGE: u64 = 1_000;
 
 /// The errors a resolving transaction that records an operation as made by
 /// hand rolls back with (`Recorded::still_unpaid`).
 pub(super) const PAID: &str = "an effect that may have moved money stands for the operation";
-pub(super) const UNCHECKED: &str =
-    "a delivery like the operation made by hand came after its checks";
+pub(super) const UNCHECKED: &str = "more was journaled after the checks than is read again";
+pub(super) const ARRIVED: &str = "a delivery like the operation made by hand came after its checks";
 
 /// An operation a person records as made by hand, checked before the
 /// resolving transaction (`recorded`), to check again in it.
@@ -45,8 +46,9 @@ impl Recorded {
     /// may have moved money cites the operation, whatever its type (a
     /// person or a look-up cited it): refusing too much costs a reason
     /// typed, too little a second payment; a failed one stands for
-    /// nothing, the operation is owed. Refused (`UNCHECKED`) when a
-    /// delivery that looks like it was journaled after the checks.
+    /// nothing, the operation is owed. Refused (`ARRIVED`) when a delivery
+    /// that looks like it was journaled after the checks, and
+    /// (`UNCHECKED`) when more was than is read again.
     pub(super) async fn still_unpaid(&self, tx: &mut Tx<'_>, engine: &Engine) -> Result<(), DbErr> {
         let cited = crate::store::ledger::cited_by_a_live_effect(
             tx.connection(),
@@ -56,8 +58,10 @@ impl Recorded {
         if cited {
             return Err(DbErr::Custom(PAID.to_owned()));
         }
-        if look_alike_since(tx, engine, &self.made, self.checked).await? {
-            return Err(DbErr::Custom(UNCHECKED.to_owned()));
+        match look_alike_since(tx, engine, &self.made, self.checked).await? {
+            Since::Clear => {}
+            Since::Arrived => return Err(DbErr::Custom(ARRIVED.to_owned())),
+            Since::TooMuch => return Err(DbErr::Custom(UNCHECKED.to_owned())),
         }
         Ok(())
     }
@@ -134,38 +138,54 @@ pub(super) async fn holds(tx: &mut Tx<'_>, key: &KeySummary) -> Result<bool, DbE
     }
 }
 
+/// What was journaled after the checks before the resolving transaction.
+enum Since {
+    Clear,
+    /// A delivery that looks like the operation.
+    Arrived,
+    /// More rows than `MOST_SINCE`.
+    TooMuch,
+}
+
 /// Whether a delivery journaled after position `checked` looks like the
 /// operation made by hand (`HandMade::seal`), its late webhook maybe
-/// applied, or more rows than `MOST_SINCE` were: the checks before the
-/// transaction could not see it. The writer orders the transaction with
-/// every decision, so a look-alike decided after it is held, and one
-/// decided before it is found here, whatever came of it.
+/// applied: the checks before the transaction could not see it. The writer
+/// orders the transaction with every decision, so a look-alike decided
+/// after it is held, and one decided before it is found here, whatever came
+/// of it.
 async fn look_alike_since(
     tx: &mut Tx<'_>,
     engine: &Engine,
     made: &HandMade,
     checked: i64,
-) -> Result<bool, DbErr> {
+) -> Result<Since, DbErr> {
     let conn = tx.connection();
     let head = crate::store::projector::head(conn).await?;
     if head - checked > MOST_SINCE {
-        return Ok(true);
+        return Ok(Since::TooMuch);
     }
-    let rows = crate::store::journal::page_after(conn, checked, MOST_SINCE.unsigned_abs())
-        .await
-        .map_err(|error| DbErr::Custom(error.to_string()))?;
-    // Each delivery's events, in journal order.
+    // Each delivery's events, in journal order, a page of rows at a time.
     let mut order: HashMap<DeliveryId, usize> = HashMap::new();
     let mut deliveries: Vec<(DeliveryId, Vec<JournalEvent>)> = Vec::new();
-    for stored in rows {
-        let Some(id) = stored.delivery_id else {
-            continue;
+    let mut after = checked;
+    while after < head {
+        let page = crate::store::journal::page_after(conn, after, PAGE)
+            .await
+            .map_err(|error| DbErr::Custom(error.to_string()))?;
+        let Some(last) = page.last().map(|stored| stored.position) else {
+            break;
         };
-        let at = *order.entry(id).or_insert_with(|| {
-            deliveries.push((id, Vec::new()));
-            deliveries.len() - 1
-        });
-        deliveries[at].1.push(stored.event);
+        after = last;
+        for stored in page {
+            let Some(id) = stored.delivery_id else {
+                continue;
+            };
+            let at = *order.entry(id).or_insert_with(|| {
+                deliveries.push((id, Vec::new()));
+                deliveries.len() - 1
+            });
+            deliveries[at].1.push(stored.event);
+        }
     }
     for (id, events) in deliveries {
         // Received since: its events are all here. Otherwise (re-decided,
@@ -185,10 +205,10 @@ async fn look_alike_since(
         if provider.as_deref() == Some(made.provider.as_str())
             && sealed_on(conn, engine, &journaled).await?.as_deref() == Some(made.seal.as_str())
         {
-            return Ok(true);
+            return Ok(Since::Arrived);
         }
     }
-    Ok(false)
+    Ok(Since::Clear)
 }
 
 /// The seal of a journaled delivery, from its body, as at its reception

@@ -10,7 +10,7 @@ use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::accounted::{accounted, uncited_distinct};
-use super::by_hand::{PAID, Recorded, UNCHECKED};
+use super::by_hand::{ARRIVED, PAID, Recorded, UNCHECKED};
 use crate::auth::{Action, Principal};
 use crate::domain::cases::{self, CaseFacts, CaseStatus, Refusal, Resolution};
 use crate::domain::decision::Reason;
@@ -207,6 +207,9 @@ pub(crate) async fn settle(
             }
             Err(DbErr::Custom(why)) if why == UNCHECKED => {
                 return Err(Refusal::ReadModelBehind.into());
+            }
+            Err(DbErr::Custom(why)) if why == ARRIVED => {
+                return Err(Refusal::LookAlikeArrived.into());
             }
             other => break other?,
         }

@@ -83,9 +83,9 @@ impl Direct {
         // The locks a batch of this one job would own (PostgreSQL), for
         // keyed work and for work that counts under a key before it writes
         // (`owns_every_key`): keyed work waits on work touching the same
-        // keys, a case's resolution on all keyed work, across processes and
-        // modes alike; the second uncited distinct effect's refusal relies
-        // on it. Other keyless jobs (an effect's answer, a count) take none,
+        // keys, a case's resolution (and a re-decision) on all keyed work,
+        // across processes and modes alike; the second uncited distinct
+        // effect's refusal and an operation made by hand rely on it. Other keyless jobs (an effect's answer, a count) take none,
         // as before: one at a time they would hold every writer up.
         let keys = job.keys();
         if keys.is_some() || job.owns_every_key() {

@@ -36,8 +36,10 @@ pub trait WriteJob: Send + 'static {
     /// Whether, committed alone (`group_commit = false`), the job must own
     /// every key while it runs (PostgreSQL): a job that counts what exists
     /// under a key before it writes on the count (a case's resolution, the
-    /// second uncited distinct effect it refuses). Under group commit a
-    /// batch with a keyless job owns every key anyway.
+    /// second uncited distinct effect it refuses), or takes a key after
+    /// reading what a resolution writes (a re-decision: whether the key's
+    /// operation was made by hand). Under group commit a batch with a
+    /// keyless job owns every key anyway.
     fn owns_every_key(&self) -> bool {
         false
     }
