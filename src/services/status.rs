@@ -109,8 +109,10 @@ pub async fn settle(
     let sink = sinks::select(&engine.sinks, &source, &held.effect_type);
     // A lease that ran out on a call still in flight: the downstream may
     // not know the key yet, and "never applied" would send a second call
-    // beside the first. Asked once that call's own timeout has run out.
-    if in_flight_until(case, &held, sink).is_some_and(|until| until > Utc::now()) {
+    // beside the first. Asked once that call's own timeout has run out,
+    // whichever of the key's cases asks (an earlier attempt's may still be
+    // open).
+    if in_flight_until(&held, sink).is_some_and(|until| until > Utc::now()) {
         return Ok(None);
     }
     let answer = status::ask(&engine.http, sink, &key).await;
@@ -339,19 +341,15 @@ impl WriteJob for SettleFromStatus {
     }
 }
 
-/// Until when the call whose lease ran out (the expiry's case names its
-/// fencing token) may still be in flight: it was sent within its lease and
-/// lasts at most the sink's timeout. `None` when the case is not an expiry
-/// of the key's current attempt.
+/// Until when the key's current call may still be in flight, its lease run
+/// out: it was sent within its lease and lasts at most the sink's timeout.
+/// Read from the key's row, whatever case asks: an expiry leaves the lease
+/// on the row, and every settlement (the call's answer, its timeout)
+/// clears it. `None` when the current attempt's call is over.
 fn in_flight_until(
-    case: &case::Model,
     held: &crate::store::entities::effect::Model,
     sink: &sinks::SinkKind,
 ) -> Option<chrono::DateTime<Utc>> {
-    let expired = case.details.get("fencing_token")?.as_i64()?;
-    if held.fencing_token != Some(expired) {
-        return None;
-    }
     let sinks::SinkKind::Http { timeout_ms, .. } = sink else {
         return None;
     };

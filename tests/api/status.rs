@@ -325,3 +325,51 @@ async fn a_lease_that_runs_out_while_its_call_is_in_flight_sends_no_second_call(
     // The lease that ran out made the outcome unknown, the answer applied
     wait_counted(&app, &["applied 1", "unknown 1"]).await;
 }
+
+/// A call that hangs leaves two cases for one attempt (its lease ran out,
+/// then its call timed out); the status answer settles it and sends the
+/// retry, whose own lease runs out while its call is in flight. The
+/// earlier attempt's case, still open, is asked about then: "never
+/// applied" would send a third call beside the retry's. The wait is read
+/// from the key's row, whichever case asks.
+#[tokio::test]
+async fn an_earlier_attempts_open_case_asks_nothing_while_the_retrys_call_is_in_flight() {
+    let downstream = Downstream::start(Behaviour::HangOnceThenApplyLate { delay_ms: 2_000 }).await;
+    let app = spawn_app_with(&format!(
+        "[engine]\nlease_secs = 1\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}",
+        downstream.sink_toml_with_status(3_000)
+    ))
+    .await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_old_case", 700, Some("rr_old_case")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    // The retry's call went out, and its lease ran out in turn
+    downstream.wait_calls(2).await;
+    app.wait_journal("ReservationExpired", 2).await;
+    // When someone asks about every outcome still open
+    let open = app
+        .get("/api/cases?reason=outcome_unknown&status=open")
+        .await;
+    let cases = open.json["cases"].as_array().expect("cases").clone();
+    assert!(cases.len() >= 2, "{}", open.json);
+    for case in &cases {
+        let id = case["case_id"].as_str().expect("an id");
+        let asked = app
+            .client
+            .post(format!("{}/api/cases/{id}/lookup", app.address))
+            .send()
+            .await
+            .expect("asked");
+        assert!(asked.status().is_success(), "{}", asked.status());
+    }
+    // Then no third call goes out beside the retry's, which applies
+    app.wait_applied(1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_000)).await;
+    assert_eq!(
+        downstream.calls().len(),
+        2,
+        "a call went out beside the retry's"
+    );
+    assert_eq!(downstream.applied().len(), 1);
+}

@@ -28,6 +28,9 @@ pub enum Behaviour {
     /// The first call never answers in time and applies nothing; later
     /// calls apply and answer 201.
     HangOnceWithoutApplying,
+    /// The first call never answers in time and applies nothing; later
+    /// calls work for `delay_ms` before they apply and answer 201.
+    HangOnceThenApplyLate { delay_ms: u64 },
     /// Applies, then answers 201 with this `Location`.
     ApplyAt(&'static str),
     /// Answers with this redirect status to `/landing`, a page that answers
@@ -244,7 +247,7 @@ async fn answer(
             tokio::time::sleep(Duration::from_secs(30)).await;
             HttpResponse::Created().finish()
         }
-        Behaviour::HangOnceWithoutApplying => {
+        Behaviour::HangOnceWithoutApplying | Behaviour::HangOnceThenApplyLate { .. } => {
             let first = {
                 let mut calls = calls.lock().expect("calls");
                 calls.push(key.clone());
@@ -253,6 +256,9 @@ async fn answer(
             if first {
                 tokio::time::sleep(Duration::from_secs(30)).await;
                 return HttpResponse::ServiceUnavailable().finish();
+            }
+            if let Behaviour::HangOnceThenApplyLate { delay_ms } = behaviour {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             }
             apply();
             HttpResponse::Created().json(serde_json::json!({ "id": "rf_retried" }))
