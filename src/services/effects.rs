@@ -484,9 +484,9 @@ impl WriteJob for TakeAgain {
             }) else {
                 return Ok(None);
             };
-            if ReservationState::parse(&held.state) == Some(ReservationState::Unknown)
-                && !expiry_settled_by_the_call(tx, &held, &job, at).await?
-            {
+            let read_unknown =
+                ReservationState::parse(&held.state) == Some(ReservationState::Unknown);
+            if read_unknown && !expiry_settled_by_the_call(tx, &held, &job, at).await? {
                 return Ok(None);
             }
             let unsent = EffectSettled {
@@ -504,6 +504,13 @@ impl WriteJob for TakeAgain {
             let failed = JournalEvent::EffectFailed(unsent);
             if !tx.claim(Some(job.delivery_id), &failed, at).await? {
                 return Ok(None);
+            }
+            // Read reserved, the claim took it unknown too: another
+            // process's sweeper may have expired the lease since the read
+            // (without group commit nothing orders the two). Its case is
+            // this call's, which never left.
+            if !read_unknown {
+                expiry_settled_by_the_call(tx, &held, &job, at).await?;
             }
             let claimed = Claim {
                 key: job.key.clone(),
