@@ -256,16 +256,22 @@ impl SensitiveMask {
                         Value::Number(n) => std::borrow::Cow::Owned(n.to_string()),
                         _ => continue,
                     };
-                    let Value::String(t) = tag else { continue };
+                    // A fixture masks a number as another number: its
+                    // digits replace the clear ones.
+                    let t = match tag {
+                        Value::String(t) => std::borrow::Cow::Borrowed(t.as_str()),
+                        Value::Number(n) => std::borrow::Cow::Owned(n.to_string()),
+                        _ => continue,
+                    };
                     if c.chars().count() < MIN_EMBEDDED_LEN {
                         continue;
                     }
                     if text.contains(c.as_ref()) {
-                        *text = text.replace(c.as_ref(), t);
+                        *text = text.replace(c.as_ref(), &t);
                     }
                     let encoded = uri::encode(&c);
                     if encoded != c && text.contains(&encoded) {
-                        *text = text.replace(&encoded, t);
+                        *text = text.replace(&encoded, &t);
                     }
                 }
             }
@@ -434,6 +440,20 @@ mod tests {
         assert!(!text.contains("12345678901"), "{text}");
         assert!(other["url"].as_str().unwrap().contains(&tag), "{text}");
         assert_eq!(other["number"], tag.as_str());
+    }
+
+    #[test]
+    fn a_number_masked_as_a_number_is_scrubbed_inside_text_as_its_digits() {
+        // As a fixture masks one: the masked number's digits replace them.
+        let mask = SensitiveMask::of(vec![(json!(12345678901_u64), json!(40_917_263_385_u64))]);
+        let note = mask.scrub_text("refunded customer 12345678901 twice, see /c/12345678901/r");
+        assert_eq!(
+            note,
+            "refunded customer 40917263385 twice, see /c/40917263385/r"
+        );
+        let mut whole = json!({"n": 12345678901_u64});
+        mask.scrub(&mut whole);
+        assert_eq!(whole["n"], json!(40_917_263_385_u64));
     }
 
     #[test]
