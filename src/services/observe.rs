@@ -99,6 +99,24 @@ fn mode_changes(last: &Modes, source: &Source) -> Vec<SourceModeSet> {
     changes
 }
 
+/// The amount among an effect's discriminants: `amount`, else the one
+/// discriminant that names an amount of a kind (`amount_paid`,
+/// `amount_due`, `amount_total`: Stripe's invoices and Checkout sessions).
+fn amount_of(discriminants: &Value) -> Option<&Value> {
+    let map = discriminants.as_object()?;
+    if let Some(amount) = map.get("amount") {
+        return Some(amount);
+    }
+    let mut kinds = map
+        .iter()
+        .filter(|(name, _)| name.starts_with("amount_"))
+        .map(|(_, value)| value);
+    match (kinds.next(), kinds.next()) {
+        (Some(amount), None) => Some(amount),
+        _ => None,
+    }
+}
+
 /// Reads a legacy handler's log: JSON lines (one object per line) or CSV
 /// with a header row (quoted cells as RFC 4180 writes them), each naming
 /// `resource` and optionally `reference`, `amount` and `applied_at`; a
@@ -138,9 +156,12 @@ pub fn parse_legacy(text: &str) -> anyhow::Result<Vec<LegacyEffect>> {
     }
     let at = |name: &str| columns.iter().position(|c| c == name);
     let Some(resource) = at("resource") else {
+        // Its cells are not shown: a log without a header starts with a
+        // row of data.
         bail!(
-            "the CSV header names no `resource` column (it names: {})",
-            columns.join(", ")
+            "the CSV's first line names no `resource` column ({} columns): it must be the \
+             header (resource, reference, amount, applied_at)",
+            columns.len()
         );
     };
     let (reference, amount, applied_at) = (at("reference"), at("amount"), at("applied_at"));
@@ -345,7 +366,7 @@ pub async fn report(
         unicity_effects += 1;
         let amount = serde_json::from_str::<Value>(&recorded.discriminants)
             .ok()
-            .and_then(|d| d.get("amount").map(normalized));
+            .and_then(|d| amount_of(&d).map(normalized));
         let entry = counts
             .entry((
                 resource,
@@ -467,6 +488,36 @@ mod tests {
         assert!(observes(&all, None));
         assert!(observes(&[], Some("chargeback.open")));
         assert!(observes(&[], None));
+    }
+
+    #[test]
+    fn an_effects_amount_is_its_amount_or_its_one_amount_of_a_kind() {
+        use serde_json::json;
+        let read = |d: Value| amount_of(&d).cloned();
+        assert_eq!(
+            read(json!({"amount": 700, "currency": "eur"})),
+            Some(json!(700))
+        );
+        // Stripe's invoices and Checkout sessions
+        assert_eq!(
+            read(json!({"amount_paid": 12000, "currency": "usd"})),
+            Some(json!(12000))
+        );
+        assert_eq!(read(json!({"amount_total": 2000})), Some(json!(2000)));
+        assert_eq!(read(json!({"amount": 5, "amount_due": 7})), Some(json!(5)));
+        // Two of a kind name no one amount; none names none.
+        assert_eq!(read(json!({"amount_due": 7, "amount_paid": 7})), None);
+        assert_eq!(read(json!({"charge": "ch_1"})), None);
+    }
+
+    #[test]
+    fn a_log_without_its_header_is_refused_without_showing_its_first_row() {
+        let error = parse_legacy("pay_secret_1,4111111111111111,700\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("3 columns"), "{error}");
+        assert!(!error.contains("4111"), "{error}");
+        assert!(!error.contains("pay_secret_1"), "{error}");
     }
 
     #[test]
