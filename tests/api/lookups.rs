@@ -169,14 +169,9 @@ async fn a_provider_outage_leaves_the_case_for_a_person_and_applies_nothing() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(downstream.calls().len(), 1);
     // Asked again on demand: still down, still open, journaled again.
-    let again = app
-        .client
-        .post(format!("{}/api/cases/{case_id}/lookup", app.address))
-        .send()
-        .await
-        .expect("request sent");
-    assert_eq!(again.status().as_u16(), 200);
-    let body: Value = again.json().await.unwrap();
+    let again = app.look_up(&case_id).await;
+    assert_eq!(again.status, 200);
+    let body = again.json;
     assert_eq!(body["verdict"], "for_a_person");
     assert_eq!(provider.asked.load(Ordering::SeqCst), 2);
     // On the case page, finance finds "Ask the provider" above the
@@ -242,13 +237,7 @@ async fn a_provider_that_keeps_failing_is_not_asked_while_its_circuit_breaker_is
 
     // Asked on demand while the breaker is open, the answer says nobody
     // was asked, through the API and on the case's page.
-    let again = app
-        .client
-        .post(format!("{}/api/cases/{case_id}/lookup", app.address))
-        .send()
-        .await
-        .expect("request sent");
-    let body: Value = again.json().await.unwrap();
+    let body = app.look_up(&case_id).await.json;
     assert_eq!(body["asked"], false, "{body}");
     assert_eq!(body["verdict"], "for_a_person", "{body}");
     let mut finance = signed_in(&app, "fin", unicity::auth::Role::Finance).await;

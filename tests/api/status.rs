@@ -20,6 +20,16 @@ async fn start(downstream: &Downstream, with_status: bool) -> TestApp {
     .await
 }
 
+/// Leases of one second, frequent sweeps and look-ups, and `downstream`
+/// with its status URL and a call timeout of `timeout_ms`.
+async fn leasing_a_second(downstream: &Downstream, timeout_ms: u64) -> TestApp {
+    spawn_app_with(&format!(
+        "[engine]\nlease_secs = 1\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}",
+        downstream.sink_toml_with_status(timeout_ms)
+    ))
+    .await
+}
+
 /// Posts one refund and waits for its `outcome_unknown` case; returns its id.
 async fn an_unknown_outcome(app: &TestApp) -> String {
     let sent = app
@@ -307,11 +317,7 @@ async fn retention_leaves_an_effect_whose_outcome_is_unknown_alone() {
 #[tokio::test]
 async fn a_lease_that_runs_out_while_its_call_is_in_flight_sends_no_second_call() {
     let downstream = Downstream::start(Behaviour::ApplyLate { delay_ms: 3_000 }).await;
-    let app = spawn_app_with(&format!(
-        "[engine]\nlease_secs = 1\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}",
-        downstream.sink_toml_with_status(10_000)
-    ))
-    .await;
+    let app = leasing_a_second(&downstream, 10_000).await;
     let sent = app
         .post_signed("hmac", &refund("pay_inflight", 700, Some("rr_inflight")))
         .await;
@@ -335,11 +341,7 @@ async fn a_lease_that_runs_out_while_its_call_is_in_flight_sends_no_second_call(
 #[tokio::test]
 async fn an_earlier_attempts_open_case_asks_nothing_while_the_retrys_call_is_in_flight() {
     let downstream = Downstream::start(Behaviour::HangOnceThenApplyLate { delay_ms: 2_000 }).await;
-    let app = spawn_app_with(&format!(
-        "[engine]\nlease_secs = 1\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}",
-        downstream.sink_toml_with_status(3_000)
-    ))
-    .await;
+    let app = leasing_a_second(&downstream, 3_000).await;
     let sent = app
         .post_signed("hmac", &refund("pay_old_case", 700, Some("rr_old_case")))
         .await;
@@ -354,14 +356,8 @@ async fn an_earlier_attempts_open_case_asks_nothing_while_the_retrys_call_is_in_
     let cases = open.json["cases"].as_array().expect("cases").clone();
     assert!(cases.len() >= 2, "{}", open.json);
     for case in &cases {
-        let id = case["case_id"].as_str().expect("an id");
-        let asked = app
-            .client
-            .post(format!("{}/api/cases/{id}/lookup", app.address))
-            .send()
-            .await
-            .expect("asked");
-        assert!(asked.status().is_success(), "{}", asked.status());
+        let asked = app.look_up(case["case_id"].as_str().expect("an id")).await;
+        assert_eq!(asked.status, 200, "{}", asked.json);
     }
     // Then no third call goes out beside the retry's, which applies
     app.wait_applied(1).await;

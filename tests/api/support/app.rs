@@ -374,6 +374,18 @@ impl TestApp {
         reply(response).await
     }
 
+    /// Asks the provider or the downstream about `case_id` again, through
+    /// the API as the test's admin token.
+    pub async fn look_up(&self, case_id: &str) -> Reply {
+        let response = self
+            .client
+            .post(format!("{}/api/cases/{case_id}/lookup", self.address))
+            .send()
+            .await
+            .expect("request sent");
+        reply(response).await
+    }
+
     pub async fn delivery(&self, id: &str) -> Reply {
         self.get(&format!("/api/deliveries/{id}")).await
     }
