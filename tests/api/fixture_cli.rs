@@ -8,18 +8,30 @@ use std::process::Output;
 
 use unicity::domain::fixture::Fixture;
 
-use crate::support::app::{fresh_database, spawn_app};
+use crate::fixture_masking::{CUSTOMER_SENSITIVE, weak_match};
+use crate::support::app::{fresh_database, spawn_app, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::processes::cli;
 
 /// Runs `unicity` with `args` on `database_url`, configured in `config`.
 async fn unicity(database_url: &str, config: &Path, args: &[&str]) -> Output {
-    let mut command = cli(database_url, "", config);
+    unicity_with(database_url, "", config, args).await
+}
+
+/// `unicity`, its configuration adding `extra` to the test sources.
+async fn unicity_with(database_url: &str, extra: &str, config: &Path, args: &[&str]) -> Output {
+    let mut command = cli(database_url, extra, config);
     command.args(args);
     tokio::task::spawn_blocking(move || command.output())
         .await
         .expect("join")
         .expect("unicity runs")
+}
+
+/// `fixtures export` of `case_id` into `out`.
+fn export_args<'a>(case_id: &'a str, out: &'a Path) -> [&'a str; 6] {
+    let out = out.to_str().expect("a UTF-8 path");
+    ["fixtures", "export", "--case", case_id, "--out", out]
 }
 
 #[tokio::test]
@@ -71,14 +83,7 @@ async fn fixtures_export_never_replaces_a_file_nor_writes_through_a_planted_link
         unicity(
             &app.database_url,
             config.path(),
-            &[
-                "fixtures",
-                "export",
-                "--case",
-                &case_id,
-                "--out",
-                out.path().to_str().unwrap(),
-            ],
+            &export_args(&case_id, out.path()),
         )
         .await
     };
@@ -116,5 +121,51 @@ async fn fixtures_export_never_replaces_a_file_nor_writes_through_a_planted_link
     assert!(!again.status.success());
     assert!(stderr.contains("already exists"), "{stderr}");
     assert_eq!(std::fs::read(&path).unwrap(), text);
+    assert_eq!(app.journal_count("FixtureExported").await, 1);
+}
+
+/// An engineer exports a case with a configuration that defines the
+/// strategy that keyed its deliveries otherwise (here without its
+/// sensitive path): the fixture would pin a definition that never keyed
+/// them, and mask the bodies by it. Refused; with the configuration that
+/// keyed them, written.
+#[tokio::test]
+async fn fixtures_export_refuses_a_configuration_that_defines_the_keying_strategy_otherwise() {
+    let app = spawn_app_with(CUSTOMER_SENSITIVE).await;
+    let body = |sent: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "type": "refund.created", "payment_id": "pay_def", "amount": 700,
+            "currency": "EUR", "sent_at": sent, "customer": {"email": "a.b@example.org"},
+        }))
+        .unwrap()
+    };
+    let case_id = weak_match(&app, "hmac", &body("10:00"), &body("10:05")).await;
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "confirm_duplicate", "note": "a retry"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    let otherwise = CUSTOMER_SENSITIVE.replace("sensitive = [\"$.customer\"]\n", "");
+    assert_ne!(otherwise, CUSTOMER_SENSITIVE);
+    let (config, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let export = |extra: String| {
+        let (url, config, out, case_id) = (&app.database_url, config.path(), out.path(), &case_id);
+        async move { unicity_with(url, &extra, config, &export_args(case_id, out)).await }
+    };
+    let refused = export(otherwise).await;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("refund-customer@1"), "{stderr}");
+    assert!(stderr.contains("defines it otherwise"), "{stderr}");
+    assert!(!out.path().join(format!("case-{case_id}.json")).exists());
+    assert_eq!(app.journal_count("FixtureExported").await, 0);
+    let written = export(CUSTOMER_SENSITIVE.to_owned()).await;
+    assert!(
+        written.status.success(),
+        "{}",
+        String::from_utf8_lossy(&written.stderr)
+    );
     assert_eq!(app.journal_count("FixtureExported").await, 1);
 }

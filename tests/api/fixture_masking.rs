@@ -40,7 +40,7 @@ fn document(delivery: &Delivery) -> Value {
 
 /// Posts `first` then `second` (signed, on `slug`) and returns the case the
 /// second opened as a weak match of the first.
-async fn weak_match(app: &TestApp, slug: &str, first: &[u8], second: &[u8]) -> String {
+pub(crate) async fn weak_match(app: &TestApp, slug: &str, first: &[u8], second: &[u8]) -> String {
     let one = app.post_signed(slug, first).await;
     assert_eq!(one.json["decision"], "process", "{}", one.json);
     app.wait_applied(1).await;
@@ -51,7 +51,7 @@ async fn weak_match(app: &TestApp, slug: &str, first: &[u8], second: &[u8]) -> S
 
 /// A weak refund strategy of the `norefid` provider that declares the whole
 /// `customer` object sensitive.
-const CUSTOMER_SENSITIVE: &str = r#"
+pub(crate) const CUSTOMER_SENSITIVE: &str = r#"
 [[strategies]]
 name = "refund-customer"
 version = 1
