@@ -63,7 +63,7 @@ pub(super) async fn run(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<()> {
 /// The report for a person.
 fn text(report: &ShadowReport) -> String {
     let mut out = format!(
-        "replayed {} deliveries ({} left out: body gone or a batch's event) in {:.1} s, {:.0} decisions/s\n",
+        "replayed {} deliveries ({} left out: body gone) in {:.1} s, {:.0} decisions/s\n",
         report.replayed, report.skipped, report.elapsed_secs, report.per_s
     );
     if report.replayed == 0 {

@@ -166,6 +166,14 @@ pub fn decided(received: &Result<Accepted, Refusal>) -> Decided {
     }
 }
 
+/// What one event of a batch came to, as compared.
+pub fn item_decided(item: &crate::services::items::Decided) -> Decided {
+    Decided {
+        decision: item.decision.decision.action.as_str().to_owned(),
+        reason: item.decision.decision.reason.as_str().to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use sea_orm::{ConnectionTrait, DbBackend, Statement};

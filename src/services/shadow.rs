@@ -46,6 +46,21 @@ struct Journaled {
     live: Decided,
     strategy: String,
     event_type: String,
+    /// A batch of several events: the delivery each became, in order.
+    items: Vec<DeliveryId>,
+}
+
+/// One event of a batch as the journal decided it.
+struct Item {
+    live: Decided,
+    strategy: String,
+    event_type: String,
+}
+
+/// What a replay decided for one delivery, and for each event of a batch.
+struct Replayed {
+    own: Decided,
+    items: Vec<Decided>,
 }
 
 /// How a delivery's decision changes under the candidate.
@@ -102,7 +117,8 @@ pub struct ChangeGroup {
 #[derive(Debug, Clone, Serialize)]
 pub struct ShadowReport {
     pub replayed: usize,
-    /// Deliveries left out: their bodies are gone, or they are a batch's events.
+    /// Deliveries left out: their bodies are gone. A batch's events are
+    /// compared one by one, in their batch (`replayed` counts the batch).
     pub skipped: usize,
     /// Deliveries the live set's replay decides otherwise than the journal.
     pub noise: Vec<Differs>,
@@ -162,6 +178,7 @@ pub async fn watched(
 ) -> anyhow::Result<ShadowReport> {
     let Read {
         journaled,
+        items,
         skipped,
         source_seen,
     } = read(db, window).await?;
@@ -189,16 +206,37 @@ pub async fn watched(
 
     let mut noise = Vec::new();
     let mut groups: BTreeMap<(Change, String, String, String), Vec<String>> = BTreeMap::new();
+    // A batch's events one by one, in order (its own decision only sums
+    // them up); any other delivery as itself.
+    let mut compared: Vec<Differs> = Vec::new();
     for ((j, replayed), candidate) in journaled.iter().zip(&live).zip(&proposed) {
-        let differs = Differs {
-            delivery_id: j.id.to_string(),
-            strategy: j.strategy.clone(),
-            event_type: j.event_type.clone(),
-            journaled: j.live.clone(),
-            live_replay: replayed.clone(),
-            candidate: candidate.clone(),
-        };
-        if *replayed != j.live {
+        if j.items.is_empty() {
+            compared.push(Differs {
+                delivery_id: j.id.to_string(),
+                strategy: j.strategy.clone(),
+                event_type: j.event_type.clone(),
+                journaled: j.live.clone(),
+                live_replay: replayed.own.clone(),
+                candidate: candidate.own.clone(),
+            });
+            continue;
+        }
+        for (n, id) in j.items.iter().enumerate() {
+            let item = items.get(id);
+            let nth = |r: &Replayed| r.items.get(n).cloned().unwrap_or_else(none);
+            compared.push(Differs {
+                delivery_id: id.to_string(),
+                strategy: item.map_or_else(|| "none".to_owned(), |i| i.strategy.clone()),
+                event_type: item.map_or_else(|| "none".to_owned(), |i| i.event_type.clone()),
+                journaled: item.map_or_else(none, |i| i.live.clone()),
+                live_replay: nth(replayed),
+                candidate: nth(candidate),
+            });
+        }
+    }
+    for differs in compared {
+        let (replayed, candidate) = (&differs.live_replay, &differs.candidate);
+        if *replayed != differs.journaled {
             noise.push(differs);
         } else if candidate != replayed {
             let change = Change::of(&replayed.decision, &candidate.decision);
@@ -207,9 +245,14 @@ pub async fn watched(
                 replayed.decision, replayed.reason, candidate.decision, candidate.reason
             );
             groups
-                .entry((change, j.strategy.clone(), j.event_type.clone(), transition))
+                .entry((
+                    change,
+                    differs.strategy.clone(),
+                    differs.event_type.clone(),
+                    transition,
+                ))
                 .or_default()
-                .push(j.id.to_string());
+                .push(differs.delivery_id.clone());
         }
     }
     let changes = groups
@@ -243,8 +286,9 @@ pub async fn watched(
 struct Read {
     /// The window's deliveries, in journal order, with their bodies.
     journaled: Vec<Journaled>,
-    /// How many of the window's deliveries were left out (body gone, or a
-    /// batch's item).
+    /// The events of its batches, as the journal decided each.
+    items: HashMap<DeliveryId, Item>,
+    /// How many of the window's deliveries were left out (body gone).
     skipped: usize,
     /// Whether the window's source delivered anything at all, in or out of
     /// the window.
@@ -257,6 +301,7 @@ struct Read {
 async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> {
     let mut order: Vec<DeliveryId> = Vec::new();
     let mut found: HashMap<DeliveryId, Journaled> = HashMap::new();
+    let mut items: HashMap<DeliveryId, Item> = HashMap::new();
     let mut skipped = 0;
     let mut source_seen = false;
     let mut pages = journal::Pages::default();
@@ -283,10 +328,19 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> 
                             "more than the {most} deliveries a page replays in this window: narrow the window, or run `unicity replay`"
                         );
                     }
-                    let body = match received.item_of {
-                        Some(_) => None,
-                        None => bodies::get(db, &received.body.sha256).await?,
-                    };
+                    // A batch's event: compared in its batch.
+                    if received.item_of.is_some() {
+                        items.insert(
+                            id,
+                            Item {
+                                live: none(),
+                                strategy: "none".to_owned(),
+                                event_type: "none".to_owned(),
+                            },
+                        );
+                        continue;
+                    }
+                    let body = bodies::get(db, &received.body.sha256).await?;
                     let Some(body) = body else {
                         skipped += 1;
                         continue;
@@ -304,23 +358,35 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> 
                             live: none(),
                             strategy: "none".to_owned(),
                             event_type: "none".to_owned(),
+                            items: Vec::new(),
                         },
                     );
                 }
                 JournalEvent::KeyDerived(key) => {
+                    let event_type = key.event_type.unwrap_or_else(|| "none".to_owned());
+                    let strategy = key.business.map(|b| b.strategy);
                     if let Some(j) = found.get_mut(&id) {
-                        j.event_type = key.event_type.unwrap_or_else(|| "none".to_owned());
-                        if let Some(b) = key.business {
-                            j.strategy = b.strategy;
+                        j.items = key.items;
+                        j.event_type = event_type;
+                        if let Some(strategy) = strategy {
+                            j.strategy = strategy;
+                        }
+                    } else if let Some(item) = items.get_mut(&id) {
+                        item.event_type = event_type;
+                        if let Some(strategy) = strategy {
+                            item.strategy = strategy;
                         }
                     }
                 }
                 JournalEvent::DecisionMade(made) => {
+                    let decided = Decided {
+                        decision: made.decision.action.as_str().to_owned(),
+                        reason: made.decision.reason.as_str().to_owned(),
+                    };
                     if let Some(j) = found.get_mut(&id).filter(|j| j.live == none()) {
-                        j.live = Decided {
-                            decision: made.decision.action.as_str().to_owned(),
-                            reason: made.decision.reason.as_str().to_owned(),
-                        };
+                        j.live = decided;
+                    } else if let Some(item) = items.get_mut(&id).filter(|i| i.live == none()) {
+                        item.live = decided;
                     }
                 }
                 _ => {}
@@ -333,6 +399,7 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> 
         .collect();
     Ok(Read {
         journaled,
+        items,
         skipped,
         source_seen,
     })
@@ -394,7 +461,7 @@ async fn decide_all(
     path: &std::path::Path,
     journaled: &[Journaled],
     one_more: impl Fn() + Sync,
-) -> anyhow::Result<Vec<Decided>> {
+) -> anyhow::Result<Vec<Replayed>> {
     use futures_util::{StreamExt, TryStreamExt};
 
     let url = format!("sqlite://{}?mode=rwc", path.display());
@@ -407,7 +474,14 @@ async fn decide_all(
                     .receive(&j.source, j.received_at, &j.headers, &j.body)
                     .await?;
                 one_more();
-                Ok::<_, anyhow::Error>(sandbox::decided(&received))
+                let items = match &received {
+                    Ok(accepted) => accepted.items.iter().map(sandbox::item_decided).collect(),
+                    Err(_) => Vec::new(),
+                };
+                Ok::<_, anyhow::Error>(Replayed {
+                    own: sandbox::decided(&received),
+                    items,
+                })
             })
         })
         .buffered(IN_FLIGHT)

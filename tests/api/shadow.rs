@@ -33,11 +33,16 @@ sensitive = ["$.customer_email"]
 
 /// The payment-only candidate replayed over the whole of `app`'s journal.
 async fn replay(app: &crate::support::app::TestApp) -> shadow::ShadowReport {
+    replay_of(app, PAYMENT_ONLY).await
+}
+
+/// `candidate` replayed over the whole of `app`'s journal.
+async fn replay_of(app: &crate::support::app::TestApp, candidate: &str) -> shadow::ShadowReport {
     let scratch = tempfile::tempdir().unwrap();
     shadow::shadow(
         &app.db,
         TEST_SOURCES,
-        PAYMENT_ONLY,
+        candidate,
         &Window::default(),
         scratch.path(),
     )
@@ -460,4 +465,68 @@ async fn a_header_a_strategy_keys_on_is_shown_once_its_source_is_no_longer_confi
     // Then the header its provider's strategy keys on is shown as journaled
     let shown = crate::masking::header(&view.json, "idempotency-key");
     assert_eq!(shown, Some("idem-gone-5e2"), "{}", view.json);
+}
+
+/// A candidate that keys GoCardless payment events by their payment alone:
+/// two events of one payment become one.
+const GOCARDLESS_BY_PAYMENT: &str = r#"
+[[strategies]]
+name = "gocardless-payment"
+version = 1
+provider = "gocardless"
+event_types = ["payments.*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "30d"
+effect_type = "event.handle"
+criticality = "critical"
+fields = [{ name = "payment", path = "$.links.payment" }]
+
+[[hierarchies]]
+provider = "gocardless"
+event_type = "payments.*"
+strategies = ["gocardless-payment", "gocardless-event-id"]
+"#;
+
+#[tokio::test]
+async fn a_candidate_that_merges_two_events_of_one_batch_is_reported_event_by_event() {
+    // Given a GoCardless batch of two events of one payment, each applied
+    let app = spawn_app().await;
+    let event = |id: &str| {
+        serde_json::json!({
+            "id": id, "created_at": "2026-12-07T10:00:00.000Z",
+            "resource_type": "payments", "action": "confirmed",
+            "links": { "payment": "PM_SHADOW" },
+            "details": { "origin": "gocardless", "cause": "payment_confirmed" },
+            "metadata": {}
+        })
+    };
+    let body = serde_json::to_vec(&serde_json::json!({
+        "events": [event("EV_SH_1"), event("EV_SH_2")]
+    }))
+    .unwrap();
+    let batch = app.post_signed("gocardless", &body).await;
+    let items = batch.json["items"].as_array().expect("items").clone();
+    assert_eq!(items.len(), 2, "{}", batch.json);
+    assert!(
+        items.iter().all(|i| i["decision"] == "process"),
+        "{}",
+        batch.json
+    );
+
+    // When the candidate is replayed over the journal
+    let report = replay_of(&app, GOCARDLESS_BY_PAYMENT).await;
+
+    // Then the second event merging into the first is reported, as itself
+    assert!(report.noise.is_empty(), "{:?}", report.noise);
+    assert_eq!(report.skipped, 0);
+    let merge = report.changes.first().expect("a change");
+    assert_eq!(merge.change, Change::Merge, "{:?}", report.changes);
+    assert_eq!(merge.examples, [items[1]["delivery_id"].as_str().unwrap()]);
+    assert_eq!(merge.strategy, "gocardless-event-id@1");
+    assert_eq!(merge.event_type, "payments.confirmed");
+    assert_eq!(
+        merge.transition,
+        "process/new_key → ignore/duplicate_of_applied"
+    );
 }
