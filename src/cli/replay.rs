@@ -63,8 +63,9 @@ pub(super) async fn run(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<()> {
 /// The report for a person.
 fn text(report: &ShadowReport) -> String {
     let mut out = format!(
-        "replayed {} deliveries ({} left out: body gone) in {:.1} s, {:.0} decisions/s\n",
-        report.replayed, report.skipped, report.elapsed_secs, report.per_s
+        "replayed {} deliveries ({} left out: body gone; {} decisions compared, a batch's \
+         events one by one) in {:.1} s, {:.0} decisions/s\n",
+        report.replayed, report.skipped, report.compared, report.elapsed_secs, report.per_s
     );
     if report.replayed == 0 {
         out += "nothing was compared: widen the window or check the source\n";

@@ -116,7 +116,10 @@ pub struct ChangeGroup {
 /// What a shadow replay found.
 #[derive(Debug, Clone, Serialize)]
 pub struct ShadowReport {
+    /// Deliveries replayed, a batch once.
     pub replayed: usize,
+    /// Decisions compared: each delivery, and each event of a batch.
+    pub compared: usize,
     /// Deliveries left out: their bodies are gone. A batch's events are
     /// compared one by one, in their batch (`replayed` counts the batch).
     pub skipped: usize,
@@ -234,6 +237,7 @@ pub async fn watched(
             });
         }
     }
+    let compared_count = compared.len();
     for differs in compared {
         let (replayed, candidate) = (&differs.live_replay, &differs.candidate);
         if *replayed != differs.journaled {
@@ -270,6 +274,7 @@ pub async fn watched(
         .collect();
     Ok(ShadowReport {
         replayed: journaled.len(),
+        compared: compared_count,
         skipped,
         noise,
         changes,
@@ -323,11 +328,6 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> 
                     if !inside {
                         continue;
                     }
-                    if let Some(most) = window.most.filter(|most| order.len() >= *most) {
-                        anyhow::bail!(
-                            "more than the {most} deliveries a page replays in this window: narrow the window, or run `unicity replay`"
-                        );
-                    }
                     // A batch's event: compared in its batch.
                     if received.item_of.is_some() {
                         items.insert(
@@ -345,6 +345,13 @@ async fn read(db: &DatabaseConnection, window: &Window) -> anyhow::Result<Read> 
                         skipped += 1;
                         continue;
                     };
+                    // Counted among those replayed: not a batch's event, nor
+                    // one whose body is gone.
+                    if let Some(most) = window.most.filter(|most| order.len() >= *most) {
+                        anyhow::bail!(
+                            "more than the {most} deliveries a page replays in this window: narrow the window, or run `unicity replay`"
+                        );
+                    }
                     order.push(id);
                     found.insert(
                         id,

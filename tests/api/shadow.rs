@@ -520,6 +520,7 @@ async fn a_candidate_that_merges_two_events_of_one_batch_is_reported_event_by_ev
     // Then the second event merging into the first is reported, as itself
     assert!(report.noise.is_empty(), "{:?}", report.noise);
     assert_eq!(report.skipped, 0);
+    assert_eq!((report.replayed, report.compared), (1, 2));
     let merge = report.changes.first().expect("a change");
     assert_eq!(merge.change, Change::Merge, "{:?}", report.changes);
     assert_eq!(merge.examples, [items[1]["delivery_id"].as_str().unwrap()]);
