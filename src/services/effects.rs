@@ -484,9 +484,15 @@ impl WriteJob for TakeAgain {
             }) else {
                 return Ok(None);
             };
+            // Read unknown, its lease ran out: whoever settled the case the
+            // expiry opened (a person, a refund made by hand) decided, and
+            // nothing is sent on the engine's say alone.
             let read_unknown =
                 ReservationState::parse(&held.state) == Some(ReservationState::Unknown);
-            if read_unknown && !expiry_settled_by_the_call(tx, &held, &job, at).await? {
+            let open = tx
+                .open_expiry(&held.first_delivery_id, job.effect_id, job.fencing_token)
+                .await?;
+            if read_unknown && open.is_none() {
                 return Ok(None);
             }
             let unsent = EffectSettled {
@@ -505,12 +511,25 @@ impl WriteJob for TakeAgain {
             if !tx.claim(Some(job.delivery_id), &failed, at).await? {
                 return Ok(None);
             }
-            // Read reserved, the claim took it unknown too: another
-            // process's sweeper may have expired the lease since the read
-            // (without group commit nothing orders the two). Its case is
-            // this call's, which never left.
-            if !read_unknown {
-                expiry_settled_by_the_call(tx, &held, &job, at).await?;
+            // The expiry's case, read, or opened since the read by another
+            // process's sweeper (without group commit nothing orders the
+            // two, and the claim takes the row unknown too): this call's,
+            // which never left. Settled by someone else meanwhile, the
+            // claim rolls back and nothing is sent.
+            let open = match open {
+                Some(case_id) => Some(case_id),
+                None => {
+                    tx.open_expiry(&held.first_delivery_id, job.effect_id, job.fencing_token)
+                        .await?
+                }
+            };
+            if let Some(case_id) = open
+                && !the_call_never_left(tx, &held, &job, case_id, at).await?
+            {
+                return Err(DbErr::Custom(
+                    "the case its lease's expiry opened was settled meanwhile: nothing is sent"
+                        .to_owned(),
+                ));
             }
             let claimed = Claim {
                 key: job.key.clone(),
@@ -523,23 +542,17 @@ impl WriteJob for TakeAgain {
     }
 }
 
-/// Resolves the case the expiry of `held`'s lease opened, as the call that
-/// never left and goes out now (`effect_retried`); false when it is no
-/// longer open: whoever settled it (a person, a refund made by hand) decided,
-/// and nothing is sent on the engine's say alone.
-async fn expiry_settled_by_the_call(
+/// Resolves `case_id`, the case the expiry of `held`'s lease opened, as the
+/// call that never left and goes out now (`effect_retried`); false when it
+/// is no longer open.
+async fn the_call_never_left(
     tx: &mut Tx<'_>,
     held: &crate::store::entities::effect::Model,
     job: &EffectJob,
+    case_id: Uuid,
     at: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
     let first: Option<DeliveryId> = held.first_delivery_id.parse().ok();
-    let open = tx
-        .open_expiry(&held.first_delivery_id, job.effect_id, job.fencing_token)
-        .await?;
-    let Some(case_id) = open else {
-        return Ok(false);
-    };
     let resolved = JournalEvent::CaseResolved(CaseResolved {
         case_id,
         resolution: Resolution::EffectRetried,
