@@ -104,6 +104,13 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
                 report.missed_by_legacy.len()
             );
             lines(&report.missed_by_legacy);
+            println!(
+                "applied by Unicity, naming no resource (compared with nothing): {}",
+                report.without_resource.len()
+            );
+            for delivery in &report.without_resource {
+                println!("  {delivery}");
+            }
             println!("sent to a person by Unicity: {}", report.for_a_person.len());
             for h in &report.for_a_person {
                 println!("  {} ({})", h.delivery_id, h.reason);

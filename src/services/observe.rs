@@ -304,6 +304,10 @@ pub struct ObserveReport {
     pub applied_twice_by_legacy: Vec<Disagreement>,
     /// Unicity would have applied more: an effect the legacy lost.
     pub missed_by_legacy: Vec<Disagreement>,
+    /// Deliveries whose effect Unicity would have applied but that name no
+    /// resource: compared with nothing, so a legacy line for the same
+    /// effect reads as applied by the legacy handler alone.
+    pub without_resource: Vec<String>,
     pub for_a_person: Vec<HeldDelivery>,
     pub collisions: Vec<HeldDelivery>,
 }
@@ -353,10 +357,16 @@ pub async fn report(
         entry.legacy += 1;
     }
     let mut unicity_effects = 0;
+    let mut without_resource = Vec::new();
     for recorded in observe::recorded(db, source).await? {
         let live = ReservationState::parse(&recorded.status) != Some(ReservationState::Failed)
             && observes(observed, Some(&recorded.effect_type));
-        let Some(resource) = recorded.resource.filter(|_| live) else {
+        if !live {
+            continue;
+        }
+        let Some(resource) = recorded.resource else {
+            unicity_effects += 1;
+            without_resource.push(recorded.delivery_id);
             continue;
         };
         let resource = match &sealing {
@@ -413,6 +423,10 @@ pub async fn report(
         unicity_effects,
         applied_twice_by_legacy,
         missed_by_legacy,
+        without_resource: {
+            without_resource.sort();
+            without_resource
+        },
         for_a_person: held(observe::for_a_person(db, source).await?),
         collisions: held(observe::collisions(db, source).await?),
     })

@@ -83,7 +83,50 @@ async fn an_observed_source_applies_nothing_and_its_legacy_log_shows_a_double_an
         .map(|d| (d.resource.as_str(), d.legacy, d.unicity))
         .collect();
     assert_eq!(lost, [("pay_ob2", 0, 1)]);
+    assert!(report.without_resource.is_empty());
     assert_eq!(app.journal_count("LegacyEffectsImported").await, 1);
+}
+
+#[tokio::test]
+async fn an_effect_naming_no_resource_is_counted_and_listed_not_silently_left_out() {
+    let app = spawn_app_with(&legacy_source("observe", "")).await;
+    // Given a refund whose body names no payment, held for a person in
+    // observe mode, whom finance has processed
+    let body = serde_json::to_vec(&serde_json::json!({
+        "type": "refund.created", "amount": 900, "currency": "EUR",
+        "refund_reference": "rr_nr",
+    }))
+    .unwrap();
+    let reply = app.post_raw("legacy", body, &[]).await;
+    assert_eq!(
+        reply.json["reason"], "required_fields_missing",
+        "{}",
+        reply.json
+    );
+    let case = reply.json["case_id"].as_str().expect("a case");
+    let done = app
+        .resolve(
+            case,
+            serde_json::json!({"resolution": "process_as_distinct", "note": "checked at the bank"}),
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.json);
+    app.wait_applied(1).await;
+    app.settle().await;
+
+    // When the report compares it
+    let report = observe::report(&app.db, "legacy", &["*".to_owned()], None)
+        .await
+        .unwrap();
+
+    // Then it is counted among Unicity's effects and listed as compared
+    // with nothing
+    assert_eq!(report.unicity_effects, 1);
+    assert_eq!(
+        report.without_resource,
+        [reply.json["delivery_id"].as_str().unwrap()]
+    );
+    assert!(report.missed_by_legacy.is_empty());
 }
 
 #[tokio::test]
