@@ -188,6 +188,22 @@ async fn look_alike_since(
         }
     }
     for (id, events) in deliveries {
+        // Only what may have taken a key since: a reception, a decision
+        // made again, a resolution, a key taken again. An effect's answer,
+        // a look-up or an expiry changes an effect the checks already read
+        // (they count every one that did not fail).
+        let takes = |event: &JournalEvent| {
+            matches!(
+                event,
+                JournalEvent::DeliveryReceived(_)
+                    | JournalEvent::DecisionMade(_)
+                    | JournalEvent::KeyReserved(_)
+                    | JournalEvent::CaseResolved(_)
+            )
+        };
+        if !events.iter().any(takes) {
+            continue;
+        }
         // Received since: its events are all here. Otherwise (re-decided,
         // or its case resolved since) its reception is older.
         let received = events
