@@ -170,6 +170,34 @@ pub struct SensitiveMask {
 /// never inside longer text (a two-letter value would shred every word).
 pub const MIN_EMBEDDED_LEN: usize = 6;
 
+/// `text` with every run of exactly the digits `digits` (no digit on
+/// either side: `100000` is not inside `evt_1000004`) replaced by `with`;
+/// `None` when there is none.
+pub fn replace_digits(text: &str, digits: &str, with: &str) -> Option<String> {
+    if digits.is_empty() || !text.contains(digits) {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut from, mut replaced) = (0, false);
+    for (at, _) in text.match_indices(digits) {
+        let end = at + digits.len();
+        let alone = (at == 0 || !bytes[at - 1].is_ascii_digit())
+            && bytes.get(end).is_none_or(|b| !b.is_ascii_digit());
+        if alone && at >= from {
+            out.push_str(&text[from..at]);
+            out.push_str(with);
+            from = end;
+            replaced = true;
+        }
+    }
+    if !replaced {
+        return None;
+    }
+    out.push_str(&text[from..]);
+    Some(out)
+}
+
 impl SensitiveMask {
     /// Replaces, in `body`, every node a path selects with its tag, and
     /// remembers the clear values so that other views of the same delivery
@@ -250,10 +278,15 @@ impl SensitiveMask {
             Value::String(text) => {
                 for (clear, tag) in &self.found {
                     // A number reaches text as its digits (a URL's path, a
-                    // downstream's answer).
+                    // downstream's answer), as canonical JSON writes it
+                    // however the body did (`1.2345678901e10`).
                     let c = match clear {
                         Value::String(c) => std::borrow::Cow::Borrowed(c.as_str()),
-                        Value::Number(n) => std::borrow::Cow::Owned(n.to_string()),
+                        Value::Number(_) => {
+                            std::borrow::Cow::Owned(crate::domain::identity::jcs::key_string(
+                                &crate::domain::identity::jcs::canonical_numbers(clear),
+                            ))
+                        }
                         _ => continue,
                     };
                     // A fixture masks a number as another number: its
@@ -266,7 +299,11 @@ impl SensitiveMask {
                     if c.chars().count() < MIN_EMBEDDED_LEN {
                         continue;
                     }
-                    if text.contains(c.as_ref()) {
+                    if let Value::Number(_) = clear {
+                        if let Some(replaced) = replace_digits(text, &c, &t) {
+                            *text = replaced;
+                        }
+                    } else if text.contains(c.as_ref()) {
                         *text = text.replace(c.as_ref(), &t);
                     }
                     let encoded = uri::encode(&c);
@@ -440,6 +477,28 @@ mod tests {
         assert!(!text.contains("12345678901"), "{text}");
         assert!(other["url"].as_str().unwrap().contains(&tag), "{text}");
         assert_eq!(other["number"], tag.as_str());
+    }
+
+    #[test]
+    fn a_sensitive_number_written_as_a_double_is_scrubbed_by_its_canonical_digits() {
+        let mut body: Value = serde_json::from_str(r#"{"n": 1.2345678901e10}"#).unwrap();
+        let path = FieldRef::parse("$.n").unwrap();
+        let mask = SensitiveMask::mask_body(&mut body, &[&path], &secret());
+        let note = mask.scrub_text("customer 12345678901 called");
+        assert!(!note.contains("12345678901"), "{note}");
+    }
+
+    #[test]
+    fn digits_are_replaced_only_where_they_stand_alone() {
+        assert_eq!(
+            replace_digits("c 100000, evt_1000004, 100000", "100000", "X").as_deref(),
+            Some("c X, evt_1000004, X")
+        );
+        assert_eq!(replace_digits("evt_1000004", "100000", "X"), None);
+        assert_eq!(
+            replace_digits("/c/123456/r", "123456", "9").as_deref(),
+            Some("/c/9/r")
+        );
     }
 
     #[test]
