@@ -64,7 +64,7 @@ pub(super) async fn run(cli: &Cli, args: &ReplayArgs) -> anyhow::Result<()> {
 fn text(report: &ShadowReport) -> String {
     let mut out = format!(
         "replayed {} deliveries ({} left out: body gone; {} decisions compared, a batch's \
-         events one by one) in {:.1} s, {:.0} decisions/s\n",
+         events one by one) in {:.1} s, {:.0} deliveries decided/s by both sets\n",
         report.replayed, report.skipped, report.compared, report.elapsed_secs, report.per_s
     );
     if report.replayed == 0 {

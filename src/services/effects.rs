@@ -70,6 +70,10 @@ pub fn spawn(engine: SharedEngine, job: EffectJob, source: String, event: Option
                     tracing::info!(effect.id = %job.effect_id, "effect not called: its reservation moved on while it waited for a turn");
                     return;
                 }
+                Err(DbErr::Custom(why)) if why == EXPIRY_SETTLED => {
+                    tracing::info!(effect.id = %job.effect_id, "effect not called: {why}");
+                    return;
+                }
                 Err(error) => {
                     tracing::error!(effect.id = %job.effect_id, %error, "effect not called: its key could not be taken again after a late turn; its lease will expire to unknown");
                     return;
@@ -421,11 +425,18 @@ impl Journaled {
 // which is true: nothing left), the key reserved with the next fencing
 // token and a fresh lease. The call goes out under that token. A lease
 // that ran out while the call waited opened a case (outcome unknown): the
-// call resolves it first, in the same transaction, and is sent only if no
-// one else (a person, the status look-up) settled it before.
+// call resolves it in the same transaction, after the unsent attempt is
+// claimed, and is sent only if no one else (a person, the status look-up)
+// settled it before; otherwise the transaction rolls back
+// (`EXPIRY_SETTLED`).
 
 /// Why an attempt whose turn came too late was never sent.
 pub const NOT_CALLED: &str = "not_called_in_time";
+
+/// The error a late turn rolls back with when someone settled the case its
+/// lease's expiry opened: they decided, and nothing is sent.
+const EXPIRY_SETTLED: &str =
+    "the case its lease's expiry opened was settled meanwhile: nothing is sent";
 
 /// Whether a call that waited `waited` for its turn must take its key again.
 pub fn late(engine: &SharedEngine, waited: std::time::Duration) -> bool {
@@ -526,10 +537,7 @@ impl WriteJob for TakeAgain {
             if let Some(case_id) = open
                 && !the_call_never_left(tx, &held, &job, case_id, at).await?
             {
-                return Err(DbErr::Custom(
-                    "the case its lease's expiry opened was settled meanwhile: nothing is sent"
-                        .to_owned(),
-                ));
+                return Err(DbErr::Custom(EXPIRY_SETTLED.to_owned()));
             }
             let claimed = Claim {
                 key: job.key.clone(),
