@@ -341,6 +341,52 @@ async fn a_window_over_the_page_limit_is_refused_naming_the_limit() {
     );
 }
 
+/// A batch counts once toward the page's limit, its events not at all:
+/// a window of exactly the limit whose last delivery is a batch replays.
+#[tokio::test]
+async fn a_batch_counts_once_toward_the_page_limit() {
+    let app = spawn_app().await;
+    let plain = app
+        .post_signed("hmac", &refund("pay_shb", 700, Some("rr_shb")))
+        .await;
+    assert_eq!(plain.json["decision"], "process", "{}", plain.json);
+    let batch = app
+        .post_signed("gocardless", &gocardless_batch(&["EV_LIM_1", "EV_LIM_2"]))
+        .await;
+    assert_eq!(
+        batch.json["items"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        batch.json
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let window = Window {
+        most: Some(2),
+        ..Window::default()
+    };
+    let report = shadow::shadow(&app.db, TEST_SOURCES, PAYMENT_ONLY, &window, scratch.path())
+        .await
+        .expect("within the limit");
+    assert_eq!((report.replayed, report.compared), (2, 3));
+}
+
+/// A GoCardless delivery of one payment's events `ids`.
+fn gocardless_batch(ids: &[&str]) -> Vec<u8> {
+    let events: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({
+                "id": id, "created_at": "2026-12-07T10:00:00.000Z",
+                "resource_type": "payments", "action": "confirmed",
+                "links": { "payment": "PM_SHADOW" },
+                "details": { "origin": "gocardless", "cause": "payment_confirmed" },
+                "metadata": {}
+            })
+        })
+        .collect();
+    serde_json::to_vec(&serde_json::json!({ "events": events })).unwrap()
+}
+
 #[tokio::test]
 async fn an_event_type_carrying_a_bidi_override_is_written_out_on_the_replay_page() {
     let app = spawn_app().await;
@@ -492,20 +538,9 @@ strategies = ["gocardless-payment", "gocardless-event-id"]
 async fn a_candidate_that_merges_two_events_of_one_batch_is_reported_event_by_event() {
     // Given a GoCardless batch of two events of one payment, each applied
     let app = spawn_app().await;
-    let event = |id: &str| {
-        serde_json::json!({
-            "id": id, "created_at": "2026-12-07T10:00:00.000Z",
-            "resource_type": "payments", "action": "confirmed",
-            "links": { "payment": "PM_SHADOW" },
-            "details": { "origin": "gocardless", "cause": "payment_confirmed" },
-            "metadata": {}
-        })
-    };
-    let body = serde_json::to_vec(&serde_json::json!({
-        "events": [event("EV_SH_1"), event("EV_SH_2")]
-    }))
-    .unwrap();
-    let batch = app.post_signed("gocardless", &body).await;
+    let batch = app
+        .post_signed("gocardless", &gocardless_batch(&["EV_SH_1", "EV_SH_2"]))
+        .await;
     let items = batch.json["items"].as_array().expect("items").clone();
     assert_eq!(items.len(), 2, "{}", batch.json);
     assert!(
