@@ -327,14 +327,7 @@ async fn a_window_over_the_page_limit_is_refused_naming_the_limit() {
             .await;
         assert_eq!(reply.json["decision"], "process", "{}", reply.json);
     }
-    let scratch = tempfile::tempdir().unwrap();
-    let window = Window {
-        most: Some(2),
-        ..Window::default()
-    };
-    let refused = shadow::shadow(&app.db, TEST_SOURCES, PAYMENT_ONLY, &window, scratch.path())
-        .await
-        .expect_err("over the limit");
+    let refused = replay_within(&app, 2).await.expect_err("over the limit");
     assert!(
         format!("{refused:#}").contains("more than the 2 deliveries a page replays"),
         "{refused:#}"
@@ -359,15 +352,22 @@ async fn a_batch_counts_once_toward_the_page_limit() {
         "{}",
         batch.json
     );
+    let report = replay_within(&app, 2).await.expect("within the limit");
+    assert_eq!((report.replayed, report.compared), (2, 3));
+}
+
+/// The payment-only candidate replayed as a page does, at most `most`
+/// deliveries.
+async fn replay_within(
+    app: &crate::support::app::TestApp,
+    most: usize,
+) -> anyhow::Result<shadow::ShadowReport> {
     let scratch = tempfile::tempdir().unwrap();
     let window = Window {
-        most: Some(2),
+        most: Some(most),
         ..Window::default()
     };
-    let report = shadow::shadow(&app.db, TEST_SOURCES, PAYMENT_ONLY, &window, scratch.path())
-        .await
-        .expect("within the limit");
-    assert_eq!((report.replayed, report.compared), (2, 3));
+    shadow::shadow(&app.db, TEST_SOURCES, PAYMENT_ONLY, &window, scratch.path()).await
 }
 
 /// A GoCardless delivery of one payment's events `ids`.
