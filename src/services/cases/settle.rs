@@ -193,23 +193,10 @@ pub(crate) async fn settle(
             Err(error) if consumed_meanwhile(&error) => {
                 return Err(Refusal::OperationConsumed.into());
             }
-            Err(DbErr::Custom(why)) if why == CONSUMED => {
-                return Err(Refusal::OperationConsumed.into());
-            }
-            Err(DbErr::Custom(why)) if why == UNCITED => {
-                return Err(Refusal::CiteAnOperation.into());
-            }
-            Err(DbErr::Custom(why)) if why == HELD => {
-                return Err(Refusal::CiteTheOperation.into());
-            }
-            Err(DbErr::Custom(why)) if why == PAID => {
-                return Err(Refusal::OperationPaid.into());
-            }
-            Err(DbErr::Custom(why)) if why == UNCHECKED => {
-                return Err(Refusal::ReadModelBehind.into());
-            }
-            Err(DbErr::Custom(why)) if why == ARRIVED => {
-                return Err(Refusal::LookAlikeArrived.into());
+            // A refusal the job rolled back with, or a storage error.
+            Err(DbErr::Custom(why)) => {
+                let refusal = rolled_back_by(&why).ok_or(DbErr::Custom(why))?;
+                return Err(refusal.into());
             }
             other => break other?,
         }
@@ -266,6 +253,21 @@ impl Settler {
 const CONSUMED: &str = "the provider operation cited is already consumed";
 const UNCITED: &str = "another effect under the key cites no provider operation";
 const HELD: &str = "the delivery looks like an operation made by hand and cites none";
+
+/// The refusal a settlement job's transaction rolled back with, by the
+/// error it ended with.
+fn rolled_back_by(why: &str) -> Option<Refusal> {
+    [
+        (CONSUMED, Refusal::OperationConsumed),
+        (UNCITED, Refusal::CiteAnOperation),
+        (HELD, Refusal::CiteTheOperation),
+        (PAID, Refusal::OperationPaid),
+        (UNCHECKED, Refusal::ReadModelBehind),
+        (ARRIVED, Refusal::LookAlikeArrived),
+    ]
+    .into_iter()
+    .find_map(|(marker, refusal)| (marker == why).then_some(refusal))
+}
 
 /// Whether a settlement lost a race for the provider operation it cited:
 /// another process's effect took it between this one's read and its commit.
