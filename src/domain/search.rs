@@ -14,6 +14,23 @@
 /// a shortened id on a page shows eight.
 pub const MIN_PREFIX: usize = 6;
 
+/// The longest id the search indexes hold (bytes of UTF-8). Provider ids
+/// and payment ids are short; a longer value (an unsigned header a sender
+/// made as long as the request allows) is kept in the journal and never
+/// indexed: PostgreSQL refuses a B-tree entry past ~2,700 bytes, and one
+/// such row would stop the read model for every delivery after it.
+pub const MAX_SEARCHABLE: usize = 200;
+
+/// `value` when the search indexes may hold it (see [`MAX_SEARCHABLE`]).
+pub fn searchable(value: &str) -> Option<&str> {
+    (!value.is_empty() && value.len() <= MAX_SEARCHABLE).then_some(value)
+}
+
+/// An optional id as the search indexes may hold it.
+pub fn searchable_id(id: Option<&str>) -> Option<String> {
+    id.and_then(searchable).map(str::to_owned)
+}
+
 /// The search text, as typed and trimmed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Text {

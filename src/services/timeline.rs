@@ -9,6 +9,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::domain::journal::{JournalEvent, Origin};
+use crate::domain::search::searchable_id;
 use crate::store::entities::{delivery, effect};
 use crate::store::journal::StoredEvent;
 use crate::store::search::{self, Links};
@@ -78,7 +79,8 @@ impl Ties {
                 }
                 JournalEvent::KeyDerived(e) => {
                     ties.business_key = e.business.as_ref().map(|b| b.key.clone());
-                    ties.provider_event_id = e.provider_event_id.clone();
+                    // As the read model holds it, to find the rows that share it.
+                    ties.provider_event_id = searchable_id(e.provider_event_id.as_deref());
                     ties.deliveries
                         .extend(e.items.iter().map(|i| i.to_string()));
                 }

@@ -258,3 +258,74 @@ async fn a_body_holding_a_nul_character_is_kept_and_quarantined_without_failing_
         .expect("the rebuild reads every row");
     assert_eq!(replayed.rows as i64, journaled);
 }
+
+/// A GitHub `issues.opened` delivery signed for the demo's `github` source,
+/// with `guid` as its unsigned `X-GitHub-Delivery`.
+async fn github_issue(app: &crate::support::app::TestApp, guid: &str, issue: u64) -> Value {
+    let source = app.source("github");
+    let secret = crate::support::app::secret_of(source);
+    let body = serde_json::to_vec(&json!({
+        "action": "opened",
+        "issue": { "id": issue, "number": issue, "title": format!("issue {issue}") },
+        "repository": { "id": 77 },
+    }))
+    .unwrap();
+    let mut headers =
+        unicity::providers::signature::sign(&source.scheme, &secret, "m", 0, &body).unwrap();
+    headers.push(("x-github-event".to_owned(), "issues".to_owned()));
+    headers.push(("x-github-delivery".to_owned(), guid.to_owned()));
+    let reply = app.post_raw("github", body, &headers).await;
+    assert!(
+        (200..300).contains(&reply.status),
+        "{}: {}",
+        reply.status,
+        reply.json
+    );
+    reply.json
+}
+
+#[tokio::test]
+async fn a_delivery_id_too_long_to_index_is_kept_unsearchable_and_never_stops_the_read_model() {
+    let app = spawn_app().await;
+    // 7,000 characters of random hexadecimal: too long for a PostgreSQL
+    // B-tree entry even compressed, inside the request's header limit.
+    let long: String = (0..219)
+        .map(|_| uuid::Uuid::new_v4().simple().to_string())
+        .collect();
+    let first = github_issue(&app, &long, 1).await;
+    let second = github_issue(&app, "guid-after-the-long-one", 2).await;
+    let (first, second) = (
+        first["delivery_id"].as_str().unwrap().to_owned(),
+        second["delivery_id"].as_str().unwrap().to_owned(),
+    );
+
+    // The read model passes the long id and takes the delivery after it.
+    crate::support::counts::read_model_caught_up(&app.db).await;
+    let found = crate::search::found(&app, "q=guid-after-the-long-one").await;
+    assert_eq!(found, vec![second.clone()]);
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM deliveries WHERE delivery_id = '{first}' \
+             AND provider_event_id IS NULL AND decision = 'process'"
+        ))
+        .await,
+        1,
+        "the long id is not indexed, the delivery is"
+    );
+    // The journal keeps the id whole: the delivery's page shows it.
+    let shown = app.delivery(&first).await;
+    assert_eq!(shown.status, 200, "{}", shown.json);
+    assert!(shown.json.to_string().contains(&long));
+
+    // A rebuild reads the same rows again.
+    let before = app
+        .count("SELECT COUNT(*) FROM deliveries WHERE provider_event_id IS NOT NULL")
+        .await;
+    projections::rebuild(&app.db).await.expect("rebuilt");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE provider_event_id IS NOT NULL")
+            .await,
+        before
+    );
+    assert_eq!(before, 1);
+}

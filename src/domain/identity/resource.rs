@@ -19,9 +19,6 @@ pub const DEFAULT_RESOURCE_PATHS: [&str; 4] = [
     "$.data.object.id",
 ];
 
-/// Values longer than this are not searchable resources (ids are short).
-const MAX_LEN: usize = 200;
-
 /// The paths tried in order, each marked sensitive or not.
 #[derive(Debug, Clone, Default)]
 pub struct ResourcePaths {
@@ -220,7 +217,9 @@ fn searchable(value: &Value) -> Option<String> {
         Value::Number(n) => n.to_string(),
         _ => return None,
     };
-    (!text.is_empty() && text.len() <= MAX_LEN).then_some(text)
+    crate::domain::search::searchable(&text)
+        .is_some()
+        .then_some(text)
 }
 
 fn sealed(text: &str, secret: &KeySecret) -> String {

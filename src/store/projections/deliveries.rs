@@ -24,6 +24,7 @@ use super::horizons::Horizons;
 use super::rows as rows_of;
 use crate::domain::decision::Action;
 use crate::domain::journal::{DecisionMade, DeliveryReceived, JournalEvent, KeyDerived, Origin};
+use crate::domain::search;
 use crate::store::bulk;
 use crate::store::deferred::Deferred;
 use crate::store::entities::{deferred_delivery, delivery, transport_link};
@@ -148,7 +149,9 @@ fn received_columns(
 fn set_key_columns(row: &mut delivery::ActiveModel, e: &KeyDerived) {
     let business = e.business.as_ref();
     row.event_type = Set(e.event_type.clone());
-    row.provider_event_id = Set(e.provider_event_id.clone());
+    // A longer id stays in the journal, unsearchable: rows journaled before
+    // 2026-12-07 kept any length, and one stopped the read model.
+    row.provider_event_id = Set(search::searchable_id(e.provider_event_id.as_deref()));
     row.transport_key = Set(Some(e.transport_key.clone()));
     row.business_key = Set(business.map(|b| b.key.clone()));
     row.strategy = Set(business.map(|b| b.strategy.clone()));
