@@ -472,3 +472,39 @@ async fn a_late_webhook_decided_while_its_refund_is_recorded_as_made_by_hand_ref
     )
     .await;
 }
+
+/// The checks of a record read effects in the read model once it holds the
+/// journal; when how far it got cannot even be read, nothing says the late
+/// webhook is not among the rows it lacks: the record is refused, not
+/// trusted, and taken once the read model answers again.
+#[tokio::test]
+async fn a_read_model_whose_position_cannot_be_read_refuses_the_record_instead_of_trusting_it() {
+    use sea_orm::ConnectionTrait;
+    // Given a missing refund, and a read model whose checkpoint cannot be read
+    let (app, downstream, case, _provider) = found_missing().await;
+    let rename = |from: &str, to: &str| format!("ALTER TABLE {from} RENAME TO {to}");
+    let away = "projector_checkpoints_away";
+    app.db
+        .execute_unprepared(&rename("projector_checkpoints", away))
+        .await
+        .expect("renamed");
+
+    // When finance records it as made by hand
+    let made = json!({"resolution": "made_by_hand", "note": "refunded at the bank"});
+    let refused = app.resolve(&case, made.clone()).await;
+    app.db
+        .execute_unprepared(&rename(away, "projector_checkpoints"))
+        .await
+        .expect("renamed back");
+
+    // Then nothing is recorded: the case stays open, nothing is held
+    assert_ne!(refused.status, 200, "{}", refused.json);
+    let open = format!("SELECT COUNT(*) FROM cases WHERE case_id = '{case}' AND status = 'open'");
+    assert_eq!(app.count(&open).await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) FROM hand_made_holds").await, 0);
+    // And once the read model answers, the same record is taken
+    let taken = app.resolve(&case, made).await;
+    assert_eq!(taken.status, 200, "{}", taken.json);
+    assert_eq!(app.count("SELECT COUNT(*) FROM hand_made_holds").await, 1);
+    assert!(downstream.calls().is_empty());
+}

@@ -13,6 +13,7 @@ use crate::domain::delivery::DeliveryId;
 use crate::domain::journal::{HandMade, JournalEvent, KeySummary, ProviderOperation};
 use crate::services::effects::Journaled;
 use crate::services::engine::{Engine, SharedEngine};
+use crate::services::projector;
 use crate::store::Tx;
 use crate::store::entities::case;
 
@@ -98,8 +99,10 @@ pub(super) async fn recorded(
     // model: brought up to the journal's head first. Every row up to this
     // head is then in it (on PostgreSQL the projector's fence waits for
     // appends under way below it).
+    // A read model whose position cannot be read is not trusted either:
+    // the error refuses the record (a page would read on regardless).
     let checked = crate::store::projector::head(&engine.db).await?;
-    let fresh = crate::services::projector::before_reading(engine).await;
+    let fresh = projector::caught_up(engine, projector::READ_WAIT).await?;
     if fresh.behind > 0 || fresh.stopped_at.is_some() {
         return Err(Refusal::ReadModelBehind.into());
     }
