@@ -11,7 +11,8 @@ pub use crate::store::projections::Replayed;
 /// PostgreSQL, and find the database busy on SQLite (a 503: providers
 /// retry), until it commits.
 pub async fn rebuild(db: &DatabaseConnection) -> Result<Replayed, DbErr> {
-    let fence = crate::store::projector::fence(db).await?;
+    // A batch's slow commit holds the journal longer than one try waits.
+    let fence = crate::store::projector::fence_retried(db).await?;
     let txn = crate::store::begin_owning_reservations(db).await?;
     let replayed = crate::store::projections::rebuild_in(&txn, fence).await?;
     txn.commit().await?;

@@ -111,8 +111,8 @@ pub async fn catch_up(db: &DatabaseConnection, limit: u64) -> Result<i64, DbErr>
 }
 
 /// The fence, asked again while a long append keeps it waiting (PostgreSQL
-/// gives up after 100 ms).
-async fn fence_retried(db: &DatabaseConnection) -> Result<i64, DbErr> {
+/// gives up after 100 ms): for a second at most.
+pub async fn fence_retried(db: &DatabaseConnection) -> Result<i64, DbErr> {
     let mut tries = 0;
     loop {
         match fence(db).await {

@@ -160,3 +160,39 @@ async fn a_rebuild_while_effects_settle_loses_no_settlement_and_equals_the_live_
     let again = probe.snapshot().await;
     assert_same_projections(&live, &again, &["deliveries", "effects"]);
 }
+
+/// On PostgreSQL a rebuild starts from the journal's fence, which waits for
+/// appends under way; one that holds the journal's lock longer than the
+/// fence waits at a time (a batch's slow commit) delays the rebuild
+/// instead of failing it.
+#[tokio::test]
+async fn a_rebuild_waits_out_an_append_that_holds_the_journal_longer_than_one_try() {
+    let app = spawn_app_with("").await;
+    if !app.is_postgres() {
+        return; // SQLite's rebuild waits on its write lock, as every writer
+    }
+    let first = app
+        .post_signed("hmac", &refund("pay_fence", 500, Some("rr_fence")))
+        .await;
+    assert_eq!(first.status, 202, "{}", first.json);
+    // An append under way: the journal's lock, held shared for 400 ms.
+    let appending = crate::support::held::AdminChange::begin(&app.database_url).await;
+    appending
+        .execute("SELECT pg_advisory_xact_lock_shared(1970170218, 0)")
+        .await;
+    let released = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        appending.commit_once_waited_on().await;
+    });
+
+    let replayed = unicity::services::projections::rebuild(&app.db).await;
+
+    released.await.expect("released");
+    let replayed = replayed.expect("the rebuild waits for the append");
+    assert_eq!(replayed.rows as i64, app.journal_rows().await);
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM deliveries WHERE decision = 'process'")
+            .await,
+        1
+    );
+}
