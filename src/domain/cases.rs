@@ -190,6 +190,10 @@ pub enum Refusal {
     NoSuchOperator,
     #[error("more cases than a bulk resolution takes at once")]
     TooManyCases,
+    #[error(
+        "a provider's operation id has at most 200 characters: cite the id the provider's dashboard shows"
+    )]
+    ReferenceTooLong,
 }
 
 impl Refusal {
@@ -213,6 +217,7 @@ impl Refusal {
             Self::NothingToHoldBy => "nothing_to_hold_by",
             Self::NoSuchOperator => "no_such_operator",
             Self::TooManyCases => "too_many_cases",
+            Self::ReferenceTooLong => "reference_too_long",
         }
     }
 }

@@ -937,3 +937,37 @@ async fn two_uncited_distinct_resolutions_at_once_without_group_commit_apply_one
         1
     );
 }
+
+/// A provider's operation id is short; a reference as long as a form
+/// allows is refused with a code saying so, the case left open, and the
+/// same case resolves with the operation's real id.
+#[tokio::test]
+async fn a_reference_too_long_to_be_an_operation_id_is_refused_and_the_case_stays_open() {
+    let s = Setup::new().await;
+    let (_key, case_id, _delivery) = s.weak_match_case().await;
+    let long: String = (0..219)
+        .map(|_| uuid::Uuid::new_v4().simple().to_string())
+        .collect();
+    let resolve = |reference: String| {
+        serde_json::json!({
+            "resolution": "process_as_distinct",
+            "note": "the provider lists two refunds",
+            "authoritative_ref": reference,
+        })
+    };
+    let refused = s.app.resolve(&case_id.to_string(), resolve(long)).await;
+    assert_eq!(refused.status, 400, "{}", refused.json);
+    assert_eq!(
+        refused.json["code"], "reference_too_long",
+        "{}",
+        refused.json
+    );
+    assert_eq!(s.case_column(case_id, "status").await, "open");
+
+    let taken = s
+        .app
+        .resolve(&case_id.to_string(), resolve("re_provider_2".to_owned()))
+        .await;
+    assert_eq!(taken.status, 200, "{}", taken.json);
+    s.downstream.wait_calls(2).await;
+}

@@ -177,7 +177,10 @@ impl Lookup {
                 Ok(body) => body,
                 Err(error) => return Some((pages, Err(error))),
             };
-            operations.extend(self.map(&body));
+            match self.map(&body) {
+                Ok(page) => operations.extend(page),
+                Err(error) => return Some((pages, Err(error))),
+            }
             // A listing that says whether more pages follow says it on
             // every page: an answer that does not is no page of it.
             let more = match &listing.has_more {
@@ -283,7 +286,7 @@ mod tests {
         ]});
         let cursor = listing.cursor.as_ref().unwrap().query(&page);
         assert_eq!(cursor.first(), Some(&json!("re_2")));
-        let ops = lookup.map(&page);
+        let ops = lookup.map(&page).expect("ids");
         assert_eq!(ops[0].resource.as_deref(), Some("pi_1"));
         assert_eq!(
             ops[1].created_at,
@@ -313,11 +316,13 @@ effect_resource = ["a", "b"]
         )
         .unwrap();
         let lookup = file.resolve(|_| None).unwrap();
-        let ops = lookup.map(&json!({"data": [
-            {"id": "1", "amount": 1, "currency": "x", "a": "A", "b": "B"},
-            {"id": "2", "amount": 1, "currency": "x", "a": null, "b": "B"},
-            {"id": "3", "amount": 1, "currency": "x"}
-        ]}));
+        let ops = lookup
+            .map(&json!({"data": [
+                {"id": "1", "amount": 1, "currency": "x", "a": "A", "b": "B"},
+                {"id": "2", "amount": 1, "currency": "x", "a": null, "b": "B"},
+                {"id": "3", "amount": 1, "currency": "x"}
+            ]}))
+            .expect("ids");
         let resources: Vec<_> = ops.iter().map(|op| op.resource.as_deref()).collect();
         assert_eq!(resources, [Some("A"), Some("B"), None]);
         for (body, expected) in [

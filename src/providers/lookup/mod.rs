@@ -64,6 +64,7 @@ use serde_json_path::JsonPath;
 
 use crate::domain::identity::pattern;
 use crate::domain::lookup::OperationField;
+use crate::domain::search::{MAX_SEARCHABLE, searchable};
 
 /// One `[[lookups]]` table as written. A `preset` fills what is not given.
 #[derive(Debug, Clone, Deserialize)]
@@ -378,7 +379,7 @@ impl Lookup {
             Ok(response) => {
                 let status = Some(response.status().as_u16());
                 match response.json::<Value>().await {
-                    Ok(body) => (status, Ok(self.map(&body))),
+                    Ok(body) => (status, self.map(&body)),
                     Err(error) => (
                         status,
                         Err(format!("unreadable answer: {}", error.without_url())),
@@ -401,10 +402,14 @@ impl Lookup {
         self.effect_fields.read(event).0
     }
 
-    /// The operations of an answer, by the configured paths.
-    fn map(&self, body: &Value) -> Vec<Operation> {
+    /// The operations of an answer, by the configured paths. An id too long
+    /// to be one (see [`MAX_SEARCHABLE`]) makes the whole answer unusable:
+    /// leaving its operation out would count one operation fewer, and a
+    /// duplicate could be confirmed on it.
+    fn map(&self, body: &Value) -> Result<Vec<Operation>, String> {
         let first = |path: &JsonPath, value: &Value| path.query(value).first().cloned();
-        self.operations
+        let operations: Vec<Operation> = self
+            .operations
             .query(body)
             .all()
             .into_iter()
@@ -426,7 +431,14 @@ impl Lookup {
                     created_at: optional(&self.created_at).and_then(|v| list::instant(&v)),
                 })
             })
-            .collect()
+            .collect();
+        match operations.iter().find(|op| searchable(&op.id).is_none()) {
+            Some(op) => Err(format!(
+                "the provider listed an operation id of {} bytes: an id has 1 to {MAX_SEARCHABLE}",
+                op.id.len()
+            )),
+            None => Ok(operations),
+        }
     }
 }
 
@@ -467,11 +479,19 @@ mod tests {
             {"amount": 1},
             {"id": 42, "amount": 700, "currency": "EUR"}
         ]});
-        let ops = lookup.map(&body);
+        let ops = lookup.map(&body).expect("ids");
         assert_eq!(ops.len(), 2, "an operation without an id is no operation");
         assert_eq!(ops[0].id, "re_1");
         assert_eq!(ops[0].status.as_deref(), Some("succeeded"));
         assert_eq!(ops[1].id, "42");
+        // An id too long to be one makes the answer unusable, not shorter.
+        let long = "r".repeat(MAX_SEARCHABLE + 1);
+        let body = json!({"data": [
+            {"id": "re_1", "amount": 700, "currency": "EUR"},
+            {"id": long, "amount": 700, "currency": "EUR"}
+        ]});
+        let refused = lookup.map(&body).expect_err("an id of 201 bytes");
+        assert!(refused.contains("201 bytes"), "{refused}");
     }
 
     #[test]
@@ -509,7 +529,9 @@ mod tests {
             lookup.resource_of(&webhook).as_deref(),
             Some("ch_1PgafuB7WZ01zgkWXYmPNZs8")
         );
-        let ops = lookup.map(&json!({"object": "list", "data": [refund], "has_more": false}));
+        let ops = lookup
+            .map(&json!({"object": "list", "data": [refund], "has_more": false}))
+            .expect("ids");
         assert_eq!(ops.len(), 1);
         assert_eq!(
             ops[0].resource.as_deref(),

@@ -110,7 +110,7 @@ pub struct CasePage {
     pub cite_required: bool,
 }
 
-const NOTICES: [(&str, &str); 26] = [
+const NOTICES: [(&str, &str); 27] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -192,6 +192,10 @@ const NOTICES: [(&str, &str); 26] = [
     (
         "look_alike_arrived",
         "A delivery that looks like this operation arrived while it was being recorded as made by hand: its late webhook may have been applied. Nothing was recorded; look at it, then try again.",
+    ),
+    (
+        "reference_too_long",
+        "A provider's operation id has at most 200 characters: cite the id the provider's dashboard shows. Nothing was resolved.",
     ),
     (
         "nothing_to_hold_by",
