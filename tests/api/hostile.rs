@@ -329,3 +329,35 @@ async fn a_delivery_id_too_long_to_index_is_kept_unsearchable_and_never_stops_th
     );
     assert_eq!(before, 1);
 }
+
+#[tokio::test]
+async fn two_refunds_whose_references_differ_past_what_a_double_holds_are_never_one_refund() {
+    let app = spawn_app().await;
+    let refund_numbered = |reference: &str| {
+        format!(
+            r#"{{"type":"refund.created","payment_id":"pay_big","amount":700,"currency":"EUR","refund_reference":{reference}}}"#
+        )
+        .into_bytes()
+    };
+    // Both references read as 1e20 once parsed.
+    let first = app
+        .post_signed("hmac", &refund_numbered("100000000000000000001"))
+        .await;
+    let second = app
+        .post_signed("hmac", &refund_numbered("100000000000000000002"))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    assert_eq!(
+        first.json["strategy"], "norefid-refund-fingerprint@1",
+        "{}",
+        first.json
+    );
+    // The second is not ignored as the first's duplicate: money waits for
+    // the provider or a person.
+    assert_eq!(second.json["decision"], "reconcile", "{}", second.json);
+    assert_eq!(
+        second.json["reason"], "weak_match_critical",
+        "{}",
+        second.json
+    );
+}

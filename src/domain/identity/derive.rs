@@ -169,19 +169,26 @@ impl<'c> Ctx<'c, '_> {
             let value = match (&item.value, &item.path) {
                 (Some(v), _) => Value::String(v.clone()),
                 (None, Some(path)) => match self.read(path, &body) {
-                    Some(v) => v,
-                    None if item.optional => Value::Null,
-                    None => return Err(missing(&item.name, path)),
+                    Read::Found(v) => v,
+                    Read::Inexact => return Err(inexact(&item.name, path)),
+                    Read::Absent if item.optional => Value::Null,
+                    Read::Absent => return Err(missing(&item.name, path)),
                 },
                 (None, None) => Value::Null,
             };
             scope.insert(item.name.clone(), value);
         }
         let discriminants = self.read_all(&s.discriminants, &body, false)?;
+        // A discriminant read inexactly cannot agree or differ: missing,
+        // optional or not (two rounded values would compare equal).
         let missing_discriminants = s
             .discriminants
             .iter()
-            .filter(|f| !f.optional && discriminants.get(&f.name).is_none_or(Value::is_null))
+            .filter(|f| match self.read(&f.path, &body) {
+                Read::Inexact => true,
+                Read::Absent => !f.optional,
+                Read::Found(_) => false,
+            })
             .map(|f| f.name.clone())
             .collect();
         let strategy = s.strategy_ref();
@@ -231,8 +238,12 @@ impl<'c> Ctx<'c, '_> {
 
     /// A header's text, or what `path` selects in `body`: numbers already in
     /// canonical form, since every body a strategy reads comes from it.
-    fn read(&self, path: &FieldRef, body: &Value) -> Option<Value> {
-        path.resolve(self.facts.headers, Some(body))
+    fn read(&self, path: &FieldRef, body: &Value) -> Read {
+        match path.resolve(self.facts.headers, Some(body)) {
+            None => Read::Absent,
+            Some(v) if jcs::holds_rounded_integer(&v) => Read::Inexact,
+            Some(v) => Read::Found(v),
+        }
     }
 
     /// Named values; with `required`, an absent non-optional field skips.
@@ -245,16 +256,34 @@ impl<'c> Ctx<'c, '_> {
         let mut out = Map::new();
         for f in fields {
             match self.read(&f.path, body) {
-                Some(v) => {
+                Read::Found(v) => {
                     out.insert(f.name.clone(), v);
                 }
-                None if required && !f.optional => return Err(missing(&f.name, &f.path)),
-                None => {
+                Read::Inexact if required => return Err(inexact(&f.name, &f.path)),
+                Read::Absent if required && !f.optional => return Err(missing(&f.name, &f.path)),
+                Read::Absent | Read::Inexact => {
                     out.insert(f.name.clone(), Value::Null);
                 }
             }
         }
         Ok(out)
+    }
+}
+
+/// What a field reference reads in one delivery.
+enum Read {
+    Found(Value),
+    /// Nothing selected, or only nulls.
+    Absent,
+    /// A whole number whose exact digits were lost (see
+    /// `jcs::holds_rounded_integer`): never key material.
+    Inexact,
+}
+
+fn inexact(name: &str, path: &FieldRef) -> SkipReason {
+    SkipReason::InexactNumber {
+        field: name.to_owned(),
+        path: path.to_string(),
     }
 }
 

@@ -67,6 +67,9 @@ fn write_body(
     for s in skipped {
         let why = match &s.reason {
             SkipReason::MissingField { field, path } => format!("field `{field}` ({path}) missing"),
+            SkipReason::InexactNumber { field, path } => {
+                format!("field `{field}` ({path}) holds a number too large to read exactly")
+            }
             SkipReason::NotApplicable { event_type } => format!("does not apply to {event_type}"),
         };
         let _ = writeln!(out, "{pad}skipped {}: {why}", s.strategy);

@@ -90,6 +90,25 @@ fn write_object(
     Ok(())
 }
 
+/// Whether `value` holds a whole number a double may have rounded: one not
+/// held as an exact `i64` / `u64`, at or past 2^53, where doubles skip
+/// integers. In a body read through [`canonical_numbers`] that is an
+/// integer past the range of `u64` and `i64`: `100000000000000000001` and
+/// `100000000000000000002` both read as 1e20. As key material they would
+/// merge two events, so a key never takes such a value (its exact digits
+/// are gone once parsed).
+pub fn holds_rounded_integer(value: &Value) -> bool {
+    const EXACT_UP_TO: f64 = 9_007_199_254_740_992.0; // 2^53
+    match value {
+        Value::Number(n) if n.as_i64().is_none() && n.as_u64().is_none() => n
+            .as_f64()
+            .is_some_and(|d| d.fract() == 0.0 && d.abs() >= EXACT_UP_TO),
+        Value::Array(items) => items.iter().any(holds_rounded_integer),
+        Value::Object(members) => members.values().any(holds_rounded_integer),
+        _ => false,
+    }
+}
+
 fn write_number(out: &mut String, n: &Number, integers: Integers) -> Result<(), JcsError> {
     if integers == Integers::Exact {
         if let Some(u) = n.as_u64() {

@@ -87,6 +87,9 @@ pub struct Skipped {
 pub enum SkipReason {
     /// A required field (or scope value) is absent or null.
     MissingField { field: String, path: String },
+    /// A field (or scope value) holds a whole number too large for the
+    /// exact digits to have been read (`jcs::holds_rounded_integer`).
+    InexactNumber { field: String, path: String },
     /// The strategy's event types do not cover this event type.
     NotApplicable { event_type: String },
 }

@@ -72,8 +72,18 @@ pub struct StrategyName {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "code", rename_all = "snake_case")]
 pub enum SkipDetail {
-    MissingField { field: String, path: String },
-    NotApplicable { event_type: String },
+    MissingField {
+        field: String,
+        path: String,
+    },
+    /// Since 2026-12-07.
+    InexactNumber {
+        field: String,
+        path: String,
+    },
+    NotApplicable {
+        event_type: String,
+    },
 }
 
 /// Why no business identity could be derived.
@@ -162,6 +172,10 @@ impl SkippedStrategy {
             strategy: StrategyName::of(&skipped.strategy),
             reason: match &skipped.reason {
                 SkipReason::MissingField { field, path } => SkipDetail::MissingField {
+                    field: field.clone(),
+                    path: path.clone(),
+                },
+                SkipReason::InexactNumber { field, path } => SkipDetail::InexactNumber {
                     field: field.clone(),
                     path: path.clone(),
                 },

@@ -372,3 +372,55 @@ strategies = ["meter-fingerprint"]
     }
     assert_ne!(business_key(&derive("10.5")), business_key(&exact));
 }
+
+/// A refund whose reference and amount are JSON number texts as the
+/// provider sent them.
+fn refund_with_numbers(reference: &str, amount: &str) -> Value {
+    let text = format!(
+        r#"{{"type":"refund.created","payment_id":"pay_123","amount":{amount},"currency":"EUR","refund_reference":{reference}}}"#
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn given_references_too_large_to_read_exactly_then_they_never_key_and_the_fingerprint_says_weak() {
+    let catalog = presets();
+    let derive =
+        |digits| Delivery::new("norefid", refund_with_numbers(digits, "1500")).derive(&catalog);
+    // Both read as 1e20: as a strong reference they would be one refund.
+    let (a, b) = (
+        derive("100000000000000000001"),
+        derive("100000000000000000002"),
+    );
+    for d in [&a, &b] {
+        assert_eq!(chosen(d), "norefid-refund-fingerprint@1");
+        assert_eq!(d.business.as_ref().unwrap().strength, Strength::Weak);
+        assert_eq!(
+            d.skipped[0].reason,
+            SkipReason::InexactNumber {
+                field: "refund_reference".into(),
+                path: "$.refund_reference".into()
+            }
+        );
+        assert!(
+            d.explain()
+                .contains("holds a number too large to read exactly")
+        );
+    }
+    // A reference inside u64 is exact and keys strongly, each its own.
+    let (c, e) = (
+        derive("18446744073709551615"),
+        derive("18446744073709551614"),
+    );
+    assert_eq!(chosen(&c), "norefid-refund-ref@1");
+    assert_ne!(business_key(&c), business_key(&e));
+}
+
+#[test]
+fn given_a_discriminant_too_large_to_read_exactly_then_it_is_missing_not_equal() {
+    let amount = "100000000000000000000001";
+    let d = Delivery::new("norefid", refund_with_numbers(r#""rr_1""#, amount)).derive(&presets());
+    let b = d.business.as_ref().unwrap();
+    assert_eq!(chosen(&d), "norefid-refund-ref@1");
+    assert_eq!(b.missing_discriminants, vec!["amount".to_owned()]);
+}
