@@ -9,7 +9,7 @@
 use super::field::FieldRef;
 use super::provider::ProviderDef;
 use super::resource::ResourcePaths;
-use super::strategy::{StrategyDef, StrategyRef};
+use super::strategy::{Kind, StrategyDef, StrategyRef};
 use super::{pattern, presets};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -93,7 +93,42 @@ impl Catalog {
             hierarchies,
         };
         catalog.check_references()?;
+        catalog.check_batch_strategies()?;
         Ok(catalog)
+    }
+
+    /// The items of a batch are keyed one by one, each from its own body: a
+    /// strategy of a provider whose deliveries may be batches reads no
+    /// header and hashes no raw body, which are the whole delivery's and
+    /// every item's alike (two items would share one key, and an item sent
+    /// again in another batch would get another).
+    fn check_batch_strategies(&self) -> Result<(), CatalogError> {
+        let batched = |s: &&StrategyDef| {
+            self.providers
+                .get(&s.provider)
+                .is_some_and(|p| p.items.is_some())
+        };
+        for s in self.strategies.values().filter(batched) {
+            let header = s
+                .fields
+                .iter()
+                .chain(&s.discriminants)
+                .map(|f| &f.path)
+                .chain(s.scope.iter().filter_map(|i| i.path.as_ref()))
+                .find(|path| path.is_header());
+            let why = match (s.kind, header) {
+                (Kind::RawHash, _) => "hashes the raw body".to_owned(),
+                (_, Some(path)) => format!("reads {path}"),
+                _ => continue,
+            };
+            return Err(CatalogError::Invalid(format!(
+                "strategy {}: provider {} delivers batches, whose items are keyed each from \
+                 its own body, but the strategy {why}, which is the whole delivery's",
+                s.strategy_ref(),
+                s.provider
+            )));
+        }
+        Ok(())
     }
 
     fn check_references(&self) -> Result<(), CatalogError> {

@@ -424,3 +424,29 @@ fn given_a_discriminant_too_large_to_read_exactly_then_it_is_missing_not_equal()
     assert_eq!(chosen(&d), "norefid-refund-ref@1");
     assert_eq!(b.missing_discriminants, vec!["amount".to_owned()]);
 }
+
+#[test]
+fn a_provider_delivering_batches_refuses_a_strategy_reading_the_whole_delivery() {
+    let batched = CUSTOM.replace(
+        "name = \"shop\"\ntransport",
+        "name = \"shop\"\nitems = \"$.orders[*]\"\ntransport",
+    );
+    assert_ne!(batched, CUSTOM);
+    let refused = |text: &str| {
+        let cfg: CatalogConfig = toml::from_str(text).unwrap();
+        Catalog::build(cfg).unwrap_err().to_string()
+    };
+    let raw = refused(&batched);
+    assert!(
+        raw.contains("shop-raw@1") && raw.contains("hashes the raw body"),
+        "{raw}"
+    );
+    let header = batched.replace(
+        "kind = \"raw_hash\"",
+        "kind = \"provider_event_id\"\nfields = [{ name = \"d\", path = \"header:x-delivery\" }]",
+    );
+    let read = refused(&header);
+    assert!(read.contains("reads header:x-delivery"), "{read}");
+    // The same strategies serve a provider of single deliveries.
+    custom();
+}
