@@ -104,13 +104,18 @@ pub struct Given<'a> {
 /// What a keyed event is planned with that comes from the configuration and
 /// the breakers, not from the store: read once when the event arrives,
 /// before it waits for the writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     /// The sink the key's effect goes to (`RECORD_SINK`: applied with the claim).
     pub sink: &'static str,
     /// Whether the provider's API can be asked before a person.
     pub lookup_available: bool,
+    /// Whether the breaker of the strategy the delivery's own key comes
+    /// from is tripped.
     pub breaker_tripped: bool,
+    /// The strategies (`name@version`) of its other keys in force whose
+    /// breaker is tripped: a match through one of those keys is not ignored.
+    pub tripped_older: Vec<String>,
     /// How long a taken key is leased to its effect.
     pub lease: Duration,
 }
@@ -154,6 +159,7 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
                 sink,
                 lookup_available,
                 breaker_tripped,
+                ref tripped_older,
                 lease,
             },
         delivery_id,
@@ -161,10 +167,21 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
         new_effect,
     } = given;
     let layer = layer_of(&evidence, transport);
+    // A match through another key in force is judged as the version behind
+    // that key would judge it: its strength, its breaker.
+    let through = evidence.matched_key.as_deref().filter(|m| *m != key.key);
+    let strength = through
+        .and_then(|matched| key.older.get(matched))
+        .and_then(|older| older.strength)
+        .unwrap_or(key.strength);
+    let breaker_tripped = match through {
+        None => breaker_tripped,
+        Some(matched) => tripped_older
+            .iter()
+            .any(|strategy| strategy_of(matched) == strategy),
+    };
     let mut decision = decision::decide(&DecisionInput {
-        identity: Identity::Keyed {
-            strength: key.strength,
-        },
+        identity: Identity::Keyed { strength },
         transport: transport.clone(),
         existing: evidence.existing,
         horizon: evidence.horizon,
@@ -188,6 +205,11 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
     });
     let made = DecisionMade::new(decision, layer, Some(key.key.clone()), evidence.matched_key);
     Plan { made, take }
+}
+
+/// The `name@version` a printable key `name@version:hex` was made by.
+fn strategy_of(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(strategy, _)| strategy)
 }
 
 /// Plans the decision of a delivery with no business identity: always kept,

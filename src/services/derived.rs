@@ -103,6 +103,7 @@ fn key_summary(
                 let seen = OlderKey {
                     discriminants: o.discriminants.clone(),
                     missing_discriminants: o.missing_discriminants.clone(),
+                    strength: Some(o.strength),
                 };
                 (o.key.full(), seen)
             })

@@ -172,6 +172,13 @@ impl Engine {
             // A held delivery's case is put to the provider's API at once.
             lookup_available: self.lookup_for(key).is_some(),
             breaker_tripped: self.is_tripped(&key.strategy),
+            tripped_older: key
+                .older_keys
+                .iter()
+                .filter_map(|k| k.split_once(':').map(|(strategy, _)| strategy))
+                .filter(|strategy| *strategy != key.strategy && self.is_tripped(strategy))
+                .map(str::to_owned)
+                .collect(),
             lease: self.lease(),
         }
     }

@@ -440,49 +440,12 @@ fn hierarchy(strategies: &str) -> String {
 
 #[tokio::test]
 async fn a_strategy_added_above_another_in_the_hierarchy_never_reprocesses_what_the_other_keyed() {
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-    let (url, _dir) = fresh_database().await;
-    let before = format!(
-        "{}{EVENT_KEYED}{}",
-        downstream.sink_toml(2000),
-        hierarchy("\"refund-event\"")
-    );
-    let app = spawn_on(&url, &before, None).await;
-    let body = serde_json::to_vec(&json!({
-        "type": "refund.created",
-        "event_id": "ev_1",
-        "payment_id": "pay_h",
-        "refund_reference": "rr_h",
-        "amount": 500,
-        "currency": "EUR",
-    }))
-    .unwrap();
-    let first = app.post_signed("hmac", &body).await;
-    assert_eq!(first.json["strategy"], "refund-event@1", "{}", first.json);
-    assert_eq!(first.json["decision"], "process");
-    downstream.wait_calls(1).await;
-    app.wait_applied(1).await;
-
+    let before = format!("{EVENT_KEYED}{}", hierarchy("\"refund-event\""));
     let after = format!(
-        "{}{EVENT_KEYED}{REFERENCE_KEYED}{}",
-        downstream.sink_toml(2000),
+        "{EVENT_KEYED}{REFERENCE_KEYED}{}",
         hierarchy("\"refund-ref\", \"refund-event\"")
     );
-    let upgraded = spawn_on(&url, &after, None).await;
-    let retry = upgraded.post_signed("hmac", &body).await;
-    assert_eq!(retry.json["strategy"], "refund-ref@1", "{}", retry.json);
-    assert_ignored(
-        &retry,
-        "duplicate_of_applied",
-        &first,
-        Some("refund-event@1"),
-    );
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(
-        downstream.calls().len(),
-        1,
-        "refunded twice after the upgrade"
-    );
+    retried_after_a_change(&before, &after, "refund-event@1").await;
 }
 
 #[tokio::test]
@@ -747,4 +710,132 @@ async fn a_version_that_keyed_a_refund_cannot_leave_the_configuration() {
     let late = s.send(1500).await;
     assert_eq!(late.json["decision"], "ignore", "{}", late.json);
     s.assert_one_refund().await;
+}
+
+/// `refund-event` version 2: the same event id, judged on the currency too.
+fn event_keyed_v2() -> String {
+    EVENT_KEYED.replace("version = 1", "version = 2").replace(
+        r#"discriminants = [{ name = "amount", path = "$.amount" }]"#,
+        r#"discriminants = [{ name = "amount", path = "$.amount" }, { name = "currency", path = "$.currency" }]"#,
+    )
+}
+
+/// `refund-ref` version 2: keyed on a refund line too, which deliveries
+/// sent before it existed do not carry.
+fn reference_keyed_v2() -> String {
+    REFERENCE_KEYED
+        .replace("version = 1", "version = 2")
+        .replace(
+            r#"{ name = "refund_reference", path = "$.refund_reference" },"#,
+            r#"{ name = "refund_reference", path = "$.refund_reference" },
+  { name = "line", path = "$.refund_line" },"#,
+        )
+}
+
+/// A refund keyed under `before`, then retried once the server runs
+/// `after`: the retry must be ignored through `through`, and one refund
+/// sent in all.
+async fn retried_after_a_change(before: &str, after: &str, through: &str) {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let (url, _dir) = fresh_database().await;
+    let sink = downstream.sink_toml(2000);
+    let app = spawn_on(&url, &format!("{sink}{before}"), None).await;
+    let body = serde_json::to_vec(&json!({
+        "type": "refund.created",
+        "event_id": "ev_2",
+        "payment_id": "pay_c",
+        "refund_reference": "rr_c",
+        "amount": 500,
+        "currency": "EUR",
+    }))
+    .unwrap();
+    let first = app.post_signed("hmac", &body).await;
+    assert_eq!(first.json["strategy"], through, "{}", first.json);
+    downstream.wait_calls(1).await;
+    app.wait_applied(1).await;
+
+    let upgraded = spawn_on(&url, &format!("{sink}{after}"), None).await;
+    let retry = upgraded.post_signed("hmac", &body).await;
+    assert_ignored(&retry, "duplicate_of_applied", &first, Some(through));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        downstream.calls().len(),
+        1,
+        "refunded twice after the change"
+    );
+}
+
+#[tokio::test]
+async fn a_strategy_added_above_one_bumped_since_still_finds_what_its_older_version_keyed() {
+    let before = format!("{EVENT_KEYED}{}", hierarchy("\"refund-event\""));
+    let after = format!(
+        "{EVENT_KEYED}{}{REFERENCE_KEYED}{}",
+        event_keyed_v2(),
+        hierarchy("\"refund-ref\", \"refund-event\"")
+    );
+    retried_after_a_change(&before, &after, "refund-event@1").await;
+}
+
+#[tokio::test]
+async fn a_version_that_no_longer_keys_a_retry_still_finds_what_the_older_one_keyed() {
+    let fallback = "\"refund-ref\", \"norefid-refund-fingerprint\"";
+    let before = format!("{REFERENCE_KEYED}{}", hierarchy(fallback));
+    let after = format!(
+        "{REFERENCE_KEYED}{}{}",
+        reference_keyed_v2(),
+        hierarchy(fallback)
+    );
+    retried_after_a_change(&before, &after, "refund-ref@1").await;
+}
+
+/// `vpay` version 1: medium, one refund per payment and amount.
+const PAYMENT_KEYED_MEDIUM: &str = r#"
+[[strategies]]
+name = "vpay"
+version = 1
+provider = "norefid"
+event_types = ["refund.*"]
+kind = "semantic"
+strength = "medium"
+horizon = "30d"
+effect_type = "refund.create"
+criticality = "critical"
+fields = [
+  { name = "payment", path = "$.payment_id" },
+  { name = "amount", path = "$.amount" },
+  { name = "currency", path = "$.currency" },
+]
+"#;
+
+/// A second refund of the same payment and amount, with a reference of
+/// its own, matches the first only through the medium version 1: on money
+/// that match waits for the provider or a person, as version 1 would have
+/// judged it, and is never ignored as version 2's strong key would be.
+#[tokio::test]
+async fn a_match_through_an_older_medium_version_is_judged_medium_not_as_the_newer_strong_one() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let (url, _dir) = fresh_database().await;
+    let sink = downstream.sink_toml(2000);
+    let before = format!("{sink}{PAYMENT_KEYED_MEDIUM}{}", hierarchy("\"vpay\""));
+    let app = spawn_on(&url, &before, None).await;
+    let first = app.post_signed("hmac", &refund_of("rr_m1", 500)).await;
+    assert_eq!(first.json["strategy"], "vpay@1", "{}", first.json);
+    downstream.wait_calls(1).await;
+    app.wait_applied(1).await;
+
+    let after = format!(
+        "{sink}{PAYMENT_KEYED_MEDIUM}{}{}",
+        refund_strategy("vpay", &version(2, "30d", &["amount"])),
+        hierarchy("\"vpay\"")
+    );
+    let upgraded = spawn_on(&url, &after, None).await;
+    let second = upgraded.post_signed("hmac", &refund_of("rr_m2", 500)).await;
+    assert_eq!(second.json["strategy"], "vpay@2", "{}", second.json);
+    assert_eq!(second.json["matched_strategy"], "vpay@1", "{}", second.json);
+    assert_eq!(second.json["decision"], "reconcile", "{}", second.json);
+    assert_eq!(
+        second.json["reason"], "medium_match_critical",
+        "{}",
+        second.json
+    );
 }

@@ -119,14 +119,25 @@ impl Catalog {
                         .into_iter()
                         .filter_map(|s| ctx.attempt(s).ok())
                         .collect();
-                    // A strong strategy below the chosen one identifies this
-                    // delivery too: what it keyed before a strategy was added
-                    // above it in the hierarchy is still found.
-                    out.also_keyed = hierarchy.strategies[position + 1..]
+                    // What keyed this delivery before the hierarchy or a
+                    // version changed still finds it: the older versions of
+                    // a strategy above whose newest version no longer keys
+                    // it (a field added), and a strong strategy below, each
+                    // version of it (one was added above it).
+                    let above = hierarchy.strategies[..position]
                         .iter()
-                        .filter_map(|lower| self.current(lower))
-                        .filter(|lower| lower.strength == Strength::Strong)
-                        .filter_map(|lower| ctx.attempt(lower).ok())
+                        .flat_map(|upper| self.older(upper));
+                    let below = hierarchy.strategies[position + 1..]
+                        .iter()
+                        .filter(|lower| {
+                            self.current(lower)
+                                .is_some_and(|s| s.strength == Strength::Strong)
+                        })
+                        .flat_map(|lower| self.current(lower).into_iter().chain(self.older(lower)))
+                        .filter(|s| s.strength == Strength::Strong);
+                    out.also_keyed = above
+                        .chain(below)
+                        .filter_map(|s| ctx.attempt(s).ok())
                         .collect();
                     return out;
                 }

@@ -24,12 +24,13 @@ impl Derivation {
             self.business.as_ref(),
             &self.older_versions,
         );
-        for lower in &self.also_keyed {
+        for other in &self.also_keyed {
             let _ = writeln!(
                 out,
-                "also keyed by {} (strong, below in the hierarchy): {}",
-                lower.strategy,
-                lower.key.full()
+                "also keyed by {} ({}, in force in the hierarchy): {}",
+                other.strategy,
+                other.strength.as_str(),
+                other.key.full()
             );
         }
         for item in self.items.iter().filter(|_| self.items.len() > 1) {

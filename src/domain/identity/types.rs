@@ -164,7 +164,9 @@ pub struct ItemDerivation {
     /// Keys of its retired versions (see `Catalog::retired`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retired_versions: Vec<BusinessIdentity>,
-    /// Keys of the strong strategies below the chosen one in its hierarchy.
+    /// Other keys in force from the hierarchy: the older versions of the
+    /// strategies above the chosen one, and every strong version of the
+    /// strong strategies below it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub also_keyed: Vec<BusinessIdentity>,
     pub unresolved: Option<Unresolved>,

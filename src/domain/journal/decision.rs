@@ -28,9 +28,10 @@ pub struct KeySummary {
     pub missing_discriminants: Vec<String>,
     /// Other keys in force for the delivery, searched after its own: those of
     /// older, non-retired versions of the same strategy (newest first), then
-    /// of the strong strategies below it in its hierarchy (a strategy added
-    /// above one never turns a retry of what that one keyed into a second
-    /// effect).
+    /// (since 2026-12-07) of the older versions of the strategies above it in
+    /// its hierarchy, then of the strong strategies below it (a strategy
+    /// added above one, or a version that no longer keys the delivery, never
+    /// turns a retry of what was keyed before into a second effect).
     pub older_keys: Vec<String>,
     /// The delivery as the version behind each of `older_keys` sees it: a
     /// match through that key is judged on these. Absent from events
@@ -67,6 +68,11 @@ impl KeySummary {
 pub struct OlderKey {
     pub discriminants: BTreeMap<String, serde_json::Value>,
     pub missing_discriminants: Vec<String>,
+    /// The strength of the version behind the key: a match through it is
+    /// judged as that version would judge it. Absent from events journaled
+    /// before 2026-12-07: the delivery's own key's strength.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strength: Option<Strength>,
 }
 
 /// The identity engine's answer for one delivery.

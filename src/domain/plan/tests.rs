@@ -31,6 +31,16 @@ fn at() -> DateTime<Utc> {
 
 /// `key`'s decision planned on `evidence`, its effect going to `sink`.
 fn planned(key: &KeySummary, evidence: Evidence, sink: &'static str) -> Plan {
+    planned_tripped(key, evidence, sink, Vec::new())
+}
+
+/// `planned`, the strategies of `tripped_older` tripped by their breaker.
+fn planned_tripped(
+    key: &KeySummary,
+    evidence: Evidence,
+    sink: &'static str,
+    tripped_older: Vec<String>,
+) -> Plan {
     let given = Given {
         key,
         transport: TransportMatch::FirstSeen,
@@ -38,6 +48,7 @@ fn planned(key: &KeySummary, evidence: Evidence, sink: &'static str) -> Plan {
             sink,
             lookup_available: false,
             breaker_tripped: false,
+            tripped_older,
             lease: Duration::seconds(30),
         },
         delivery_id: DeliveryId::from_uuid(Uuid::from_u128(7)),
@@ -127,6 +138,83 @@ fn given_an_applied_effect_when_planned_then_nothing_is_taken() {
     assert_eq!(plan.made.decision.action, Action::Ignore);
     assert!(plan.take.is_none() && plan.job().is_none());
     assert_eq!(plan.made.matched_key.as_deref(), Some("refund@1:bb"));
+}
+
+/// `key` with an older version's key `refund@1:bb` of `strength` in force.
+fn with_older(strength: Option<Strength>) -> KeySummary {
+    let seen = crate::domain::journal::OlderKey {
+        discriminants: BTreeMap::from([("amount".to_owned(), json!(700))]),
+        missing_discriminants: Vec::new(),
+        strength,
+    };
+    KeySummary {
+        older_keys: vec!["refund@1:bb".to_owned()],
+        older: BTreeMap::from([("refund@1:bb".to_owned(), seen)]),
+        ..key()
+    }
+}
+
+fn applied_through(key: &KeySummary, matched: &str) -> Evidence {
+    Evidence {
+        existing: Existing::Applied {
+            reference_delivery: Uuid::from_u128(1),
+            effect_id: Uuid::from_u128(2),
+        },
+        matched_key: Some(matched.to_owned()),
+        ..Evidence::nothing(key)
+    }
+}
+
+#[test]
+fn given_a_match_through_an_older_medium_version_of_money_then_it_is_reconciled_not_ignored() {
+    let key = with_older(Some(Strength::Medium));
+    let plan = planned(&key, applied_through(&key, "refund@1:bb"), "webhook");
+    assert_eq!(plan.made.decision.action, Action::Reconcile);
+    assert_eq!(plan.made.decision.reason, Reason::MediumMatchCritical);
+    // Through its own strong key, the same applied effect is ignored.
+    let plan = planned(&key, applied_through(&key, "refund@2:aa"), "webhook");
+    assert_eq!(plan.made.decision.action, Action::Ignore);
+    // An older key journaled without its strength is judged as the delivery's.
+    let key = with_older(None);
+    let plan = planned(&key, applied_through(&key, "refund@1:bb"), "webhook");
+    assert_eq!(plan.made.decision.action, Action::Ignore);
+}
+
+#[test]
+fn given_a_match_through_an_older_version_whose_breaker_is_tripped_then_it_is_reconciled() {
+    let key = with_older(Some(Strength::Strong));
+    let tripped = vec!["refund@1".to_owned()];
+    let plan = planned_tripped(
+        &key,
+        applied_through(&key, "refund@1:bb"),
+        "webhook",
+        tripped.clone(),
+    );
+    assert_eq!(plan.made.decision.action, Action::Reconcile);
+    assert_eq!(plan.made.decision.reason, Reason::BreakerTripped);
+    // The older version's breaker says nothing of a match through the
+    // delivery's own key, which its own strategy's breaker judges.
+    let own = applied_through(&key, "refund@2:aa");
+    let plan = planned_tripped(&key, own.clone(), "webhook", tripped);
+    assert_eq!(plan.made.decision.action, Action::Ignore);
+    let given = Given {
+        key: &key,
+        transport: TransportMatch::FirstSeen,
+        route: Route {
+            sink: "webhook",
+            lookup_available: false,
+            breaker_tripped: true,
+            tripped_older: Vec::new(),
+            lease: Duration::seconds(30),
+        },
+        delivery_id: DeliveryId::from_uuid(Uuid::from_u128(7)),
+        at: at(),
+        new_effect: Uuid::from_u128(42),
+    };
+    assert_eq!(
+        keyed(&given, own).made.decision.reason,
+        Reason::BreakerTripped
+    );
 }
 
 #[test]

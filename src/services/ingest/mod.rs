@@ -315,7 +315,7 @@ impl WriteJob for Reception {
                     id: item.id,
                     derived: &item.derived,
                     identity: item.identity,
-                    route: item.route,
+                    route: item.route.take(),
                 };
                 plans.push(event.plan(tx, TransportMatch::FirstSeen, at).await?);
             }
@@ -404,7 +404,7 @@ impl Event<'_> {
         at: DateTime<Utc>,
     ) -> Result<Plan, DbErr> {
         let business = self.derived.business.as_ref();
-        match (business, self.route) {
+        match (business, self.route.clone()) {
             (Some(key), Some(route)) => {
                 let given = Given {
                     key,

@@ -22,6 +22,7 @@ fn key() -> KeySummary {
             crate::domain::journal::OlderKey {
                 discriminants: BTreeMap::from([("value".to_owned(), json!(700))]),
                 missing_discriminants: Vec::new(),
+                strength: None,
             },
         )]),
         retired_keys: Vec::new(),
