@@ -839,3 +839,29 @@ async fn a_match_through_an_older_medium_version_is_judged_medium_not_as_the_new
         second.json
     );
 }
+
+/// A refund keyed by `vref@1`; then `refund-ref` is added above `vref`, and
+/// `vref@1` retired: its migration carries the refund to the key the
+/// hierarchy now gives it, `refund-ref`'s, which the retry must find.
+#[tokio::test]
+async fn a_version_retired_after_a_strategy_was_added_above_it_still_finds_what_it_keyed() {
+    let v1 = || version(1, "30d", &["amount", "currency"]);
+    let v2 = || version(2, "30d", &["amount"]);
+    let mut s = Scenario::start(&[v1()]).await;
+    let first = s.first_refund().await;
+    assert_eq!(first.json["strategy"], "vref@1", "{}", first.json);
+
+    s.extra = format!("{REFERENCE_KEYED}{}", hierarchy("\"refund-ref\", \"vref\""));
+    let done = s.migrate_v1(&[v1(), v2()]).await;
+    assert_eq!((done.migrated, done.unmigrated), (1, 0));
+    let retired = Version {
+        retired: true,
+        ..v1()
+    };
+    s.restart(&[retired, v2()]).await;
+
+    let late = s.send(1500).await;
+    assert_eq!(late.json["strategy"], "refund-ref@1", "{}", late.json);
+    assert_eq!(late.json["decision"], "ignore", "{}", late.json);
+    s.assert_one_refund().await;
+}

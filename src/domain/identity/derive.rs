@@ -114,9 +114,21 @@ impl Catalog {
                         .into_iter()
                         .filter_map(|s| ctx.attempt(s).ok())
                         .collect();
+                    // Retired versions key nothing but find the effects their
+                    // migration carried over (or could not): the chosen
+                    // strategy's, and the strong ones of every other strategy
+                    // of the hierarchy, whose migration may have carried an
+                    // effect to the key of a strategy added since.
+                    let others = hierarchy
+                        .strategies
+                        .iter()
+                        .filter(|other| *other != name)
+                        .flat_map(|other| self.retired(other))
+                        .filter(|s| s.strength == Strength::Strong);
                     out.retired_versions = self
                         .retired(name)
                         .into_iter()
+                        .chain(others)
                         .filter_map(|s| ctx.attempt(s).ok())
                         .collect();
                     // What keyed this delivery before the hierarchy or a

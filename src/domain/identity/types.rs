@@ -161,7 +161,8 @@ pub struct ItemDerivation {
     pub skipped: Vec<Skipped>,
     /// Keys of the chosen strategy's older, non-retired versions.
     pub older_versions: Vec<BusinessIdentity>,
-    /// Keys of its retired versions (see `Catalog::retired`).
+    /// Keys of its retired versions (see `Catalog::retired`), then of the
+    /// strong retired versions of the other strategies of its hierarchy.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub retired_versions: Vec<BusinessIdentity>,
     /// Other keys in force from the hierarchy: the older versions of the

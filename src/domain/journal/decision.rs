@@ -38,8 +38,10 @@ pub struct KeySummary {
     /// journaled before 2026-12-01.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub older: BTreeMap<String, OlderKey>,
-    /// Keys of retired versions: searched in the ledger only, for effects
-    /// their migration could not carry over.
+    /// Keys of retired versions (the strategy's own, and since 2026-12-07
+    /// the strong ones of the other strategies of its hierarchy): they open
+    /// the search for the effects a migration carried over to a key in
+    /// force, and are searched in the ledger for those it could not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub retired_keys: Vec<String>,
     /// The delivery's resource, amount and currency as its provider's
