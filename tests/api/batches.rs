@@ -494,3 +494,74 @@ async fn a_call_whose_lease_ran_out_while_it_waited_is_sent_and_closes_its_case(
     assert_eq!(app.cases_resolved_as("effect_retried").await, 1);
     assert_eq!(app.open_cases().await, 0);
 }
+
+/// A provider of batches with a delivery-id header, its events keyed by
+/// their own ids, unsigned: what a configuration may define.
+const IDENTIFIED_BATCHES: &str = r#"
+[[providers]]
+name = "bulk"
+transport = ["header:x-delivery-id"]
+items = "$.events[*]"
+event_type = [{ parts = [{ field = "$.type" }] }]
+
+[[strategies]]
+name = "bulk-event"
+version = 1
+provider = "bulk"
+event_types = ["*"]
+kind = "provider_event_id"
+strength = "strong"
+horizon = "30d"
+effect_type = "event.handle"
+criticality = "critical"
+fields = [{ name = "id", path = "$.id" }]
+discriminants = [{ name = "amount", path = "$.amount" }]
+
+[[hierarchies]]
+provider = "bulk"
+event_type = "*"
+strategies = ["bulk-event"]
+
+[[sources]]
+slug = "bulk"
+tenant = "acme"
+provider = "bulk"
+environment = "test"
+allow_unsigned = true
+signature = { scheme = "none" }
+"#;
+
+#[tokio::test]
+async fn a_batchs_delivery_id_back_with_another_body_applies_none_of_its_events() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let app = spawn_app_with(&format!("{}{IDENTIFIED_BATCHES}", routed(&downstream))).await;
+    let send = |ids: &[&str]| {
+        let events: Vec<Value> = ids
+            .iter()
+            .map(|id| json!({"id": id, "type": "payment.paid", "amount": 100}))
+            .collect();
+        let body = serde_json::to_vec(&json!({ "events": events })).unwrap();
+        let headers = [("x-delivery-id".to_owned(), "D1".to_owned())];
+        let app = &app;
+        async move { app.post_raw("bulk", body, &headers).await }
+    };
+    let first = send(&["A", "B"]).await;
+    assert_eq!(decisions(&first), ["process", "process"], "{}", first.json);
+    downstream.wait_calls(2).await;
+    // The same delivery id, a third event: not the delivery it claims to be.
+    let again = send(&["A", "B", "C"]).await;
+    assert_eq!(
+        decisions(&again),
+        ["quarantine", "quarantine", "quarantine"],
+        "{}",
+        again.json
+    );
+    for item in again.json["items"].as_array().unwrap() {
+        assert_eq!(item["reason"], "transport_id_collision", "{item}");
+    }
+    // The same batch again is a retry, its events the first's.
+    let retry = send(&["A", "B"]).await;
+    assert_eq!(decisions(&retry), ["ignore", "ignore"], "{}", retry.json);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(downstream.calls().len(), 2);
+}

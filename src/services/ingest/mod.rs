@@ -307,7 +307,13 @@ impl WriteJob for Reception {
             tx.body(&body, raw, at);
             let (transport, first) = tx.claim_transport(id, &derived, by_provider_id, at).await?;
 
-            // Each item is decided as if it had arrived alone.
+            // Each item is decided as if it had arrived alone, under the
+            // batch's delivery id: one that came back with another body is
+            // not what its id claims, and no item of it is applied.
+            let item_transport = match &transport {
+                collision @ TransportMatch::DeliveryIdCollision { .. } => collision.clone(),
+                _ => TransportMatch::FirstSeen,
+            };
             let mut plans = Vec::with_capacity(items.len());
             for item in &mut items {
                 tx.body(&item.body, std::mem::take(&mut item.bytes), at);
@@ -317,7 +323,7 @@ impl WriteJob for Reception {
                     identity: item.identity,
                     route: item.route.take(),
                 };
-                plans.push(event.plan(tx, TransportMatch::FirstSeen, at).await?);
+                plans.push(event.plan(tx, item_transport.clone(), at).await?);
             }
             let decided: Vec<items::Decided> = items
                 .iter()
