@@ -87,7 +87,17 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         }
     }
     refresh(engine).await?;
-    flag_stragglers(engine, &store::breakers::tripped(&engine.db).await?).await?;
+    let now = Utc::now();
+    let previous = engine.stragglers_read_at.lock().map_or(None, |at| *at);
+    flag_stragglers(
+        engine,
+        &store::breakers::tripped(&engine.db).await?,
+        previous,
+    )
+    .await?;
+    if let Ok(mut at) = engine.stragglers_read_at.lock() {
+        *at = Some(now);
+    }
     Ok(tripped)
 }
 
@@ -151,17 +161,33 @@ fn stragglers_for(engine: &SharedEngine) -> chrono::Duration {
     check * 2 + chrono::Duration::seconds(60)
 }
 
+/// Whether a trip at `tripped_at` may still have unflagged stragglers,
+/// given when the stragglers were last looked for on a read model holding
+/// the whole journal (`previous`): every ignore decided within `period` of
+/// the trip was journaled, so read, by a look after the period ended. A
+/// read model behind for longer than the period leaves them to the first
+/// look once it caught up; a restart looks once again.
+fn stragglers_may_remain(
+    tripped_at: DateTime<Utc>,
+    previous: Option<DateTime<Utc>>,
+    period: chrono::Duration,
+) -> bool {
+    previous.is_none_or(|looked| looked - tripped_at <= period)
+}
+
 /// Flags what each strategy tripped lately ignored that its trip could not
 /// flag: ignores another process made before it read the trip, and ignores
 /// the read model did not show yet when the trip was journaled. Each is
-/// flagged once (a case each); a trip older than `stragglers_for` has none.
+/// flagged once (a case each); a trip whose stragglers were all looked for
+/// (`stragglers_may_remain`) has none.
 async fn flag_stragglers(
     engine: &SharedEngine,
     tripped: &[strategy_breaker::Model],
+    previous: Option<DateTime<Utc>>,
 ) -> Result<(), DbErr> {
     let now = Utc::now();
     for row in tripped {
-        if now - row.tripped_at > stragglers_for(engine) {
+        if !stragglers_may_remain(row.tripped_at, previous, stragglers_for(engine)) {
             continue;
         }
         let window = crate::services::reconcile::seconds(engine.config.breaker_window_secs);
@@ -296,4 +322,25 @@ pub async fn reset_at(
 /// The tripped strategies, with the figures that tripped them.
 pub async fn tripped(db: &DatabaseConnection) -> Result<Vec<strategy_breaker::Model>, DbErr> {
     store::breakers::tripped(db).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trips_stragglers_are_looked_for_until_a_look_on_a_whole_read_model_follows_its_period() {
+        let at = |secs: i64| DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap();
+        let period = chrono::Duration::seconds(61);
+        let tripped = at(0);
+        // Never looked since this process started: look.
+        assert!(stragglers_may_remain(tripped, None, period));
+        // Last look within the period: ignores may have come since.
+        assert!(stragglers_may_remain(tripped, Some(at(30)), period));
+        // The read model was behind for an hour after the trip, so the last
+        // look came before the period ended: the first look now must flag.
+        assert!(stragglers_may_remain(tripped, Some(at(-5)), period));
+        // A look after the period on a whole read model found them all.
+        assert!(!stragglers_may_remain(tripped, Some(at(62)), period));
+    }
 }

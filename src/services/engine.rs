@@ -41,6 +41,9 @@ pub struct Engine {
     pub writer: Writer,
     /// Strategies tripped by their collision breaker (`name@version`).
     pub tripped: RwLock<HashSet<String>>,
+    /// When the breakers last looked for a trip's stragglers on a read
+    /// model that held the whole journal (`services::breakers`).
+    pub stragglers_read_at: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
     /// Request rate limits and the counts of refused requests.
     pub rejections: Rejections,
     /// What this engine counts and times, for `/metrics`.
@@ -148,6 +151,7 @@ impl Engine {
             config,
             http: client()?,
             tripped: Default::default(),
+            stragglers_read_at: Default::default(),
             metrics,
             projector: Default::default(),
         }))
