@@ -16,7 +16,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::confidence::Criticality;
+use super::confidence::{Criticality, Strength};
 use super::decision::{
     self, Action, DecisionInput, Existing, FieldDifference, Horizon, Identity, Reason,
     TransportMatch,
@@ -167,19 +167,22 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
         new_effect,
     } = given;
     let layer = layer_of(&evidence, transport);
-    // A match through another key in force is judged as the version behind
-    // that key would judge it: its strength, its breaker.
+    // A match through another key in force is judged by both versions: the
+    // weaker of the two strengths, and either one's tripped breaker.
     let through = evidence.matched_key.as_deref().filter(|m| *m != key.key);
-    let strength = through
+    let strength = match through
         .and_then(|matched| key.older.get(matched))
         .and_then(|older| older.strength)
-        .unwrap_or(key.strength);
-    let breaker_tripped = match through {
-        None => breaker_tripped,
-        Some(matched) => tripped_older
-            .iter()
-            .any(|strategy| strategy_of(matched) == strategy),
+    {
+        Some(matched) => weaker(matched, key.strength),
+        None => key.strength,
     };
+    let breaker_tripped = breaker_tripped
+        || through.is_some_and(|matched| {
+            tripped_older
+                .iter()
+                .any(|strategy| strategy_of(matched) == strategy)
+        });
     let mut decision = decision::decide(&DecisionInput {
         identity: Identity::Keyed { strength },
         transport: transport.clone(),
@@ -205,6 +208,16 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
     });
     let made = DecisionMade::new(decision, layer, Some(key.key.clone()), evidence.matched_key);
     Plan { made, take }
+}
+
+/// The weaker of two strengths.
+fn weaker(a: Strength, b: Strength) -> Strength {
+    let rank = |s: Strength| match s {
+        Strength::Weak => 0,
+        Strength::Medium => 1,
+        Strength::Strong => 2,
+    };
+    if rank(a) <= rank(b) { a } else { b }
 }
 
 /// The `name@version` a printable key `name@version:hex` was made by.

@@ -215,6 +215,23 @@ fn given_a_match_through_an_older_version_whose_breaker_is_tripped_then_it_is_re
         keyed(&given, own).made.decision.reason,
         Reason::BreakerTripped
     );
+    // Nor does a match through the older key escape the delivery's own.
+    let older = applied_through(&key, "refund@1:bb");
+    assert_eq!(
+        keyed(&given, older).made.decision.reason,
+        Reason::BreakerTripped
+    );
+}
+
+#[test]
+fn given_a_match_through_an_older_stronger_version_then_the_weaker_own_strength_judges_it() {
+    // Version 2 was made medium after version 1 merged distinct refunds.
+    let key = KeySummary {
+        strength: Strength::Medium,
+        ..with_older(Some(Strength::Strong))
+    };
+    let plan = planned(&key, applied_through(&key, "refund@1:bb"), "webhook");
+    assert_eq!(plan.made.decision.reason, Reason::MediumMatchCritical);
 }
 
 #[test]
