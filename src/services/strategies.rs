@@ -33,6 +33,15 @@ pub async fn check_and_record(db: &DatabaseConnection, catalog: &Catalog) -> any
             lines.join("; ")
         );
     }
+    let batched = catalog.batch_conflicts();
+    if !batched.is_empty() {
+        bail!(
+            "refusing to start: {}. Key the items from their bodies: add a version of the \
+             strategy that does, migrate the keys of this one (`unicity strategies migrate`) \
+             and retire it.",
+            batched.join("; ")
+        );
+    }
     refuse_unmigrated_retirements(db, catalog, &recorded).await?;
     refuse_forgotten_versions(db, catalog, &recorded).await?;
     let now = Utc::now();

@@ -565,3 +565,20 @@ async fn a_batchs_delivery_id_back_with_another_body_applies_none_of_its_events(
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(downstream.calls().len(), 2);
 }
+
+#[tokio::test]
+async fn a_server_refuses_to_start_on_a_batch_strategy_keyed_by_a_header() {
+    let (url, _dir) = crate::support::app::fresh_database().await;
+    let config = IDENTIFIED_BATCHES.replace(
+        r#"fields = [{ name = "id", path = "$.id" }]"#,
+        r#"fields = [{ name = "id", path = "header:x-delivery-id" }]"#,
+    );
+    assert_ne!(config, IDENTIFIED_BATCHES);
+    let settings = crate::support::app::test_settings(&url, &config);
+    let refused = unicity::startup::Application::build(settings).await;
+    let error = format!("{:#}", refused.err().expect("refused"));
+    assert!(
+        error.contains("bulk-event@1") && error.contains("reads header:x-delivery-id"),
+        "{error}"
+    );
+}

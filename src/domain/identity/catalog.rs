@@ -93,7 +93,6 @@ impl Catalog {
             hierarchies,
         };
         catalog.check_references()?;
-        catalog.check_batch_strategies()?;
         Ok(catalog)
     }
 
@@ -101,13 +100,19 @@ impl Catalog {
     /// strategy of a provider whose deliveries may be batches reads no
     /// header and hashes no raw body, which are the whole delivery's and
     /// every item's alike (two items would share one key, and an item sent
-    /// again in another batch would get another).
-    fn check_batch_strategies(&self) -> Result<(), CatalogError> {
+    /// again in another batch would get another). What breaks that rule,
+    /// among the versions not retired: the server refuses to start on it
+    /// (`services::strategies::check_and_record`), while the commands still
+    /// run, so that its keys can be migrated to a version that keeps it.
+    pub fn batch_conflicts(&self) -> Vec<String> {
         let batched = |s: &&StrategyDef| {
-            self.providers
-                .get(&s.provider)
-                .is_some_and(|p| p.items.is_some())
+            !s.retired
+                && self
+                    .providers
+                    .get(&s.provider)
+                    .is_some_and(|p| p.items.is_some())
         };
+        let mut conflicts = Vec::new();
         for s in self.strategies.values().filter(batched) {
             let header = s
                 .fields
@@ -121,14 +126,14 @@ impl Catalog {
                 (_, Some(path)) => format!("reads {path}"),
                 _ => continue,
             };
-            return Err(CatalogError::Invalid(format!(
+            conflicts.push(format!(
                 "strategy {}: provider {} delivers batches, whose items are keyed each from \
                  its own body, but the strategy {why}, which is the whole delivery's",
                 s.strategy_ref(),
                 s.provider
-            )));
+            ));
         }
-        Ok(())
+        conflicts
     }
 
     fn check_references(&self) -> Result<(), CatalogError> {

@@ -434,7 +434,7 @@ fn a_provider_delivering_batches_refuses_a_strategy_reading_the_whole_delivery()
     assert_ne!(batched, CUSTOM);
     let refused = |text: &str| {
         let cfg: CatalogConfig = toml::from_str(text).unwrap();
-        Catalog::build(cfg).unwrap_err().to_string()
+        Catalog::build(cfg).unwrap().batch_conflicts().join("; ")
     };
     let raw = refused(&batched);
     assert!(
@@ -447,6 +447,20 @@ fn a_provider_delivering_batches_refuses_a_strategy_reading_the_whole_delivery()
     );
     let read = refused(&header);
     assert!(read.contains("reads header:x-delivery"), "{read}");
+    // Retired, it keys nothing: its keys were migrated to a version that
+    // reads the items.
+    let retired = header
+        .replace(
+            "name = \"shop-raw\"\nversion = 1",
+            "name = \"shop-raw\"\nversion = 1\nretired = true",
+        )
+        .replace(", \"shop-raw\"]", "]");
+    assert_ne!(retired, header);
+    assert!(
+        !refused(&retired).contains("shop-raw"),
+        "{}",
+        refused(&retired)
+    );
     // The same strategies serve a provider of single deliveries.
-    custom();
+    assert!(custom().batch_conflicts().is_empty());
 }
