@@ -193,7 +193,7 @@ impl<'c> Ctx<'c, '_> {
                 (Some(v), _) => Value::String(v.clone()),
                 (None, Some(path)) => match self.read(path, &body) {
                     Read::Found(v) => v,
-                    Read::Inexact => return Err(inexact(&item.name, path)),
+                    Read::Inexact => return Err(inexact_field(&item.name, path)),
                     Read::Absent if item.optional => Value::Null,
                     Read::Absent => return Err(missing(&item.name, path)),
                 },
@@ -252,8 +252,14 @@ impl<'c> Ctx<'c, '_> {
         }
         let mut body = self.body.clone();
         s.normalize.apply_before_sensitive(&mut body);
+        // A sealed value is read as a string: one holding a rounded whole
+        // number is sealed as a mark `read` knows, never as its rounding.
+        let seal = |v: &Value| match jcs::holds_rounded_integer(v) {
+            true => Value::String(INEXACT_SEALED.to_owned()),
+            false => self.secret.seal(v),
+        };
         for path in &s.sensitive {
-            map_all(&mut body, path, &|v| self.secret.seal(v));
+            map_all(&mut body, path, &seal);
         }
         s.normalize.apply_unordered(&mut body);
         Cow::Owned(body)
@@ -264,7 +270,7 @@ impl<'c> Ctx<'c, '_> {
     fn read(&self, path: &FieldRef, body: &Value) -> Read {
         match path.resolve(self.facts.headers, Some(body)) {
             None => Read::Absent,
-            Some(v) if jcs::holds_rounded_integer(&v) => Read::Inexact,
+            Some(v) if inexact(&v) => Read::Inexact,
             Some(v) => Read::Found(v),
         }
     }
@@ -282,7 +288,7 @@ impl<'c> Ctx<'c, '_> {
                 Read::Found(v) => {
                     out.insert(f.name.clone(), v);
                 }
-                Read::Inexact if required => return Err(inexact(&f.name, &f.path)),
+                Read::Inexact if required => return Err(inexact_field(&f.name, &f.path)),
                 Read::Absent if required && !f.optional => return Err(missing(&f.name, &f.path)),
                 Read::Absent | Read::Inexact => {
                     out.insert(f.name.clone(), Value::Null);
@@ -303,7 +309,21 @@ enum Read {
     Inexact,
 }
 
-fn inexact(name: &str, path: &FieldRef) -> SkipReason {
+/// What a sensitive value holding a rounded whole number is sealed as.
+const INEXACT_SEALED: &str = "inexact-number";
+
+/// Whether `value` holds a whole number whose digits were lost, as read or
+/// as sealed.
+fn inexact(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text == INEXACT_SEALED,
+        Value::Array(items) => items.iter().any(inexact),
+        Value::Object(members) => members.values().any(inexact),
+        number => jcs::holds_rounded_integer(number),
+    }
+}
+
+fn inexact_field(name: &str, path: &FieldRef) -> SkipReason {
     SkipReason::InexactNumber {
         field: name.to_owned(),
         path: path.to_string(),

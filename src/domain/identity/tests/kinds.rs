@@ -464,3 +464,53 @@ fn a_provider_delivering_batches_refuses_a_strategy_reading_the_whole_delivery()
     // The same strategies serve a provider of single deliveries.
     assert!(custom().batch_conflicts().is_empty());
 }
+
+#[test]
+fn given_a_sensitive_field_too_large_to_read_exactly_then_sealing_it_does_not_key_it() {
+    let cfg: CatalogConfig = toml::from_str(
+        r#"
+[[providers]]
+name = "bank"
+event_type = [{ parts = [{ field = "$.type" }] }]
+
+[[strategies]]
+name = "bank-transfer"
+version = 1
+provider = "bank"
+event_types = ["*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "1d"
+effect_type = "transfer.book"
+criticality = "critical"
+fields = [{ name = "account", path = "$.account" }]
+sensitive = ["$.account"]
+
+[[hierarchies]]
+provider = "bank"
+event_type = "*"
+strategies = ["bank-transfer"]
+"#,
+    )
+    .unwrap();
+    let catalog = Catalog::build(cfg).unwrap();
+    let derive = |digits: &str| {
+        let text = format!(r#"{{"type":"transfer","account":{digits}}}"#);
+        Delivery::new("bank", serde_json::from_str(&text).unwrap()).derive(&catalog)
+    };
+    for d in [
+        derive("100000000000000000001"),
+        derive("100000000000000000002"),
+    ] {
+        assert!(d.business.is_none(), "{:?}", d.business);
+        assert_eq!(
+            d.skipped[0].reason,
+            SkipReason::InexactNumber {
+                field: "account".into(),
+                path: "$.account".into()
+            }
+        );
+    }
+    // An exact one is sealed and keys as before.
+    assert!(derive("12345678901234").business.is_some());
+}
