@@ -126,18 +126,25 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
         }
         // A migrated key stands for the effect its retained body was
         // re-derived from, judged on that body's discriminants under the
-        // current version.
-        KeyState::Migrated { alias, effect } => Evidence {
-            matched_key: None,
-            reserved: None,
-            made_by_hand: false,
-            existing: Existing::Nothing,
-            differences: differences(&alias.discriminants, &key.discriminants),
-            missing: key.missing_discriminants.clone(),
-            horizon: Horizon::Passed {
-                ledger: ledger_evidence(effect, effect.state == ReservationState::Applied.as_str()),
-            },
-        },
+        // version of the key it was carried to: the delivery's own, or
+        // another in force (a strategy added above the retired one since).
+        KeyState::Migrated { alias, effect } => {
+            let seen = seen_by(key, (alias.key != key.key).then_some(alias.key.as_str()));
+            Evidence {
+                matched_key: None,
+                reserved: None,
+                made_by_hand: false,
+                existing: Existing::Nothing,
+                differences: seen.differences(&alias.discriminants),
+                missing: seen.missing,
+                horizon: Horizon::Passed {
+                    ledger: ledger_evidence(
+                        effect,
+                        effect.state == ReservationState::Applied.as_str(),
+                    ),
+                },
+            }
+        }
         // Found only through a retired version's own key: its body was gone
         // when it was migrated, so nothing proves what it was; an approval
         // is needed, never a silent second effect.

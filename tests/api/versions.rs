@@ -865,3 +865,81 @@ async fn a_version_retired_after_a_strategy_was_added_above_it_still_finds_what_
     assert_eq!(late.json["decision"], "ignore", "{}", late.json);
     s.assert_one_refund().await;
 }
+
+/// As above with a medium version retired: the key its migration carried
+/// the refund to is an exact key in force, whatever the retired version's
+/// strength.
+#[tokio::test]
+async fn a_medium_version_retired_after_a_strategy_was_added_above_it_still_finds_what_it_keyed() {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let (url, _dir) = fresh_database().await;
+    let sink = downstream.sink_toml(2000);
+    let before = format!("{sink}{PAYMENT_KEYED_MEDIUM}{}", hierarchy("\"vpay\""));
+    let app = spawn_on(&url, &before, None).await;
+    let first = app.post_signed("hmac", &refund_of("rr_r", 500)).await;
+    assert_eq!(first.json["strategy"], "vpay@1", "{}", first.json);
+    downstream.wait_calls(1).await;
+    app.wait_applied(1).await;
+
+    let v2 = refund_strategy("vpay", &version(2, "30d", &["amount"]));
+    let above = hierarchy("\"refund-ref\", \"vpay\"");
+    let migrating = format!("{sink}{PAYMENT_KEYED_MEDIUM}{v2}{REFERENCE_KEYED}{above}");
+    let settings = test_settings(&url, &migrating);
+    let done = unicity::services::strategies::migrate(
+        &app.db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        "vpay@1",
+    )
+    .await
+    .expect("migration runs");
+    assert_eq!((done.migrated, done.unmigrated), (1, 0));
+    let retired_v1 = PAYMENT_KEYED_MEDIUM.replace("version = 1", "version = 1\nretired = true");
+    let retired = format!("{sink}{retired_v1}{v2}{REFERENCE_KEYED}{above}");
+    let upgraded = spawn_on(&url, &retired, None).await;
+
+    let late = upgraded.post_signed("hmac", &refund_of("rr_r", 500)).await;
+    assert_eq!(late.json["strategy"], "refund-ref@1", "{}", late.json);
+    assert_eq!(late.json["decision"], "ignore", "{}", late.json);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        downstream.calls().len(),
+        1,
+        "refunded twice after the change"
+    );
+}
+
+/// `vref@1` retired and its keys migrated to `vref@2`; then a strategy
+/// judged on other fields is added above `vref`. The retry, keyed by that
+/// one, finds the migrated key among its keys in force and is judged on
+/// `vref@2`'s fields, as migrated: a retry, not a collision.
+#[tokio::test]
+async fn a_key_migrated_before_a_strategy_was_added_above_is_judged_on_its_own_versions_fields() {
+    let v1 = || version(1, "30d", &["amount", "currency"]);
+    let v2 = || version(2, "30d", &["amount"]);
+    let mut s = Scenario::start(&[v1()]).await;
+    let first = s.first_refund().await;
+    let done = s.migrate_v1(&[v1(), v2()]).await;
+    assert_eq!((done.migrated, done.unmigrated), (1, 0));
+
+    let judged_on_status = REFERENCE_KEYED.replace(
+        r#"discriminants = [{ name = "amount", path = "$.amount" }]"#,
+        r#"discriminants = [{ name = "state", path = "$.status" }]"#,
+    );
+    assert_ne!(judged_on_status, REFERENCE_KEYED);
+    s.extra = format!(
+        "{judged_on_status}{}",
+        hierarchy("\"refund-ref\", \"vref\"")
+    );
+    let retired = Version {
+        retired: true,
+        ..v1()
+    };
+    s.restart(&[retired, v2()]).await;
+
+    let late = s.send(1500).await;
+    assert_eq!(late.json["strategy"], "refund-ref@1", "{}", late.json);
+    assert_ignored(&late, "late_replay_found_effect", &first, Some("vref@1"));
+    s.assert_one_refund().await;
+}

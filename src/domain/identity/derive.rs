@@ -115,16 +115,15 @@ impl Catalog {
                         .filter_map(|s| ctx.attempt(s).ok())
                         .collect();
                     // Retired versions key nothing but find the effects their
-                    // migration carried over (or could not): the chosen
-                    // strategy's, and the strong ones of every other strategy
-                    // of the hierarchy, whose migration may have carried an
-                    // effect to the key of a strategy added since.
+                    // migration carried over (or could not: an approval, never
+                    // an ignore): the chosen strategy's, and every other
+                    // strategy's of the hierarchy, whose migration may have
+                    // carried an effect to the key of a strategy added since.
                     let others = hierarchy
                         .strategies
                         .iter()
                         .filter(|other| *other != name)
-                        .flat_map(|other| self.retired(other))
-                        .filter(|s| s.strength == Strength::Strong);
+                        .flat_map(|other| self.retired(other));
                     out.retired_versions = self
                         .retired(name)
                         .into_iter()
