@@ -78,9 +78,10 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
     if !request.by.may(needs) {
         return Err(CaseError::Forbidden { critical });
     }
-    // The effect keeps the operation in an index, where ids are short.
-    let cited = request.authoritative_ref.as_deref();
-    if cited.is_some_and(|r| crate::domain::search::searchable(r).is_none()) {
+    // The effect keeps the operation in an index, where ids are short (an
+    // empty reference is none: the settlement drops it).
+    let cited = request.authoritative_ref.as_deref().map(str::trim);
+    if cited.is_some_and(|r| !r.is_empty() && crate::domain::search::searchable(r).is_none()) {
         return Err(Refusal::ReferenceTooLong.into());
     }
     // The caller's role is read again in the transaction that resolves.
