@@ -111,7 +111,7 @@ pub async fn catch_up(db: &DatabaseConnection, limit: u64) -> Result<i64, DbErr>
 }
 
 /// The fence, asked again while a long append keeps it waiting (PostgreSQL
-/// gives up after 100 ms): for a second at most.
+/// gives up after 100 ms): fifty times, some six seconds at most.
 pub async fn fence_retried(db: &DatabaseConnection) -> Result<i64, DbErr> {
     let mut tries = 0;
     loop {
