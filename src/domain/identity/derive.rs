@@ -179,18 +179,19 @@ impl<'c> Ctx<'c, '_> {
             });
         }
         let body = self.normalised(s);
+        let body = &body;
         let material = match s.kind.reads_fields() {
-            true => Value::Object(self.read_all(&s.fields, &body, true)?),
+            true => Value::Object(self.read_all(&s.fields, body, true)?),
             false if s.kind == super::strategy::Kind::RawHash => {
                 json!({ RAW_BODY_SOURCE: sha256_hex(self.facts.raw_body) })
             }
-            false => Value::Object(Map::from_iter([("body".to_owned(), body.as_ref().clone())])),
+            false => Value::Object(Map::from_iter([("body".to_owned(), body.value.as_ref().clone())])),
         };
         let mut scope = Map::new();
         for item in &s.scope {
             let value = match (&item.value, &item.path) {
                 (Some(v), _) => Value::String(v.clone()),
-                (None, Some(path)) => match self.read(path, &body) {
+                (None, Some(path)) => match self.read(path, body) {
                     Read::Found(v) => v,
                     Read::Inexact => return Err(inexact_field(&item.name, path)),
                     Read::Absent if item.optional => Value::Null,
@@ -200,13 +201,13 @@ impl<'c> Ctx<'c, '_> {
             };
             scope.insert(item.name.clone(), value);
         }
-        let discriminants = self.read_all(&s.discriminants, &body, false)?;
+        let discriminants = self.read_all(&s.discriminants, body, false)?;
         // A discriminant read inexactly cannot agree or differ: missing,
         // optional or not (two rounded values would compare equal).
         let missing_discriminants = s
             .discriminants
             .iter()
-            .filter(|f| match self.read(&f.path, &body) {
+            .filter(|f| match self.read(&f.path, body) {
                 Read::Inexact => true,
                 Read::Absent => !f.optional,
                 Read::Found(_) => false,
@@ -245,31 +246,49 @@ impl<'c> Ctx<'c, '_> {
     }
 
     /// The event body after the strategy's normalisation and sealing.
-    fn normalised(&self, s: &StrategyDef) -> Cow<'c, Value> {
+    fn normalised(&self, s: &StrategyDef) -> Normalised<'c> {
         if s.normalize.is_empty() && s.sensitive.is_empty() {
-            return Cow::Borrowed(self.body);
+            return Normalised {
+                value: Cow::Borrowed(self.body),
+                sealed_inexact: false,
+            };
         }
         let mut body = self.body.clone();
         s.normalize.apply_before_sensitive(&mut body);
-        // A sealed value is read as a string: one holding a rounded whole
-        // number is sealed as a mark `read` knows, never as its rounding.
-        let seal = |v: &Value| match jcs::holds_rounded_integer(v) {
-            true => Value::String(INEXACT_SEALED.to_owned()),
-            false => self.secret.seal(v),
+        // A sealed value reads as a string: whether one held a rounded
+        // whole number is kept aside, for `read` to look at it unsealed.
+        let sealed_inexact = std::cell::Cell::new(false);
+        let seal = |v: &Value| {
+            if jcs::holds_rounded_integer(v) {
+                sealed_inexact.set(true);
+            }
+            self.secret.seal(v)
         };
         for path in &s.sensitive {
             map_all(&mut body, path, &seal);
         }
         s.normalize.apply_unordered(&mut body);
-        Cow::Owned(body)
+        Normalised {
+            value: Cow::Owned(body),
+            sealed_inexact: sealed_inexact.get(),
+        }
     }
 
     /// A header's text, or what `path` selects in `body`: numbers already in
-    /// canonical form, since every body a strategy reads comes from it.
-    fn read(&self, path: &FieldRef, body: &Value) -> Read {
-        match path.resolve(self.facts.headers, Some(body)) {
+    /// canonical form, since every body a strategy reads comes from it. A
+    /// value sealed from a rounded whole number is read unsealed to say so.
+    fn read(&self, path: &FieldRef, body: &Normalised<'_>) -> Read {
+        match path.resolve(self.facts.headers, Some(&body.value)) {
             None => Read::Absent,
-            Some(v) if inexact(&v) => Read::Inexact,
+            Some(v) if jcs::holds_rounded_integer(&v) => Read::Inexact,
+            Some(_)
+                if body.sealed_inexact
+                    && path
+                        .resolve(self.facts.headers, Some(self.body))
+                        .is_some_and(|unsealed| jcs::holds_rounded_integer(&unsealed)) =>
+            {
+                Read::Inexact
+            }
             Some(v) => Read::Found(v),
         }
     }
@@ -278,7 +297,7 @@ impl<'c> Ctx<'c, '_> {
     fn read_all(
         &self,
         fields: &[super::strategy::NamedField],
-        body: &Value,
+        body: &Normalised<'_>,
         required: bool,
     ) -> Result<Map<String, Value>, SkipReason> {
         let mut out = Map::new();
@@ -308,18 +327,11 @@ enum Read {
     Inexact,
 }
 
-/// What a sensitive value holding a rounded whole number is sealed as.
-const INEXACT_SEALED: &str = "inexact-number";
-
-/// Whether `value` holds a whole number whose digits were lost, as read or
-/// as sealed.
-fn inexact(value: &Value) -> bool {
-    match value {
-        Value::String(text) => text == INEXACT_SEALED,
-        Value::Array(items) => items.iter().any(inexact),
-        Value::Object(members) => members.values().any(inexact),
-        number => jcs::holds_rounded_integer(number),
-    }
+/// A body as one strategy reads it: normalised and sealed.
+struct Normalised<'c> {
+    value: Cow<'c, Value>,
+    /// Whether a sealed value held a whole number whose digits were lost.
+    sealed_inexact: bool,
 }
 
 fn inexact_field(name: &str, path: &FieldRef) -> SkipReason {
