@@ -42,6 +42,8 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
     // journal the window would hold fewer of them than happened. The
     // evaluation waits for the next check rather than judge on it, and so
     // it does when how far behind it is cannot be read.
+    // Every ignore journaled before this instant is read, once caught up.
+    let looked = Utc::now();
     let freshness = super::projector::caught_up(engine, super::projector::READ_WAIT).await?;
     if freshness.behind > 0 {
         tracing::error!(
@@ -87,7 +89,6 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
         }
     }
     refresh(engine).await?;
-    let now = Utc::now();
     let previous = engine.stragglers_read_at.lock().map_or(None, |at| *at);
     flag_stragglers(
         engine,
@@ -96,7 +97,7 @@ pub async fn evaluate(engine: &SharedEngine) -> Result<Vec<String>, DbErr> {
     )
     .await?;
     if let Ok(mut at) = engine.stragglers_read_at.lock() {
-        *at = Some(now);
+        *at = Some(looked);
     }
     Ok(tripped)
 }
