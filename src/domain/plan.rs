@@ -45,6 +45,10 @@ pub struct Evidence {
     pub horizon: Horizon,
     /// The older key a match was made through, when it is not the key itself.
     pub matched_key: Option<String>,
+    /// The key in force whose version judges the match (its strength, its
+    /// breaker) when it is not `matched_key`: the key a migration carried
+    /// a retired version's effect to.
+    pub judged_through: Option<String>,
     /// The reservation found under the key: taken again with the next
     /// fencing token when its failure proved no effect.
     pub reserved: Option<Claim>,
@@ -63,6 +67,7 @@ impl Evidence {
             missing: key.missing_discriminants.clone(),
             horizon: Horizon::Within,
             matched_key: None,
+            judged_through: None,
             reserved: None,
             made_by_hand: false,
         }
@@ -169,14 +174,19 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
     let layer = layer_of(&evidence, transport);
     // A match through another key in force is judged by both versions: the
     // weaker of the two strengths, and either one's tripped breaker.
-    let through = evidence.matched_key.as_deref().filter(|m| *m != key.key);
-    let strength = match through
-        .and_then(|matched| key.older.get(matched))
-        .and_then(|older| older.strength)
-    {
-        Some(matched) => weaker(matched, key.strength),
-        None => key.strength,
-    };
+    let through = (evidence.judged_through.as_deref())
+        .or(evidence.matched_key.as_deref())
+        .filter(|m| *m != key.key);
+    // Two versions of one strategy: the weaker judges (a version made
+    // weaker after collisions). Another strategy's key: its own strength.
+    let strength =
+        match through.and_then(|matched| Some((matched, key.older.get(matched)?.strength?))) {
+            Some((matched, older)) if name_of(strategy_of(matched)) == name_of(&key.strategy) => {
+                weaker(older, key.strength)
+            }
+            Some((_, older)) => older,
+            None => key.strength,
+        };
     let breaker_tripped = breaker_tripped
         || through.is_some_and(|matched| {
             tripped_older
@@ -218,6 +228,11 @@ fn weaker(a: Strength, b: Strength) -> Strength {
         Strength::Strong => 2,
     };
     if rank(a) <= rank(b) { a } else { b }
+}
+
+/// The name of a strategy `name@version`.
+fn name_of(strategy: &str) -> &str {
+    strategy.split_once('@').map_or(strategy, |(name, _)| name)
 }
 
 /// The `name@version` a printable key `name@version:hex` was made by.

@@ -76,6 +76,10 @@ impl KeyState {
     pub(super) fn evidence(&self, key: &KeySummary, at: DateTime<Utc>) -> Evidence {
         Evidence {
             matched_key: self.through().map(str::to_owned),
+            judged_through: match self {
+                Self::Migrated { alias, .. } if alias.key != key.key => Some(alias.key.clone()),
+                _ => None,
+            },
             reserved: match self {
                 Self::Reserved { row, .. } => Some(Claim {
                     key: row.key.clone(),
@@ -98,6 +102,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
             let seen = seen_by(key, through.as_deref());
             Evidence {
                 matched_key: None,
+                judged_through: None,
                 reserved: None,
                 made_by_hand: false,
                 existing: existing_of(row, at),
@@ -114,6 +119,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
             let seen = seen_by(key, through.as_deref());
             Evidence {
                 matched_key: None,
+                judged_through: None,
                 reserved: None,
                 made_by_hand: false,
                 existing: Existing::Nothing,
@@ -132,6 +138,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
             let seen = seen_by(key, (alias.key != key.key).then_some(alias.key.as_str()));
             Evidence {
                 matched_key: None,
+                judged_through: None,
                 reserved: None,
                 made_by_hand: false,
                 existing: Existing::Nothing,
@@ -150,6 +157,7 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
         // is needed, never a silent second effect.
         KeyState::Retired { .. } => Evidence {
             matched_key: None,
+            judged_through: None,
             reserved: None,
             made_by_hand: false,
             existing: Existing::Nothing,

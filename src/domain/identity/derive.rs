@@ -185,7 +185,10 @@ impl<'c> Ctx<'c, '_> {
             false if s.kind == super::strategy::Kind::RawHash => {
                 json!({ RAW_BODY_SOURCE: sha256_hex(self.facts.raw_body) })
             }
-            false => Value::Object(Map::from_iter([("body".to_owned(), body.value.as_ref().clone())])),
+            false => Value::Object(Map::from_iter([(
+                "body".to_owned(),
+                body.value.as_ref().clone(),
+            )])),
         };
         let mut scope = Map::new();
         for item in &s.scope {

@@ -365,3 +365,47 @@ fn the_fingerprints_an_earlier_collision_named_are_found_wherever_they_are_shown
     let named = json!({"differences": [{"field": BODY_DIFFERENCE, "existing": "as first received", "new": "different"}]});
     assert!(journaled_fingerprints(&named).is_empty());
 }
+
+#[test]
+fn given_a_match_through_a_strong_strategy_below_then_its_strength_judges_not_the_weaker_own() {
+    let seen = crate::domain::journal::OlderKey {
+        discriminants: BTreeMap::from([("amount".to_owned(), json!(700))]),
+        missing_discriminants: Vec::new(),
+        strength: Some(Strength::Strong),
+    };
+    let key = KeySummary {
+        strength: Strength::Weak,
+        criticality: Criticality::Reversible,
+        older_keys: vec!["event-id@1:cc".to_owned()],
+        older: BTreeMap::from([("event-id@1:cc".to_owned(), seen)]),
+        ..key()
+    };
+    let plan = planned(&key, applied_through(&key, "event-id@1:cc"), "webhook");
+    assert_eq!(plan.made.decision.action, Action::Ignore);
+}
+
+#[test]
+fn given_a_match_through_a_migrated_key_then_the_version_it_was_carried_to_judges_it() {
+    // `refund@1` retired, its effect carried to `refund@3`'s key (medium),
+    // found by a delivery keyed by `refund@4` (strong).
+    let mut key = with_older(Some(Strength::Medium));
+    key.older_keys = vec!["refund@3:cc".to_owned()];
+    key.older = BTreeMap::from([(
+        "refund@3:cc".to_owned(),
+        key.older.remove("refund@1:bb").expect("the older key"),
+    )]);
+    let evidence = Evidence {
+        judged_through: Some("refund@3:cc".to_owned()),
+        ..applied_through(&key, "refund@1:bb")
+    };
+    let plan = planned(&key, evidence.clone(), "webhook");
+    assert_eq!(plan.made.decision.reason, Reason::MediumMatchCritical);
+    assert_eq!(plan.made.matched_key.as_deref(), Some("refund@1:bb"));
+    // and by that version's breaker
+    let key = with_older(Some(Strength::Strong));
+    let mut strong = key.clone();
+    strong.older_keys = vec!["refund@3:cc".to_owned()];
+    strong.older = BTreeMap::from([("refund@3:cc".to_owned(), key.older["refund@1:bb"].clone())]);
+    let plan = planned_tripped(&strong, evidence, "webhook", vec!["refund@3".to_owned()]);
+    assert_eq!(plan.made.decision.reason, Reason::BreakerTripped);
+}
