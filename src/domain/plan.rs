@@ -172,8 +172,9 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
         new_effect,
     } = given;
     let layer = layer_of(&evidence, transport);
-    // A match through another key in force is judged by both versions: the
-    // weaker of the two strengths, and either one's tripped breaker.
+    // A match through another key in force is judged by the version behind
+    // that key as well as the delivery's own: its strength (the weaker of
+    // the two for versions of one strategy) and either one's breaker.
     let through = (evidence.judged_through.as_deref())
         .or(evidence.matched_key.as_deref())
         .filter(|m| *m != key.key);

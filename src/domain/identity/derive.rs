@@ -253,19 +253,19 @@ impl<'c> Ctx<'c, '_> {
         if s.normalize.is_empty() && s.sensitive.is_empty() {
             return Normalised {
                 value: Cow::Borrowed(self.body),
-                sealed_inexact: false,
             };
         }
         let mut body = self.body.clone();
         s.normalize.apply_before_sensitive(&mut body);
-        // A sealed value reads as a string: whether one held a rounded
-        // whole number is kept aside, for `read` to look at it unsealed.
-        let sealed_inexact = std::cell::Cell::new(false);
+        // A sealed value reads as a string: one that held a rounded whole
+        // number is sealed under a prefix of its own, which `read` refuses
+        // wherever normalisation then moves it.
         let seal = |v: &Value| {
-            if jcs::holds_rounded_integer(v) {
-                sealed_inexact.set(true);
+            let sealed = self.secret.sealed(v);
+            match jcs::holds_rounded_integer(v) {
+                true => Value::String(sealed.replacen(SEAL_PREFIX, INEXACT_SEAL_PREFIX, 1)),
+                false => Value::String(sealed),
             }
-            self.secret.seal(v)
         };
         for path in &s.sensitive {
             map_all(&mut body, path, &seal);
@@ -273,25 +273,15 @@ impl<'c> Ctx<'c, '_> {
         s.normalize.apply_unordered(&mut body);
         Normalised {
             value: Cow::Owned(body),
-            sealed_inexact: sealed_inexact.get(),
         }
     }
 
     /// A header's text, or what `path` selects in `body`: numbers already in
-    /// canonical form, since every body a strategy reads comes from it. A
-    /// value sealed from a rounded whole number is read unsealed to say so.
+    /// canonical form, since every body a strategy reads comes from it.
     fn read(&self, path: &FieldRef, body: &Normalised<'_>) -> Read {
         match path.resolve(self.facts.headers, Some(&body.value)) {
             None => Read::Absent,
-            Some(v) if jcs::holds_rounded_integer(&v) => Read::Inexact,
-            Some(_)
-                if body.sealed_inexact
-                    && path
-                        .resolve(self.facts.headers, Some(self.body))
-                        .is_some_and(|unsealed| jcs::holds_rounded_integer(&unsealed)) =>
-            {
-                Read::Inexact
-            }
+            Some(v) if inexact(&v) => Read::Inexact,
             Some(v) => Read::Found(v),
         }
     }
@@ -333,8 +323,25 @@ enum Read {
 /// A body as one strategy reads it: normalised and sealed.
 struct Normalised<'c> {
     value: Cow<'c, Value>,
-    /// Whether a sealed value held a whole number whose digits were lost.
-    sealed_inexact: bool,
+}
+
+/// How a seal begins (`KeySecret::sealed`), and how the seal of a value
+/// holding a rounded whole number begins instead: a provider's text never
+/// takes that form by chance (a prefix, then 64 hexadecimal digits).
+const SEAL_PREFIX: &str = "hmac:";
+const INEXACT_SEAL_PREFIX: &str = "hmac-inexact:";
+
+/// Whether `value` holds a whole number whose digits were lost, as read or
+/// as sealed.
+fn inexact(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text
+            .strip_prefix(INEXACT_SEAL_PREFIX)
+            .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())),
+        Value::Array(items) => items.iter().any(inexact),
+        Value::Object(members) => members.values().any(inexact),
+        number => jcs::holds_rounded_integer(number),
+    }
 }
 
 fn inexact_field(name: &str, path: &FieldRef) -> SkipReason {

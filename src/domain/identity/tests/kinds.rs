@@ -467,33 +467,12 @@ fn a_provider_delivering_batches_refuses_a_strategy_reading_the_whole_delivery()
 
 #[test]
 fn given_a_sensitive_field_too_large_to_read_exactly_then_sealing_it_does_not_key_it() {
-    let cfg: CatalogConfig = toml::from_str(
-        r#"
-[[providers]]
-name = "bank"
-event_type = [{ parts = [{ field = "$.type" }] }]
-
-[[strategies]]
-name = "bank-transfer"
-version = 1
-provider = "bank"
-event_types = ["*"]
-kind = "business_reference"
-strength = "strong"
-horizon = "1d"
-effect_type = "transfer.book"
-criticality = "critical"
-fields = [{ name = "account", path = "$.account" }]
-sensitive = ["$.account"]
-
-[[hierarchies]]
-provider = "bank"
-event_type = "*"
-strategies = ["bank-transfer"]
-"#,
-    )
-    .unwrap();
-    let catalog = Catalog::build(cfg).unwrap();
+    let catalog = bank(
+        "bank-transfer",
+        r#"[{ name = "account", path = "$.account" }]"#,
+        "$.account",
+        "",
+    );
     let derive = |digits: &str| {
         let text = format!(r#"{{"type":"transfer","account":{digits}}}"#);
         Delivery::new("bank", serde_json::from_str(&text).unwrap()).derive(&catalog)
@@ -514,4 +493,72 @@ strategies = ["bank-transfer"]
     // An exact one is sealed and keys as before, whatever text it holds.
     assert!(derive("12345678901234").business.is_some());
     assert!(derive(r#""inexact-number""#).business.is_some());
+}
+
+#[test]
+fn given_sealed_values_sorted_as_unordered_then_both_orders_read_alike_and_rounded_ones_are_refused()
+ {
+    let catalog = bank(
+        "bank-first-ref",
+        r#"[{ name = "first", path = "$.refs[0]" }]"#,
+        "$.refs[*]",
+        "[strategies.normalize]\nunordered = [\"$.refs\"]\n",
+    );
+    let derive = |refs: &str| {
+        let text = format!(r#"{{"type":"transfer","refs":{refs}}}"#);
+        Delivery::new("bank", serde_json::from_str(&text).unwrap()).derive(&catalog)
+    };
+    let big = "123456789012345678901234";
+    // Both orders sort to one array: read by its first element, they are
+    // one outcome, whichever seal sorts first (the rounded one refused).
+    let (a, b) = (derive(&format!("[5,{big}]")), derive(&format!("[{big},5]")));
+    assert_eq!(
+        a.business.as_ref().map(|k| k.key.full()),
+        b.business.as_ref().map(|k| k.key.full())
+    );
+    assert_eq!(a.skipped, b.skipped);
+    // Both rounded: refused wherever they land.
+    let both = derive(&format!("[{big},{big}1]"));
+    assert!(both.business.is_none(), "{:?}", both.business);
+    assert!(matches!(
+        both.skipped[0].reason,
+        SkipReason::InexactNumber { .. }
+    ));
+    // Exact values, in either order, key alike.
+    assert_eq!(
+        business_key(&derive("[5,7]")),
+        business_key(&derive("[7,5]"))
+    );
+}
+
+/// A provider `bank` whose one strategy `name` reads `fields`, seals
+/// `sensitive` and normalises as `normalize` says.
+fn bank(name: &str, fields: &str, sensitive: &str, normalize: &str) -> Catalog {
+    let text = format!(
+        r#"
+[[providers]]
+name = "bank"
+event_type = [{{ parts = [{{ field = "$.type" }}] }}]
+
+[[strategies]]
+name = "{name}"
+version = 1
+provider = "bank"
+event_types = ["*"]
+kind = "business_reference"
+strength = "strong"
+horizon = "1d"
+effect_type = "transfer.book"
+criticality = "critical"
+fields = {fields}
+sensitive = ["{sensitive}"]
+{normalize}
+[[hierarchies]]
+provider = "bank"
+event_type = "*"
+strategies = ["{name}"]
+"#
+    );
+    let cfg: CatalogConfig = toml::from_str(&text).unwrap();
+    Catalog::build(cfg).unwrap()
 }
