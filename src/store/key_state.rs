@@ -101,14 +101,11 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
         KeyState::Reserved { row, through } => {
             let seen = seen_by(key, through.as_deref());
             Evidence {
-                matched_key: None,
-                judged_through: None,
-                reserved: None,
-                made_by_hand: false,
                 existing: existing_of(row, at),
                 differences: seen.differences(&row.discriminants),
                 missing: seen.missing,
                 horizon: Horizon::Within,
+                ..nothing()
             }
         }
         // Beyond the fast index: what the effects ledger still proves,
@@ -118,16 +115,12 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
         KeyState::Ledger { effect, through } => {
             let seen = seen_by(key, through.as_deref());
             Evidence {
-                matched_key: None,
-                judged_through: None,
-                reserved: None,
-                made_by_hand: false,
-                existing: Existing::Nothing,
                 differences: seen.differences(&effect.discriminants),
                 missing: seen.missing,
                 horizon: Horizon::Passed {
                     ledger: ledger_evidence(effect, true),
                 },
+                ..nothing()
             }
         }
         // A migrated key stands for the effect its retained body was
@@ -137,11 +130,6 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
         KeyState::Migrated { alias, effect } => {
             let seen = seen_by(key, (alias.key != key.key).then_some(alias.key.as_str()));
             Evidence {
-                matched_key: None,
-                judged_through: None,
-                reserved: None,
-                made_by_hand: false,
-                existing: Existing::Nothing,
                 differences: seen.differences(&alias.discriminants),
                 missing: seen.missing,
                 horizon: Horizon::Passed {
@@ -150,22 +138,18 @@ fn evidence_of(state: &KeyState, key: &KeySummary, at: DateTime<Utc>) -> Evidenc
                         effect.state == ReservationState::Applied.as_str(),
                     ),
                 },
+                ..nothing()
             }
         }
         // Found only through a retired version's own key: its body was gone
         // when it was migrated, so nothing proves what it was; an approval
         // is needed, never a silent second effect.
         KeyState::Retired { .. } => Evidence {
-            matched_key: None,
-            judged_through: None,
-            reserved: None,
-            made_by_hand: false,
-            existing: Existing::Nothing,
-            differences: Vec::new(),
             missing: Vec::new(),
             horizon: Horizon::Passed {
                 ledger: LedgerEvidence::Purged,
             },
+            ..nothing()
         },
     }
 }

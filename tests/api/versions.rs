@@ -807,21 +807,31 @@ fields = [
 ]
 "#;
 
+/// A server knowing only the medium `vpay@1`, which keyed and applied one
+/// refund of 500 under `reference`: its downstream, database and app.
+async fn refunded_by_medium_v1(
+    reference: &str,
+) -> (Downstream, String, Option<tempfile::TempDir>, TestApp) {
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let (url, dir) = fresh_database().await;
+    let sink = downstream.sink_toml(2000);
+    let before = format!("{sink}{PAYMENT_KEYED_MEDIUM}{}", hierarchy("\"vpay\""));
+    let app = spawn_on(&url, &before, None).await;
+    let first = app.post_signed("hmac", &refund_of(reference, 500)).await;
+    assert_eq!(first.json["strategy"], "vpay@1", "{}", first.json);
+    downstream.wait_calls(1).await;
+    app.wait_applied(1).await;
+    (downstream, url, dir, app)
+}
+
 /// A second refund of the same payment and amount, with a reference of
 /// its own, matches the first only through the medium version 1: on money
 /// that match waits for the provider or a person, as version 1 would have
 /// judged it, and is never ignored as version 2's strong key would be.
 #[tokio::test]
 async fn a_match_through_an_older_medium_version_is_judged_medium_not_as_the_newer_strong_one() {
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-    let (url, _dir) = fresh_database().await;
+    let (downstream, url, _dir, _app) = refunded_by_medium_v1("rr_m1").await;
     let sink = downstream.sink_toml(2000);
-    let before = format!("{sink}{PAYMENT_KEYED_MEDIUM}{}", hierarchy("\"vpay\""));
-    let app = spawn_on(&url, &before, None).await;
-    let first = app.post_signed("hmac", &refund_of("rr_m1", 500)).await;
-    assert_eq!(first.json["strategy"], "vpay@1", "{}", first.json);
-    downstream.wait_calls(1).await;
-    app.wait_applied(1).await;
 
     let after = format!(
         "{sink}{PAYMENT_KEYED_MEDIUM}{}{}",
@@ -871,15 +881,8 @@ async fn a_version_retired_after_a_strategy_was_added_above_it_still_finds_what_
 /// strength.
 #[tokio::test]
 async fn a_medium_version_retired_after_a_strategy_was_added_above_it_still_finds_what_it_keyed() {
-    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
-    let (url, _dir) = fresh_database().await;
+    let (downstream, url, _dir, app) = refunded_by_medium_v1("rr_r").await;
     let sink = downstream.sink_toml(2000);
-    let before = format!("{sink}{PAYMENT_KEYED_MEDIUM}{}", hierarchy("\"vpay\""));
-    let app = spawn_on(&url, &before, None).await;
-    let first = app.post_signed("hmac", &refund_of("rr_r", 500)).await;
-    assert_eq!(first.json["strategy"], "vpay@1", "{}", first.json);
-    downstream.wait_calls(1).await;
-    app.wait_applied(1).await;
 
     let v2 = refund_strategy("vpay", &version(2, "30d", &["amount"]));
     let above = hierarchy("\"refund-ref\", \"vpay\"");
