@@ -10,7 +10,7 @@
 use super::catalog::Catalog;
 use super::field::FieldRef;
 use super::jcs;
-use super::key::{Binding, KeySecret, mask, sha256_hex};
+use super::key::{Binding, INEXACT_SEAL_PREFIX, KeySecret, mask, sha256_hex};
 use super::normalize::{map_all, remove_all};
 use super::provider::ProviderDef;
 use super::strategy::StrategyDef;
@@ -325,11 +325,11 @@ struct Normalised<'c> {
     value: Cow<'c, Value>,
 }
 
-/// How a seal begins (`KeySecret::sealed`), and how the seal of a value
-/// holding a rounded whole number begins instead: a provider's text never
-/// takes that form by chance (a prefix, then 64 hexadecimal digits).
+/// How a seal begins (`KeySecret::sealed`); the seal of a value holding a
+/// rounded whole number begins with `INEXACT_SEAL_PREFIX` instead: a
+/// provider's text never takes that form by chance (a prefix, then 64
+/// hexadecimal digits).
 const SEAL_PREFIX: &str = "hmac:";
-const INEXACT_SEAL_PREFIX: &str = "hmac-inexact:";
 
 /// Whether `value` holds a whole number whose digits were lost, as read or
 /// as sealed.

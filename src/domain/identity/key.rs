@@ -187,18 +187,31 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// How the seal of a value that held a whole number too large to read
+/// exactly begins instead of `hmac:` (a key refuses it; see `derive`).
+pub(crate) const INEXACT_SEAL_PREFIX: &str = "hmac-inexact:";
+
 /// Copy of `value` with every sealed value abbreviated for human eyes.
 pub fn mask(value: &Value) -> Value {
     match value {
-        Value::String(s) if is_sealed(s) => {
-            Value::String(format!("{HMAC_PREFIX}{}…", &s[HMAC_PREFIX.len()..][..8]))
-        }
+        Value::String(s) => abbreviated(s).map_or_else(|| value.clone(), Value::String),
         Value::Array(items) => Value::Array(items.iter().map(mask).collect()),
         Value::Object(map) => {
             Value::Object(map.iter().map(|(k, v)| (k.clone(), mask(v))).collect())
         }
         other => other.clone(),
     }
+}
+
+/// `hmac:3f2a9c1e…` for a seal of either kind, `None` for anything else.
+fn abbreviated(s: &str) -> Option<String> {
+    [HMAC_PREFIX, INEXACT_SEAL_PREFIX]
+        .into_iter()
+        .find_map(|prefix| {
+            let hex = s.strip_prefix(prefix)?;
+            let whole = hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit());
+            whole.then(|| format!("{prefix}{}…", &hex[..8]))
+        })
 }
 
 /// Whether `s` is a sealed value (`hmac:<64 hex>`).
@@ -233,6 +246,9 @@ mod tests {
         assert!(!text.contains("4242424242424242"));
         let masked = mask(&sealed);
         assert_eq!(masked.as_str().unwrap(), format!("{}…", &text[..13]));
+        let inexact = text.replacen(HMAC_PREFIX, INEXACT_SEAL_PREFIX, 1);
+        let masked = mask(&Value::String(inexact.clone()));
+        assert_eq!(masked.as_str().unwrap(), format!("{}…", &inexact[..21]));
     }
 
     #[test]
