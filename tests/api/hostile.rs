@@ -361,3 +361,35 @@ async fn two_refunds_whose_references_differ_past_what_a_double_holds_are_never_
         second.json
     );
 }
+
+#[tokio::test]
+async fn two_refunds_both_with_a_blank_reference_are_never_one_refund() {
+    let app = spawn_app().await;
+    let refund = |reference: &str, sent_at: &str| {
+        format!(
+            r#"{{"type":"refund.created","payment_id":"pay_blank","amount":700,"currency":"EUR","refund_reference":{reference},"sent_at":"{sent_at}"}}"#
+        )
+        .into_bytes()
+    };
+    let first = app
+        .post_signed("hmac", &refund(r#""""#, "2026-12-07T10:00:00Z"))
+        .await;
+    let second = app
+        .post_signed("hmac", &refund(r#""""#, "2026-12-07T10:07:00Z"))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    assert_eq!(
+        first.json["strategy"], "norefid-refund-fingerprint@1",
+        "{}",
+        first.json
+    );
+    // Keyed on payment + "" the second was ignored as the first's
+    // duplicate; a blank reference proves nothing, so money waits for the
+    // provider or a person.
+    assert_eq!(second.json["decision"], "reconcile", "{}", second.json);
+    assert_eq!(
+        second.json["reason"], "weak_match_critical",
+        "{}",
+        second.json
+    );
+}

@@ -101,6 +101,7 @@ impl Catalog {
             body: canonical,
             event_type: &event_type,
             secret,
+            blank_is_value: false,
         };
         for (position, name) in hierarchy.strategies.iter().enumerate() {
             let Some(current) = self.current(name) else {
@@ -146,9 +147,27 @@ impl Catalog {
                         })
                         .flat_map(|lower| self.current(lower).into_iter().chain(self.older(lower)))
                         .filter(|s| s.strength == Strength::Strong);
+                    // A strategy above skipped for a blank field keyed such
+                    // deliveries before 2026-12-07 (evening), blank and all:
+                    // its key still finds them, and being blank proves
+                    // nothing, so a match through it is judged weak.
+                    let blank = Ctx {
+                        blank_is_value: true,
+                        ..ctx
+                    };
+                    let blanks = hierarchy.strategies[..position]
+                        .iter()
+                        .flat_map(|upper| self.current(upper).into_iter().chain(self.older(upper)))
+                        .filter(|s| matches!(ctx.attempt(s), Err(SkipReason::BlankField { .. })))
+                        .filter_map(|s| blank.attempt(s).ok())
+                        .map(|identity| BusinessIdentity {
+                            strength: Strength::Weak,
+                            ..identity
+                        });
                     out.also_keyed = above
                         .chain(below)
                         .filter_map(|s| ctx.attempt(s).ok())
+                        .chain(blanks)
                         .collect();
                     return out;
                 }
@@ -169,6 +188,9 @@ struct Ctx<'c, 'a> {
     body: &'c Value,
     event_type: &'c str,
     secret: &'c KeySecret,
+    /// Whether a blank required field is read as a value (the keys such
+    /// deliveries had before 2026-12-07, evening) instead of skipping.
+    blank_is_value: bool,
 }
 
 impl<'c> Ctx<'c, '_> {
@@ -196,6 +218,8 @@ impl<'c> Ctx<'c, '_> {
                 (Some(v), _) => Value::String(v.clone()),
                 (None, Some(path)) => match self.read(path, body) {
                     Read::Found(v) => v,
+                    Read::Blank(v) if item.optional || self.blank_is_value => v,
+                    Read::Blank(_) => return Err(blank_field(&item.name, path)),
                     Read::Inexact => return Err(inexact_field(&item.name, path)),
                     Read::Absent if item.optional => Value::Null,
                     Read::Absent => return Err(missing(&item.name, path)),
@@ -212,7 +236,7 @@ impl<'c> Ctx<'c, '_> {
             .iter()
             .filter(|f| match self.read(&f.path, body) {
                 Read::Inexact => true,
-                Read::Absent => !f.optional,
+                Read::Absent | Read::Blank(_) => !f.optional,
                 Read::Found(_) => false,
             })
             .map(|f| f.name.clone())
@@ -282,6 +306,7 @@ impl<'c> Ctx<'c, '_> {
         match path.resolve(self.facts.headers, Some(&body.value)) {
             None => Read::Absent,
             Some(v) if inexact(&v) => Read::Inexact,
+            Some(v) if blank(&v) => Read::Blank(v),
             Some(v) => Read::Found(v),
         }
     }
@@ -296,7 +321,10 @@ impl<'c> Ctx<'c, '_> {
         let mut out = Map::new();
         for f in fields {
             match self.read(&f.path, body) {
-                Read::Found(v) => {
+                Read::Blank(_) if required && !f.optional && !self.blank_is_value => {
+                    return Err(blank_field(&f.name, &f.path));
+                }
+                Read::Found(v) | Read::Blank(v) => {
                     out.insert(f.name.clone(), v);
                 }
                 Read::Inexact if required => return Err(inexact_field(&f.name, &f.path)),
@@ -315,6 +343,9 @@ enum Read {
     Found(Value),
     /// Nothing selected, or only nulls.
     Absent,
+    /// Blank text, or a container of nothing else (see `blank`): a value,
+    /// but never enough to key by when the field is required.
+    Blank(Value),
     /// A whole number whose exact digits were lost (see
     /// `jcs::holds_rounded_integer`): never key material.
     Inexact,
@@ -348,6 +379,24 @@ fn inexact_field(name: &str, path: &FieldRef) -> SkipReason {
     SkipReason::InexactNumber {
         field: name.to_owned(),
         path: path.to_string(),
+    }
+}
+
+fn blank_field(name: &str, path: &FieldRef) -> SkipReason {
+    SkipReason::BlankField {
+        field: name.to_owned(),
+        path: path.to_string(),
+    }
+}
+
+/// Whether `value` tells nothing apart: text of spaces only, or an array
+/// or object holding nothing but such values (an empty one included).
+fn blank(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.trim().is_empty(),
+        Value::Array(items) => items.iter().all(blank),
+        Value::Object(members) => members.values().all(blank),
+        _ => false,
     }
 }
 

@@ -71,6 +71,9 @@ fn write_body(
             SkipReason::InexactNumber { field, path } => {
                 format!("field `{field}` ({path}) holds a number too large to read exactly")
             }
+            SkipReason::BlankField { field, path } => {
+                format!("field `{field}` ({path}) holds only blank text")
+            }
             SkipReason::NotApplicable { event_type } => format!("does not apply to {event_type}"),
         };
         let _ = writeln!(out, "{pad}skipped {}: {why}", s.strategy);

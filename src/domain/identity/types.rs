@@ -90,6 +90,10 @@ pub enum SkipReason {
     /// A field (or scope value) holds a whole number too large for the
     /// exact digits to have been read (`jcs::holds_rounded_integer`).
     InexactNumber { field: String, path: String },
+    /// A required field (or scope value) holds only blank text (`""`,
+    /// spaces), or is an empty array or object: it tells no two operations
+    /// apart, so two refunds both without a reference would share a key.
+    BlankField { field: String, path: String },
     /// The strategy's event types do not cover this event type.
     NotApplicable { event_type: String },
 }

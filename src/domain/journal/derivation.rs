@@ -81,6 +81,11 @@ pub enum SkipDetail {
         field: String,
         path: String,
     },
+    /// Since 2026-12-07 (evening).
+    BlankField {
+        field: String,
+        path: String,
+    },
     NotApplicable {
         event_type: String,
     },
@@ -176,6 +181,10 @@ impl SkippedStrategy {
                     path: path.clone(),
                 },
                 SkipReason::InexactNumber { field, path } => SkipDetail::InexactNumber {
+                    field: field.clone(),
+                    path: path.clone(),
+                },
+                SkipReason::BlankField { field, path } => SkipDetail::BlankField {
                     field: field.clone(),
                     path: path.clone(),
                 },

@@ -187,6 +187,16 @@ fn skip(skipped: &Value) -> Skip {
             text(&reason["field"]),
             text(&reason["path"])
         ),
+        Some("inexact_number") => format!(
+            "field `{}` ({}) holds a number too large to read exactly",
+            text(&reason["field"]),
+            text(&reason["path"])
+        ),
+        Some("blank_field") => format!(
+            "field `{}` ({}) holds only blank text",
+            text(&reason["field"]),
+            text(&reason["path"])
+        ),
         Some("not_applicable") => format!(
             "does not apply to event type {}",
             text(&reason["event_type"])

@@ -417,6 +417,50 @@ fn given_references_too_large_to_read_exactly_then_they_never_key_and_the_finger
 }
 
 #[test]
+fn given_a_blank_reference_then_it_never_keys_strongly_and_its_old_key_is_judged_weak() {
+    let catalog = presets();
+    for reference in [r#""""#, r#""  ""#, "[]", "{}", r#"["", " "]"#] {
+        let body = refund_with_numbers(reference, "1500");
+        let d = Delivery::new("norefid", body).derive(&catalog);
+        // Two refunds both without a reference would share a strong key:
+        // the second ignored as the first's duplicate.
+        assert_eq!(chosen(&d), "norefid-refund-fingerprint@1", "{reference}");
+        assert_eq!(
+            d.skipped[0].reason,
+            SkipReason::BlankField {
+                field: "refund_reference".into(),
+                path: "$.refund_reference".into()
+            }
+        );
+        assert!(d.explain().contains("holds only blank text"), "{reference}");
+        // The key such a refund had before still finds it, judged weak.
+        let old: Vec<_> = (d.also_keyed.iter())
+            .filter(|o| o.strategy.to_string() == "norefid-refund-ref@1")
+            .collect();
+        assert_eq!(old.len(), 1, "{reference}");
+        assert_eq!(old[0].strength, Strength::Weak);
+        assert_eq!(
+            old[0].material["refund_reference"],
+            serde_json::from_str::<Value>(reference).unwrap()
+        );
+    }
+    // A reference with text keys strongly, with no extra key.
+    let d = Delivery::new("norefid", refund_with_numbers(r#""rr_1""#, "1500")).derive(&catalog);
+    assert_eq!(chosen(&d), "norefid-refund-ref@1");
+    assert!(d.also_keyed.is_empty());
+}
+
+#[test]
+fn given_a_blank_discriminant_then_it_is_missing_not_equal() {
+    let catalog = presets();
+    let mut body = refund_with_numbers(r#""rr_1""#, "1500");
+    body["currency"] = Value::String(" ".into());
+    let d = Delivery::new("norefid", body).derive(&catalog);
+    let business = d.business.as_ref().unwrap();
+    assert_eq!(business.missing_discriminants, vec!["currency".to_owned()]);
+}
+
+#[test]
 fn given_a_discriminant_too_large_to_read_exactly_then_it_is_missing_not_equal() {
     let amount = "100000000000000000000001";
     let d = Delivery::new("norefid", refund_with_numbers(r#""rr_1""#, amount)).derive(&presets());
