@@ -369,3 +369,49 @@ async fn an_earlier_attempts_open_case_asks_nothing_while_the_retrys_call_is_in_
     );
     assert_eq!(downstream.applied().len(), 1);
 }
+
+#[tokio::test]
+async fn a_look_alike_held_while_an_outcome_is_unknown_stays_open_once_that_effect_is_applied() {
+    let downstream = Downstream::start(Behaviour::ApplyThenHang).await;
+    // No sweep before the test asks: the look-alike arrives while the
+    // first refund's outcome is unknown.
+    let app = spawn_app_with(&format!(
+        "[engine]\nsweep_interval_ms = 600000\n\n{}",
+        downstream.sink_toml_with_status(300)
+    ))
+    .await;
+    // Two refunds without a reference look alike (a weak fingerprint):
+    // nothing tells a retry from a second legitimate refund.
+    let first = app.post_signed("hmac", &refund("pay_u", 700, None)).await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.wait_journal("EffectOutcomeUnknown", 1).await;
+    let second = app.post_signed("hmac", &refund("pay_u", 700, None)).await;
+    assert_eq!(second.json["reason"], "outcome_unknown", "{}", second.json);
+    let look_alike = second.json["case_id"].as_str().expect("a case").to_owned();
+    let cases = app
+        .get("/api/cases?reason=outcome_unknown&status=open")
+        .await;
+    let own = (cases.json["cases"].as_array().expect("cases").iter())
+        .filter_map(|c| c["case_id"].as_str())
+        .find(|id| *id != look_alike)
+        .expect("the first effect's own case")
+        .to_owned();
+    let asked = app.look_up(&own).await;
+    assert_eq!(asked.json["verdict"], "effect_confirmed", "{}", asked.json);
+    // The first refund is applied; whether the second is another refund is
+    // still nobody's answer: its case stays open for a person…
+    let case = app.get(&format!("/api/cases/{look_alike}")).await;
+    assert_eq!(case.json["status"], "open", "{}", case.json);
+    // …who can apply it as distinct, citing the provider's operation.
+    let resolved = app
+        .resolve(
+            &look_alike,
+            serde_json::json!({"resolution": "process_as_distinct", "note": "a second refund",
+                "authoritative_ref": "re_second"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    // (This downstream applies each call, then lets it time out.)
+    downstream.wait_calls(2).await;
+    assert_eq!(downstream.applied().len(), 2);
+}

@@ -119,7 +119,13 @@ pub(crate) async fn settle(
         open: case.status == CaseStatus::Open.as_str(),
         can_apply: journaled.key.is_some() && journaled.body.is_some(),
         has_existing_effect: existing_effect(&case).is_some(),
-        outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str(),
+        // An effect's own case: another delivery held while that outcome
+        // was unknown may be a distinct operation, for a person to apply.
+        outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str()
+            && case
+                .details
+                .get("effect_id")
+                .is_some_and(|id| !id.is_null()),
         close_only: is_finding(&case),
         missing_effect: case.reason == DiscrepancyKind::MissingEffect.as_str(),
     };

@@ -59,7 +59,7 @@ pub(super) async fn settled<C: ConnectionTrait>(
         changed += open(conn, new, at).await?;
     }
     if e.outcome == SettlementOutcome::Applied {
-        changed += resolve_outcome_unknown(conn, &e.key, at).await?;
+        changed += resolve_outcome_unknown(conn, e, at).await?;
     }
     Ok(changed)
 }
@@ -221,11 +221,14 @@ pub(super) fn row(new: NewCase, at: DateTime<Utc>) -> case::ActiveModel {
     }
 }
 
-/// Closes the open "outcome unknown" cases of a key once its effect is known
-/// to have been applied.
+/// Closes the open "outcome unknown" cases of an effect once it is known to
+/// have been applied: its expiry's and its settlements', all opened for the
+/// delivery that asked for it. Another delivery held on the key meanwhile
+/// (`outcome_unknown` too) may ask for a second, legitimate effect: whether
+/// it does is still a person's answer, so its case stays open.
 async fn resolve_outcome_unknown<C: ConnectionTrait>(
     conn: &C,
-    key: &str,
+    e: &EffectSettled,
     at: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     Ok(case::Entity::update_many()
@@ -234,7 +237,8 @@ async fn resolve_outcome_unknown<C: ConnectionTrait>(
             Expr::value(CaseStatus::Resolved.as_str()),
         )
         .col_expr(case::Column::ResolvedAt, Expr::value(at))
-        .filter(case::Column::BusinessKey.eq(key))
+        .filter(case::Column::BusinessKey.eq(e.key.as_str()))
+        .filter(case::Column::DeliveryId.eq(e.delivery_id.to_string()))
         .filter(case::Column::Reason.eq(Reason::OutcomeUnknown.as_str()))
         .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
         .exec(conn)
