@@ -17,3 +17,4 @@ pub mod state;
 pub mod store;
 pub mod tasks;
 pub mod telemetry;
+pub mod tls;

@@ -60,6 +60,7 @@ pub type SharedEngine = Arc<Engine>;
 /// 307/308 would send the whole event to another host. A redirect is an
 /// answer of its own (`sinks::classify`).
 fn client() -> anyhow::Result<reqwest::Client> {
+    crate::tls::install();
     Ok(reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()?)

@@ -66,6 +66,7 @@ pub async fn run(options: Options, engine: SharedEngine) -> anyhow::Result<Repor
     let downstream = Arc::new(DownstreamState::default());
     servers::provider(&options.provider_listen, provider.clone())?;
     servers::downstream(&options.downstream_listen, downstream.clone(), options.late)?;
+    crate::tls::install();
     let http = reqwest::Client::new();
     wait_ready(&http, &options.unicity).await?;
     let started = Utc::now();

@@ -19,6 +19,7 @@ use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::probe::{Probe, assert_same_projections, text};
 use crate::support::processes::{Deployment, Server, client, signed, signed_as};
 use crate::support::provider::Provider;
+use crate::support::tls_downstream::TlsDownstream;
 
 /// Short leases and frequent sweeps, so that expiries happen within a test.
 const ENGINE: &str = "[engine]\nlease_secs = 2\nsweep_interval_ms = 100\n";
@@ -838,4 +839,59 @@ fn events<'v>(view: &'v Value, event_type: &str) -> Vec<&'v Value> {
 fn instant(value: &Value) -> chrono::DateTime<chrono::FixedOffset> {
     chrono::DateTime::parse_from_rfc3339(value.as_str().unwrap_or_default())
         .unwrap_or_else(|e| panic!("{value} is not a time: {e}"))
+}
+
+#[tokio::test]
+async fn an_effect_goes_out_over_https_to_a_downstream_the_certificate_store_trusts_and_never_to_one_it_does_not()
+ {
+    let downstream = TlsDownstream::start().await;
+    // The process trusts the test's authority as a deployment trusts its
+    // own (`SSL_CERT_FILE`, or the system store).
+    let trusting = Deployment::new(&downstream.sink_toml())
+        .await
+        .with_env("SSL_CERT_FILE", &downstream.authority());
+    let server = trusting.start().await;
+    let hmac = trusting.source("hmac");
+    let reply = server
+        .post(hmac, &refund("pay_tls", 700, Some("rr_tls")))
+        .await;
+    assert_eq!(decision_of(&reply), "process", "{}", reply.json);
+    downstream.wait_calls(1).await;
+    let applied = "SELECT downstream_ref FROM effects WHERE state = 'applied'";
+    assert_eq!(
+        first_rows(&trusting, &server, applied).await,
+        vec![vec![Some("tls_applied".to_owned())]]
+    );
+    // A process that does not trust it never completes the handshake:
+    // nothing is sent, and the effect is failed, not applied.
+    let wary = Deployment::new(&downstream.sink_toml()).await;
+    let server = wary.start().await;
+    let reply = server
+        .post(
+            wary.source("hmac"),
+            &refund("pay_tls", 700, Some("rr_tls_2")),
+        )
+        .await;
+    assert_eq!(decision_of(&reply), "process", "{}", reply.json);
+    let failed = "SELECT effect_id FROM effects WHERE state = 'failed'";
+    assert_eq!(first_rows(&wary, &server, failed).await.len(), 1);
+    assert_eq!(downstream.calls().len(), 1, "{:?}", downstream.calls());
+}
+
+/// The rows `sql` reads in the deployment's database, once there are some.
+async fn first_rows(
+    deployment: &Deployment,
+    server: &Server,
+    sql: &str,
+) -> Vec<Vec<Option<String>>> {
+    let probe = deployment.probe().await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let rows = probe.rows(sql).await;
+        if !rows.is_empty() {
+            return rows;
+        }
+        assert!(Instant::now() < deadline, "{}", server.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -266,6 +266,7 @@ async fn send_forged(args: &FloodArgs<'_>) -> anyhow::Result<Forged> {
             1 + (i / 250) as u8,
             1 + (i % 250) as u8,
         ));
+        unicity::tls::install();
         let http = reqwest::Client::builder()
             .local_address(address)
             .timeout(Duration::from_secs(60))

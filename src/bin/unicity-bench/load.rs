@@ -73,6 +73,7 @@ pub async fn run(
     clients: usize,
     stop: Option<Arc<AtomicBool>>,
 ) -> anyhow::Result<LoadOutcome> {
+    unicity::tls::install();
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(clients)
         .timeout(Duration::from_secs(60))

@@ -227,6 +227,7 @@ pub async fn spawn_settings(settings: Settings, dir: Option<tempfile::TempDir>) 
         reqwest::header::AUTHORIZATION,
         format!("Bearer {token}").parse().expect("header value"),
     );
+    unicity::tls::install();
     let client = reqwest::Client::builder()
         .default_headers(headers)
         .build()

@@ -15,6 +15,7 @@ pub const PASSWORD: &str = "correct horse battery staple";
 
 /// A client that neither follows redirects nor sends a token.
 pub fn bare() -> reqwest::Client {
+    unicity::tls::install();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()

@@ -6,7 +6,8 @@
 //! while the server acts (`held`), a real browser (`chromium`), the queue and case pages' set-up
 //! (`pages`), a database read as it is for upgrade tests (`schema`), and the
 //! services on either side of Unicity: a provider's API
-//! (`provider`) and the downstream that applies effects (`downstream`).
+//! (`provider`) and the downstream that applies effects (`downstream`, and
+//! over HTTPS only, `tls_downstream`).
 
 pub mod app;
 pub mod chromium;
@@ -20,3 +21,4 @@ pub mod probe;
 pub mod processes;
 pub mod provider;
 pub mod schema;
+pub mod tls_downstream;

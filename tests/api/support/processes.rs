@@ -78,6 +78,8 @@ pub struct Deployment {
     sources: Vec<Source>,
     dir: Option<tempfile::TempDir>,
     _database_dir: Option<tempfile::TempDir>,
+    /// Variables set for every process of this deployment.
+    env: Vec<(String, PathBuf)>,
 }
 
 impl Deployment {
@@ -94,7 +96,14 @@ impl Deployment {
             sources,
             dir: Some(dir),
             _database_dir: database_dir,
+            env: Vec::new(),
         }
+    }
+
+    /// This deployment with `name` set to `path` for its processes.
+    pub fn with_env(mut self, name: &str, path: &Path) -> Self {
+        self.env.push((name.to_owned(), path.to_owned()));
+        self
     }
 
     fn dir(&self) -> &Path {
@@ -123,6 +132,7 @@ impl Deployment {
             )
             .env_remove("UNICITY_LISTEN")
             .stdin(Stdio::null());
+        command.envs(self.env.iter().map(|(name, path)| (name, path)));
         command
     }
 
@@ -235,6 +245,7 @@ pub fn free_port() -> u16 {
 
 /// An HTTP client that gives up after 15 s.
 pub fn client() -> reqwest::Client {
+    unicity::tls::install();
     reqwest::Client::builder()
         .timeout(Duration::from_secs(15))
         .build()
