@@ -123,6 +123,10 @@ pub struct Route {
     pub tripped_older: Vec<String>,
     /// How long a taken key is leased to its effect.
     pub lease: Duration,
+    /// Whether a key in force may stand for an effect migrated from an older
+    /// version's key (`Engine::migrations_possible`): only then are migrated
+    /// keys looked for.
+    pub migrations_possible: bool,
 }
 
 /// A decision planned: as journaled, and the key it takes.
@@ -166,6 +170,7 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
                 breaker_tripped,
                 ref tripped_older,
                 lease,
+                migrations_possible: _,
             },
         delivery_id,
         at,

@@ -50,6 +50,10 @@ pub struct Engine {
     pub metrics: Metrics,
     /// Applies the journal to the deliveries read model after the commit.
     pub projector: crate::store::projector::Progress,
+    /// Strategies (names) some of whose keys were migrated, as recorded
+    /// when the engine opened: a key of theirs may stand for an effect kept
+    /// under an older version's key, even one no longer in the catalog.
+    pub migrated_strategies: HashSet<String>,
 }
 
 pub type SharedEngine = Arc<Engine>;
@@ -117,6 +121,11 @@ impl Engine {
                 tracing::info!(added, "new strategy versions recorded");
             }
         }
+        let migrated_strategies = (store::projections::migrations::migrated_strategies(&db)
+            .await?)
+            .into_iter()
+            .filter_map(|s| s.split_once('@').map(|(name, _)| name.to_owned()))
+            .collect();
         let metrics = Metrics::new();
         let writer = if config.group_commit.unwrap_or(true) {
             let count = match store::backend(&db) {
@@ -155,6 +164,7 @@ impl Engine {
             stragglers_read_at: Default::default(),
             metrics,
             projector: Default::default(),
+            migrated_strategies,
         }))
     }
 
@@ -185,7 +195,22 @@ impl Engine {
                 .map(str::to_owned)
                 .collect(),
             lease: self.lease(),
+            migrations_possible: self.migrations_possible(key),
         }
+    }
+
+    /// Whether a key in force for `key` may stand for an effect a migration
+    /// carried from an older version's key: its strategy has several
+    /// versions in the catalog, or had keys migrated. Only then does a
+    /// decision look for migrated keys (a read on the hot path otherwise).
+    fn migrations_possible(&self, key: &KeySummary) -> bool {
+        (std::iter::once(&key.key).chain(&key.older_keys))
+            .filter_map(|k| k.split_once('@').map(|(name, _)| name))
+            .any(|name| {
+                self.migrated_strategies.contains(name)
+                    || !self.catalog.older(name).is_empty()
+                    || !self.catalog.retired(name).is_empty()
+            })
     }
 
     /// What a delivery keyed by `key` with body `event` is recognised by

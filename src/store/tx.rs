@@ -264,7 +264,7 @@ impl<'t> Tx<'t> {
         // a safety net.
         for _ in 0..3 {
             // `None`: a reservation committed between two reads; look again.
-            let Some(state) = self.key_state(key).await? else {
+            let Some(state) = self.key_state(key, given.route.migrations_possible).await? else {
                 continue;
             };
             let evidence = state.evidence(key, at);
@@ -298,7 +298,11 @@ impl<'t> Tx<'t> {
     /// under any key in force, else the applied effect a purged row still
     /// proves, else what a retired version left. `None` for a purged row not
     /// applied (only applied keys are purged: never expected).
-    async fn key_state(&mut self, key: &KeySummary) -> Result<Option<KeyState>, DbErr> {
+    async fn key_state(
+        &mut self,
+        key: &KeySummary,
+        migrations_possible: bool,
+    ) -> Result<Option<KeyState>, DbErr> {
         let keys = key.in_force();
         let (purged, live): (Vec<_>, Vec<_>) = self
             .rows(&keys)
@@ -314,7 +318,11 @@ impl<'t> Tx<'t> {
             }
             return Ok(Some(KeyState::Ledger { effect, through }));
         }
-        if key.retired_keys.is_empty() {
+        // A migrated key is looked for even when no retired version keys
+        // this delivery (one that no longer reads a field its retry lacks,
+        // or a version since removed): an effect it carried is the same
+        // effect.
+        if key.retired_keys.is_empty() && !migrations_possible {
             return Ok(Some(KeyState::Nothing));
         }
         if let Some((alias, effect)) = self.migrated_effects(&keys).await?.into_iter().next() {

@@ -157,16 +157,7 @@ impl Scenario {
 
     /// `unicity strategies migrate vref@1` with `versions` configured.
     async fn migrate_v1(&self, versions: &[Version]) -> unicity::domain::journal::StrategyMigrated {
-        let settings = self.settings(versions);
-        unicity::services::strategies::migrate(
-            &self.app().db,
-            &settings.catalog,
-            &settings.sources,
-            &settings.key_secret,
-            "vref@1",
-        )
-        .await
-        .expect("migration runs")
+        migrated(self.app(), &self.url, &self.config(versions), "vref@1").await
     }
 
     async fn send(&self, amount: u64) -> Reply {
@@ -887,16 +878,7 @@ async fn a_medium_version_retired_after_a_strategy_was_added_above_it_still_find
     let v2 = refund_strategy("vpay", &version(2, "30d", &["amount"]));
     let above = hierarchy("\"refund-ref\", \"vpay\"");
     let migrating = format!("{sink}{PAYMENT_KEYED_MEDIUM}{v2}{REFERENCE_KEYED}{above}");
-    let settings = test_settings(&url, &migrating);
-    let done = unicity::services::strategies::migrate(
-        &app.db,
-        &settings.catalog,
-        &settings.sources,
-        &settings.key_secret,
-        "vpay@1",
-    )
-    .await
-    .expect("migration runs");
+    let done = migrated(&app, &url, &migrating, "vpay@1").await;
     assert_eq!((done.migrated, done.unmigrated), (1, 0));
     let retired_v1 = PAYMENT_KEYED_MEDIUM.replace("version = 1", "version = 1\nretired = true");
     let retired = format!("{sink}{retired_v1}{v2}{REFERENCE_KEYED}{above}");
@@ -945,4 +927,83 @@ async fn a_key_migrated_before_a_strategy_was_added_above_is_judged_on_its_own_v
     assert_eq!(late.json["strategy"], "refund-ref@1", "{}", late.json);
     assert_ignored(&late, "late_replay_found_effect", &first, Some("vref@1"));
     s.assert_one_refund().await;
+}
+
+/// `unicity strategies migrate strategy` on `app`'s database `url`, with
+/// `config` configured.
+async fn migrated(
+    app: &TestApp,
+    url: &str,
+    config: &str,
+    strategy: &str,
+) -> unicity::domain::journal::StrategyMigrated {
+    let settings = test_settings(url, config);
+    unicity::services::strategies::migrate(
+        &app.db,
+        &settings.catalog,
+        &settings.sources,
+        &settings.key_secret,
+        strategy,
+    )
+    .await
+    .expect("migration runs")
+}
+
+/// `mref`, version `number`, keyed on payment + reference and, when
+/// `merchant`, on the merchant's reference too; retired when `retired`.
+fn merchant_keyed(number: u32, merchant: bool, retired: bool) -> String {
+    let reference = "  { name = \"refund_reference\", path = \"$.refund_reference\" },\n";
+    let fields = match merchant {
+        true => format!("{reference}  {{ name = \"merchant_ref\", path = \"$.merchant_ref\" }},\n"),
+        false => reference.to_owned(),
+    };
+    REFERENCE_KEYED
+        .replace(
+            "name = \"refund-ref\"\nversion = 1",
+            &format!("name = \"mref\"\nversion = {number}\nretired = {retired}"),
+        )
+        .replace(reference, &fields)
+}
+
+#[tokio::test]
+async fn a_retry_keyed_only_by_the_version_its_key_was_migrated_to_finds_the_refund() {
+    let (url, _dir) = fresh_database().await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let config = |strategies: String| {
+        format!(
+            "{}\n{strategies}{}",
+            downstream.sink_toml(2000),
+            hierarchy("\"mref\"")
+        )
+    };
+    let app = spawn_on(&url, &config(merchant_keyed(1, true, false)), None).await;
+    let mut body = json!({
+        "type": "refund.created", "payment_id": "pay_m", "refund_reference": "rr_m",
+        "merchant_ref": "m_1", "amount": 1500, "currency": "EUR",
+    });
+    let first = app
+        .post_signed("hmac", &serde_json::to_vec(&body).unwrap())
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    downstream.wait_calls(1).await;
+    app.wait_applied(1).await;
+    // v2 no longer reads the merchant's reference; v1's keys are migrated
+    // to v2's, then v1 is retired.
+    let both = config(merchant_keyed(1, true, false) + &merchant_keyed(2, false, false));
+    let done = migrated(&app, &url, &both, "mref@1").await;
+    assert_eq!((done.migrated, done.unmigrated), (1, 0));
+    drop(app);
+    let retired = config(merchant_keyed(1, true, true) + &merchant_keyed(2, false, false));
+    let app = spawn_on(&url, &retired, None).await;
+    // The provider's retry lacks the merchant's reference: v1 cannot key
+    // it, v2 keys it under the key v1's effect was carried to.
+    body.as_object_mut().unwrap().remove("merchant_ref");
+    let retry = app
+        .post_signed("hmac", &serde_json::to_vec(&body).unwrap())
+        .await;
+    assert_eq!(retry.json["strategy"], "mref@2", "{}", retry.json);
+    assert_eq!(retry.json["decision"], "ignore", "{}", retry.json);
+    assert_eq!(retry.json["reason"], "late_replay_found_effect");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(downstream.calls().len(), 1, "a second refund was sent");
 }
