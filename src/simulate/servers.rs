@@ -107,6 +107,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A resource's operations, a page at a time.
+#[derive(serde::Deserialize)]
+struct Paged {
+    cursor: Option<usize>,
+}
+
 #[derive(serde::Deserialize)]
 struct Window {
     from: String,
@@ -135,20 +141,21 @@ pub fn provider(listen: &str, state: Arc<ProviderState>) -> anyhow::Result<u16> 
             )
             .route(
                 "/payments/{payment}/refunds",
-                web::get().to(move |payment: web::Path<String>| {
-                    let state = by_payment.clone();
-                    async move {
-                        if state.down() {
-                            return HttpResponse::ServiceUnavailable().finish();
+                web::get().to(
+                    move |payment: web::Path<String>, paged: web::Query<Paged>| {
+                        let state = by_payment.clone();
+                        async move {
+                            if state.down() {
+                                return HttpResponse::ServiceUnavailable().finish();
+                            }
+                            let operations = lock(&state.operations);
+                            let of_payment: Vec<&Value> = (operations.iter())
+                                .filter(|op| op["payment_id"] == payment.as_str())
+                                .collect();
+                            HttpResponse::Ok().json(slice(&of_payment, paged.cursor, state.page))
                         }
-                        let data: Vec<Value> = lock(&state.operations)
-                            .iter()
-                            .filter(|op| op["payment_id"] == payment.as_str())
-                            .cloned()
-                            .collect();
-                        HttpResponse::Ok().json(json!({ "data": data }))
-                    }
-                }),
+                    },
+                ),
             )
     })
     .workers(2)
@@ -170,11 +177,16 @@ fn page(operations: &[Value], window: &Window, size: usize) -> Value {
             at >= from && at < to
         })
         .collect();
-    let start = window.cursor.unwrap_or(0).min(within.len());
-    let end = (start + size).min(within.len());
+    slice(&within, window.cursor, size)
+}
+
+/// The page of `operations` from `cursor`, and the next page's cursor.
+fn slice(operations: &[&Value], cursor: Option<usize>, size: usize) -> Value {
+    let start = cursor.unwrap_or(0).min(operations.len());
+    let end = (start + size).min(operations.len());
     json!({
-        "data": &within[start..end],
-        "next_cursor": (end < within.len()).then(|| end.to_string()),
+        "data": &operations[start..end],
+        "next_cursor": (end < operations.len()).then(|| end.to_string()),
     })
 }
 

@@ -12,7 +12,7 @@ use crate::support::app::{TestApp, refund, spawn_app_with};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::{csrf_in, signed_in};
-use crate::support::provider::ProviderApi;
+use crate::support::provider::{Provider, ProviderApi};
 
 /// The provider's refunds of 700 EUR on `pay_l`, one per id.
 pub fn refunds(ids: &[&str]) -> Value {
@@ -738,4 +738,32 @@ async fn who_asked_the_provider_is_in_the_audit_trail_and_the_servers_own_questi
         "{}",
         rows[0]
     );
+}
+
+#[tokio::test]
+async fn a_provider_answering_a_page_at_a_time_is_read_to_its_last_page() {
+    // The provider made two refunds on the payment and lists one per page.
+    let now = chrono::Utc::now();
+    let made = [("re_p1", "pay_l", 700, now), ("re_p2", "pay_l", 700, now)];
+    let provider = Provider::start(&made, 1).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    // (Its listing's table, comparing what the fingerprint discriminates on.)
+    let app = spawn_app_with(&format!(
+        "{}{}",
+        downstream.sink_toml(2000),
+        provider.lookup_toml().replace(
+            "\n[reconciliation]",
+            "\n[lookups.compare]\npayment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n\n[reconciliation]"
+        )
+    ))
+    .await;
+    let case_id = two_equal_refunds(&app).await;
+    app.wait_case_resolved(&case_id).await;
+    // Its first page alone lists one refund for the one applied: the
+    // second, legitimate, would have been confirmed as a duplicate.
+    assert_eq!(
+        case_field(&app, &case_id, "resolution").await,
+        "process_as_distinct"
+    );
+    downstream.wait_calls(2).await;
 }

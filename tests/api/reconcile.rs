@@ -329,6 +329,28 @@ async fn a_listing_cut_short_by_a_page_without_its_cursor_fails_the_run() {
     }
 }
 
+/// Without `has_more`, a 200 holding no list where the operations are (an
+/// error in another shape, an API changed) fails the run too: read as an
+/// empty page, the window would count as reconciled with its losses in it.
+#[tokio::test]
+async fn a_listing_answer_without_its_list_fails_the_run() {
+    let api = ProviderApi::start(200, json!({"error": {"message": "rate limited"}})).await;
+    let extra = crate::support::provider::lookup_toml(&api.url);
+    let app = spawn_app_with(&extra).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let now = Utc::now();
+    refused(reconciling(
+        &app,
+        &extra,
+        (now - Duration::hours(1), now),
+        dir.path(),
+    ))
+    .await;
+    let errors = rows(&app, "SELECT error FROM reconciliation_runs").await;
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].contains("holds no list"), "{errors:?}");
+}
+
 /// The second of two equal refunds is applied as distinct for the provider's
 /// `re_2`, and its window is compared while the call is in flight: `re_2`
 /// pairs with it. The downstream then refuses it. `re_2` was never

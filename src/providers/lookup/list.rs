@@ -157,12 +157,24 @@ impl Lookup {
             .replace("{to}", &encode(&to.to_rfc3339()))
             .replace("{from_unix}", &from.timestamp().to_string())
             .replace("{to_unix}", &to.timestamp().to_string());
+        Some(self.pages(http, listing, first).await)
+    }
+
+    /// Every operation of the answer at `first` and of the pages that
+    /// follow it, as `listing` says they follow. Fails as a whole when any
+    /// page does: half a list is never taken for the whole.
+    pub(super) async fn pages(
+        &self,
+        http: &reqwest::Client,
+        listing: &Listing,
+        first: String,
+    ) -> (Vec<Page>, Result<Vec<Operation>, String>) {
         let mut pages = Vec::new();
         let mut operations = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
             if pages.len() == MAX_PAGES {
-                return Some((pages, Err(format!("more than {MAX_PAGES} pages"))));
+                return (pages, Err(format!("more than {MAX_PAGES} pages")));
             }
             let url = match &cursor {
                 None => first.clone(),
@@ -175,11 +187,14 @@ impl Lookup {
             pages.push(page);
             let body = match answer {
                 Ok(body) => body,
-                Err(error) => return Some((pages, Err(error))),
+                Err(error) => return (pages, Err(error)),
             };
             match self.map(&body) {
                 Ok(page) => operations.extend(page),
-                Err(error) => return Some((pages, Err(error))),
+                Err(error) => {
+                    let error = format!("page {}: {error}", pages.len());
+                    return (pages, Err(error));
+                }
             }
             // A listing that says whether more pages follow says it on
             // every page: an answer that does not is no page of it.
@@ -190,7 +205,7 @@ impl Lookup {
                     None => {
                         let error =
                             format!("page {} does not say whether more follow", pages.len());
-                        return Some((pages, Err(error)));
+                        return (pages, Err(error));
                     }
                 },
             };
@@ -203,14 +218,18 @@ impl Lookup {
                 if more == Some(true) {
                     let error =
                         format!("page {} says more follow but names no cursor", pages.len());
-                    return Some((pages, Err(error)));
+                    return (pages, Err(error));
                 }
-                return Some((pages, Ok(operations)));
+                return (pages, Ok(operations));
             }
         }
     }
 
-    async fn page(&self, http: &reqwest::Client, url: String) -> (Page, Result<Value, String>) {
+    pub(super) async fn page(
+        &self,
+        http: &reqwest::Client,
+        url: String,
+    ) -> (Page, Result<Value, String>) {
         let started = Instant::now();
         let mut request = http.get(&url).timeout(self.timeout);
         if let Some(token) = &self.auth {

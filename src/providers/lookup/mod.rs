@@ -57,7 +57,7 @@ pub(crate) use url::encode;
 use url::{fill, routes_as_written};
 use values::text;
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json_path::JsonPath;
@@ -152,6 +152,9 @@ pub struct Lookup {
     pub effect_type: String,
     url: String,
     operations: JsonPath,
+    /// Where the list itself is, for `operations` written `<list>[*]`: an
+    /// answer must hold an array there (an empty one included).
+    list: Option<JsonPath>,
     id: JsonPath,
     amount: JsonPath,
     currency: JsonPath,
@@ -281,11 +284,13 @@ impl LookupFile {
             })?)),
             None => None,
         };
+        let operations = given(&self.operations, "operations", |p| p.operations)?;
         Ok(Lookup {
             provider: self.provider.clone(),
             effect_type: self.effect_type.clone(),
             url,
-            operations: path(&given(&self.operations, "operations", |p| p.operations)?)?,
+            list: operations.strip_suffix("[*]").map(path).transpose()?,
+            operations: path(&operations)?,
             id: path(&given(&self.id, "id", |p| p.id)?)?,
             amount: path(&given(&self.amount, "amount", |p| p.amount)?)?,
             currency: path(&given(&self.currency, "currency", |p| p.currency)?)?,
@@ -362,36 +367,22 @@ impl Lookup {
             };
         }
         let started = Instant::now();
-        let mut request = http.get(&url).timeout(self.timeout);
-        if let Some(token) = &self.auth {
-            request = request.bearer_auth(token.expose_secret());
-        }
-        let response = request.send().await;
-        let (status, operations) = match response {
-            Err(error) => (
-                None,
-                Err(format!("request failed: {}", error.without_url())),
-            ),
-            Ok(response) if !response.status().is_success() => (
-                Some(response.status().as_u16()),
-                Err(format!("the provider answered {}", response.status())),
-            ),
-            Ok(response) => {
-                let status = Some(response.status().as_u16());
-                match response.json::<Value>().await {
-                    Ok(body) => (status, self.map(&body)),
-                    Err(error) => (
-                        status,
-                        Err(format!("unreadable answer: {}", error.without_url())),
-                    ),
-                }
+        // An answer that lists in pages (the provider's listing says how)
+        // is read to its last page: a first page taken for the whole would
+        // count the resource's operations short, and a legitimate second
+        // refund could be confirmed as the first's duplicate.
+        let (pages, operations) = match &self.listing {
+            Some(listing) => self.pages(http, listing, url.clone()).await,
+            None => {
+                let (page, answer) = self.page(http, url.clone()).await;
+                (vec![page], answer.and_then(|body| self.map(&body)))
             }
         };
-        // Until the whole answer was read, body included.
+        // Until the whole answer was read, bodies included.
         let latency_ms = started.elapsed().as_millis() as u64;
         Answer {
             url,
-            status,
+            status: pages.last().and_then(|page| page.status),
             latency_ms,
             operations,
         }
@@ -407,6 +398,16 @@ impl Lookup {
     /// leaving its operation out would count one operation fewer, and a
     /// duplicate could be confirmed on it.
     fn map(&self, body: &Value) -> Result<Vec<Operation>, String> {
+        // A 2xx whose body holds no list (an error in another shape, an API
+        // changed) is no answer: read as an empty list, a window with losses
+        // in it would be taken as reconciled.
+        if let Some(list) = &self.list
+            && !list.query(body).first().is_some_and(Value::is_array)
+        {
+            return Err(format!(
+                "the answer holds no list where `{list}` reads: an error, or not the shape configured"
+            ));
+        }
         let first = |path: &JsonPath, value: &Value| path.query(value).first().cloned();
         let operations: Vec<Operation> = self
             .operations
@@ -481,6 +482,10 @@ mod tests {
         ]});
         let ops = lookup.map(&body).expect("ids");
         assert_eq!(ops.len(), 2, "an operation without an id is no operation");
+        // An empty list is an answer; no list at all is none.
+        assert_eq!(lookup.map(&json!({"data": []})), Ok(Vec::new()));
+        let error = lookup.map(&json!({"error": "rate limited"})).unwrap_err();
+        assert!(error.contains("holds no list"), "{error}");
         assert_eq!(ops[0].id, "re_1");
         assert_eq!(ops[0].status.as_deref(), Some("succeeded"));
         assert_eq!(ops[1].id, "42");
