@@ -43,13 +43,15 @@ pub async fn settle(
         return Ok(None);
     };
     let Some(key) = journaled.key.clone() else {
-        return Ok(None);
+        return nothing_to_ask(engine, &case, asked_by, "the delivery has no business key").await;
     };
     let Some((provider, configured)) = engine.lookup_for(&key) else {
-        return Ok(None);
+        let why = "no look-up is configured for its provider and effect type any more";
+        return nothing_to_ask(engine, &case, asked_by, why).await;
     };
     let Some(event) = journaled.event(engine).await? else {
-        return Ok(None);
+        let why = "the delivery's body is gone: nothing to put to the provider";
+        return nothing_to_ask(engine, &case, asked_by, why).await;
     };
     let breaker = engine
         .lookup_breakers
@@ -145,6 +147,51 @@ pub async fn settle(
         engine.metrics.looked_up("provider", code);
     }
     verdict
+}
+
+/// A case due for a look-up that nothing can ask about any more stops being
+/// due: its look-up is journaled as not asked, with why, and no retry.
+/// Left due, it would come back first in every sweep, and twenty of them
+/// would hold every place of the sweeper's batch. Returns `None`: nothing
+/// was asked.
+async fn nothing_to_ask(
+    engine: &SharedEngine,
+    case: &case::Model,
+    asked_by: Option<String>,
+    why: &str,
+) -> Result<Option<LookupVerdict>, CaseError> {
+    if case.next_lookup_at.is_none() {
+        return Ok(None);
+    }
+    let case_id: Uuid = case.case_id.parse().map_err(|_| CaseError::NotFound)?;
+    let performed = LookupPerformed {
+        case_id,
+        url: String::new(),
+        status: None,
+        latency_ms: 0,
+        operations: Vec::new(),
+        error: Some(format!("not asked: {why}")),
+        verdict: String::new(),
+        why: None,
+        retry_at: None,
+        asked_by,
+    };
+    let settler = Settler::LookUp {
+        performed,
+        matching: Err(format!("not asked: {why}")),
+    };
+    match cases::settle(
+        engine,
+        case_id,
+        settler,
+        "look-up".to_owned(),
+        why.to_owned(),
+    )
+    .await
+    {
+        Ok(_) | Err(CaseError::Refused(Refusal::AlreadyResolved)) => Ok(None),
+        Err(error) => Err(error),
+    }
 }
 
 /// Whether the provider can be asked about `case_id` now: an open case of a

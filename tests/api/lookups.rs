@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use crate::support::app::{TestApp, refund, spawn_app_with};
+use crate::support::app::{TestApp, fresh_database, refund, spawn_app_with, spawn_on};
 use crate::support::counts::Counts;
 use crate::support::downstream::{Behaviour, Downstream};
 use crate::support::forms::{csrf_in, signed_in};
@@ -766,4 +766,81 @@ async fn a_provider_answering_a_page_at_a_time_is_read_to_its_last_page() {
         "process_as_distinct"
     );
     downstream.wait_calls(2).await;
+}
+
+#[tokio::test]
+async fn a_case_due_for_a_look_up_nothing_can_ask_any_more_stops_being_due() {
+    let (url, _dir) = fresh_database().await;
+    let provider = ProviderApi::start(503, json!({})).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let engine = format!(
+        "[engine]\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}",
+        downstream.sink_toml(2000)
+    );
+    let app = spawn_on(&url, &format!("{engine}{}", provider.config()), None).await;
+    let case_id = two_equal_refunds(&app).await;
+    // The provider is down: the case is due again later.
+    app.wait_journal("LookupPerformed", 1).await;
+    let due = format!(
+        "SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND next_lookup_at IS NOT NULL"
+    );
+    assert_eq!(app.count(&due).await, 1);
+    drop(app);
+    // Its look-up leaves the configuration: nothing can ask about it now.
+    let app = spawn_on(&url, &engine, None).await;
+    app.wait_for_count(&due, 0).await;
+    assert_eq!(
+        app.journal_count_containing("LookupPerformed", "not asked: no look-up is configured")
+            .await,
+        1
+    );
+    // It stays open, for a person, and is asked nothing more.
+    let asked = app.journal_count("LookupPerformed").await;
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(app.open_cases().await, 1);
+    assert_eq!(app.journal_count("LookupPerformed").await, asked);
+}
+
+#[tokio::test]
+async fn a_case_whose_first_look_up_was_never_journaled_is_asked_by_the_sweeper() {
+    let (url, _dir) = fresh_database().await;
+    let provider = ProviderApi::start(200, refunds(&["re_1", "re_2"])).await;
+    let downstream = Downstream::start(Behaviour::Apply { delay_ms: 0 }).await;
+    let engine = format!(
+        "[engine]\nsweep_interval_ms = 100\n\n{}",
+        downstream.sink_toml(2000)
+    );
+    // The first server's look-up never answers: it stops before journaling
+    // it (a restart, a crash).
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let never = format!("http://{}", silent.local_addr().unwrap());
+    let asking_nobody = (provider.config())
+        .replace(&provider.url, &never)
+        .replace("timeout_ms = 2000", "timeout_ms = 600000");
+    let app = spawn_on(&url, &format!("{engine}{asking_nobody}"), None).await;
+    let case_id = two_equal_refunds(&app).await;
+    let due = format!(
+        "SELECT COUNT(*) FROM cases WHERE case_id = '{case_id}' AND next_lookup_at > opened_at"
+    );
+    assert_eq!(app.count(&due).await, 1, "the sweeper asks later");
+    drop(app);
+    // Once that while has passed, the next server asks the provider.
+    app_execute(
+        &url,
+        &format!("UPDATE cases SET next_lookup_at = opened_at WHERE case_id = '{case_id}'"),
+    )
+    .await;
+    let app = spawn_on(&url, &format!("{engine}{}", provider.config()), None).await;
+    app.wait_case_resolved(&case_id).await;
+    assert_eq!(
+        case_field(&app, &case_id, "resolution").await,
+        "process_as_distinct"
+    );
+    downstream.wait_calls(2).await;
+}
+
+async fn app_execute(url: &str, sql: &str) {
+    use sea_orm::ConnectionTrait;
+    let db = sea_orm::Database::connect(url).await.expect("connected");
+    db.execute_unprepared(sql).await.expect("executed");
 }

@@ -88,13 +88,21 @@ pub(super) fn opened_by_decision(delivery_id: &str, e: &DecisionMade) -> Option<
         action: d.action.as_str(),
         reason: d.reason.as_str(),
         lookup_first: d.lookup_first,
-        // A delivery's first decision has its look-up asked by the ingest;
-        // a re-decision's (a deferred delivery decided again) is due at
-        // once, for the sweeper to ask — when the provider's list can settle
-        // its reason, as the ingest asks: a tripped breaker's case, or a
-        // retry of an effect whose outcome is unknown (that effect's own case
-        // is put to the downstream), waits for a person.
-        due: e.redecided && d.lookup_first && Reason::SETTLED_BY_THE_PROVIDER.contains(&d.reason),
+        // A delivery's first decision has its look-up asked by the ingest,
+        // in memory: it is due for the sweeper too, a while later, in case
+        // the process stopped before asking (the look-up, once journaled,
+        // sets when it is due next). A re-decision's (a deferred delivery
+        // decided again) is due at once, for the sweeper to ask. Only when
+        // the provider's list can settle its reason, as the ingest asks: a
+        // tripped breaker's case, or a retry of an effect whose outcome is
+        // unknown (that effect's own case is put to the downstream), waits
+        // for a person.
+        due: (d.lookup_first && Reason::SETTLED_BY_THE_PROVIDER.contains(&d.reason)).then(
+            || match e.redecided {
+                true => chrono::Duration::zero(),
+                false => FIRST_LOOK_UP_GRACE,
+            },
+        ),
         details: serde_json::json!({
             "summary": e.summary,
             "differences": d.differences,
@@ -115,7 +123,7 @@ fn flagged(delivery_id: &str, e: &CohortFlagged) -> NewCase {
         action: Action::Reconcile.as_str(),
         reason: Reason::BreakerTripped.as_str(),
         lookup_first: false,
-        due: false,
+        due: None,
         details: serde_json::json!({
             "summary": format!(
                 "Ignored as a duplicate before the collision breaker of {} tripped: \
@@ -137,7 +145,7 @@ fn settlement(e: &EffectSettled) -> Option<NewCase> {
         action: Action::Reconcile.as_str(),
         reason: Reason::OutcomeUnknown.as_str(),
         lookup_first: true,
-        due: true,
+        due: Some(chrono::Duration::zero()),
         details: serde_json::json!({ "effect_id": e.effect_id, "error": e.error }),
     })
 }
@@ -151,7 +159,7 @@ fn expiry(e: &ReservationExpired) -> NewCase {
         action: Action::Reconcile.as_str(),
         reason: Reason::OutcomeUnknown.as_str(),
         lookup_first: true,
-        due: true,
+        due: Some(chrono::Duration::zero()),
         details: serde_json::json!({ "effect_id": e.effect_id, "fencing_token": e.fencing_token }),
     }
 }
@@ -166,7 +174,7 @@ fn discrepancy(delivery_id: &str, e: &DiscrepancyFound) -> NewCase {
         action: Action::Reconcile.as_str(),
         reason: e.kind.as_str(),
         lookup_first: false,
-        due: false,
+        due: None,
         details: serde_json::json!({
             "provider": e.provider,
             "window_from": e.window_from,
@@ -177,6 +185,12 @@ fn discrepancy(delivery_id: &str, e: &DiscrepancyFound) -> NewCase {
     }
 }
 
+/// How long after a delivery's first decision the sweeper asks about its
+/// case, when the look-up the ingest started in memory was never journaled
+/// (the process stopped first): long enough for that look-up, every page
+/// of it, to have answered.
+const FIRST_LOOK_UP_GRACE: chrono::Duration = chrono::Duration::minutes(5);
+
 /// A case to open.
 pub(super) struct NewCase {
     pub case_id: Uuid,
@@ -185,9 +199,9 @@ pub(super) struct NewCase {
     pub action: &'static str,
     pub reason: &'static str,
     pub lookup_first: bool,
-    /// Asked about at once by the sweeper (an unknown outcome, verified
-    /// through the sink's status URL).
-    pub due: bool,
+    /// When after its opening the sweeper asks about it (at once: an
+    /// unknown outcome, verified through the sink's status URL), if ever.
+    pub due: Option<chrono::Duration>,
     pub details: serde_json::Value,
 }
 
@@ -216,7 +230,7 @@ pub(super) fn row(new: NewCase, at: DateTime<Utc>) -> case::ActiveModel {
         resolution: Set(None),
         resolved_by: Set(None),
         lookups: Set(0),
-        next_lookup_at: Set(new.due.then_some(at)),
+        next_lookup_at: Set(new.due.map(|after| at + after)),
         assignee: Set(None),
     }
 }
