@@ -211,22 +211,20 @@ fn rewrite_numbers(value: &Value) -> Value {
 }
 
 /// The integer a whole double stands for, or `None` when `n` is already
-/// in canonical form.
+/// in canonical form. Only below 2^53, where every integer is a double of
+/// its own: past it, `9007199254740993.0` reads as `…992`, and made an
+/// integer it would key as if the provider had sent that one exactly. It
+/// stays a double, which [`holds_rounded_integer`] then tells apart.
 fn canonical_number(n: &Number) -> Option<Number> {
+    const EXACT_BELOW: f64 = 9_007_199_254_740_992.0; // 2^53
     if n.is_i64() || n.is_u64() {
         return None;
     }
     match n.as_f64() {
-        Some(d) if d.fract() == 0.0 && d.is_finite() => {
-            // 2^64 and -2^63 are exact doubles, so these bounds are exact.
-            if (0.0..18_446_744_073_709_551_616.0).contains(&d) {
-                Some(Number::from(d as u64))
-            } else if (-9_223_372_036_854_775_808.0..0.0).contains(&d) {
-                Some(Number::from(d as i64))
-            } else {
-                None
-            }
-        }
+        Some(d) if d.fract() == 0.0 && d.abs() < EXACT_BELOW => Some(match d < 0.0 {
+            true => Number::from(d as i64),
+            false => Number::from(d as u64),
+        }),
         _ => None,
     }
 }

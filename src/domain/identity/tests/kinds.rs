@@ -417,6 +417,41 @@ fn given_references_too_large_to_read_exactly_then_they_never_key_and_the_finger
 }
 
 #[test]
+fn given_whole_doubles_past_2_pow_53_then_they_never_key_and_below_it_they_are_integers() {
+    let catalog = presets();
+    let derive =
+        |digits| Delivery::new("norefid", refund_with_numbers(digits, "1500")).derive(&catalog);
+    // Both read as 2^53: made integers they were one refund's strong key;
+    // past i64, -2^63 - 1 read as i64::MIN itself.
+    for digits in [
+        "9007199254740993.0",
+        "9007199254740992.0",
+        "-9223372036854775809",
+        "1e20",
+    ] {
+        let d = derive(digits);
+        assert_eq!(chosen(&d), "norefid-refund-fingerprint@1", "{digits}");
+        assert!(
+            matches!(d.skipped[0].reason, SkipReason::InexactNumber { .. }),
+            "{digits}"
+        );
+    }
+    assert_eq!(
+        chosen(&derive("-9223372036854775808")),
+        "norefid-refund-ref@1"
+    );
+    // Below 2^53 a double is the integer it reads as, whatever its spelling.
+    let exact = derive("4503599627370497");
+    for spelled in ["4503599627370497.0", "4.503599627370497e15"] {
+        assert_eq!(
+            business_key(&derive(spelled)),
+            business_key(&exact),
+            "{spelled}"
+        );
+    }
+}
+
+#[test]
 fn given_a_blank_reference_then_it_never_keys_strongly_and_its_old_key_is_judged_weak() {
     let catalog = presets();
     for reference in [r#""""#, r#""  ""#, "[]", "{}", r#"["", " "]"#] {
