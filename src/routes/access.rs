@@ -15,7 +15,9 @@
 //! A signed-in session (not a bearer token) changing state under `/api/`
 //! must bring the proof a form does: not from another site, and the
 //! session's CSRF token in `X-CSRF-Token` (`csrf_refused`); a browser would
-//! otherwise send the cookie for any site's script.
+//! otherwise send the cookie for any site's script. A read journaled in the
+//! reader's name (a raw body, a fixture) is refused when the browser says
+//! another site, or a sibling subdomain, asked for it.
 //!
 //! A request allowed through that holds U+0000 (`%00` in its path, query or
 //! form body, `\u0000` in a JSON body) is refused with a 400 before its
@@ -176,14 +178,26 @@ async fn caller(req: &ServiceRequest) -> Result<Option<Principal>, access::Acces
     }
 }
 
-/// Whether this is a session's state change under `/api/` (decided on the
-/// matched route) without the proof a form would carry. Bearer tokens are
+/// Reads that are journaled in the reader's name (`RawBodyRead`,
+/// `FixtureExported`): a page of another site, a sibling subdomain's too
+/// (`SameSite` lets the cookie through), must not make one in a signed-in
+/// person's name with an image or a link.
+const JOURNALED_READS: [&str; 2] = ["/api/deliveries/{id}/raw", "/cases/{id}/fixture"];
+
+/// Whether this is, for a session (decided on the matched route), a state
+/// change under `/api/` without the proof a form would carry, or a
+/// journaled read a browser says another site asked for. Bearer tokens are
 /// not sent by browsers on their own, so they need none.
 fn csrf_refused(req: &ServiceRequest, route: &str, caller: &Principal) -> bool {
-    caller.kind == PrincipalKind::Operator
-        && route.starts_with("/api/")
-        && !matches!(*req.method(), Method::GET | Method::HEAD)
-        && !csrf::api_proof(req.request())
+    if caller.kind != PrincipalKind::Operator {
+        return false;
+    }
+    match *req.method() {
+        Method::GET | Method::HEAD => {
+            JOURNALED_READS.contains(&route) && csrf::foreign_origin(req.request())
+        }
+        _ => route.starts_with("/api/") && !csrf::api_proof(req.request()),
+    }
 }
 
 fn refuse(req: ServiceRequest, refusal: Refusal) -> ServiceResponse<BoxBody> {

@@ -552,3 +552,32 @@ async fn a_raw_read_that_waited_while_its_token_was_demoted_gives_no_bytes() {
     assert!(!text.contains(EMAIL), "{text}");
     assert_eq!(app.journal_count("RawBodyRead").await, 0);
 }
+
+#[tokio::test]
+async fn a_raw_body_read_another_site_asks_for_in_a_signed_in_engineers_name_is_refused() {
+    let app = spawn_app_with("[engine]\nraw_body_reads = true\n").await;
+    let posted = app
+        .post_signed("hmac", &refund("pay_raw", 700, Some("rr_raw")))
+        .await;
+    let id = posted.json["delivery_id"].as_str().expect("id");
+    let mut engineer =
+        crate::support::forms::signed_in(&app, "eng", unicity::auth::Role::Engineer).await;
+    let raw = format!("{}/api/deliveries/{id}/raw", app.address);
+    let reads = "SELECT COUNT(*) FROM journal WHERE event_type = 'RawBodyRead'";
+    // An image on a sibling subdomain's page (the cookie is SameSite, so
+    // the browser sends it) makes no read, none journaled in their name;
+    // from this site's own page, or typed in the address bar, it is read.
+    for (site, status) in [
+        ("same-site", 403),
+        ("cross-site", 403),
+        ("same-origin", 200),
+        ("none", 200),
+    ] {
+        let request = crate::support::forms::bare()
+            .get(&raw)
+            .header("sec-fetch-site", site);
+        let answer = engineer.send(request).await;
+        assert_eq!(answer.status.as_u16(), status, "{site}: {}", answer.body);
+    }
+    assert_eq!(app.count(reads).await, 2);
+}

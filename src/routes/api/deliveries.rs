@@ -99,7 +99,7 @@ pub async fn show(
     responses(
         (status = 200, description = "The exact bytes received, unmasked; the read is journaled first (`RawBodyRead`)", content_type = "application/octet-stream", body = Vec<u8>),
         (status = 400, description = "Not a UUID (`invalid_delivery_id`)", body = ApiError),
-        (status = 403, description = "Reads are disabled (`raw_body_reads_disabled`), or the role may not read raw bodies (`forbidden`)", body = ApiError),
+        (status = 403, description = "Reads are disabled (`raw_body_reads_disabled`), the role may not read raw bodies (`forbidden`), or, for a session, the browser says another site asked (`csrf`)", body = ApiError),
         (status = 404, description = "No such delivery (`delivery_not_found`), or its body is not stored (`raw_body_not_stored`)", body = ApiError),
         (status = 401, description = "No live bearer token or session (`unauthenticated`)", body = ApiError), (status = 503, description = "The database does not answer (`storage_unavailable`)", body = ApiError),
     ),
