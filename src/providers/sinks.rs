@@ -233,6 +233,40 @@ async fn post(
     classify(response).await
 }
 
+/// The most of a downstream's answer kept with its effect.
+const MOST_KEPT: usize = 64 * 1024;
+
+/// A 2xx answer's body as kept in the journal, or why it is not: longer
+/// than [`MOST_KEPT`] (read no further), not JSON, or holding what no
+/// column of the journal can store (U+0000: the settlement's commit would
+/// fail, and an effect applied would be left unknown). The effect is
+/// applied either way.
+async fn answer(mut response: reqwest::Response) -> (Value, Option<&'static str>) {
+    let mut bytes = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) if bytes.len() + chunk.len() > MOST_KEPT => {
+                return (Value::Null, Some("longer than 64 KiB"));
+            }
+            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
+            Ok(None) => break,
+            Err(_) => return (Value::Null, Some("cut short")),
+        }
+    }
+    if bytes.is_empty() {
+        return (Value::Null, None);
+    }
+    let limits = crate::domain::strict_json::Limits::BODY;
+    match std::str::from_utf8(&bytes).map(|text| crate::domain::strict_json::parse(text, limits)) {
+        Ok(Ok(body)) => (body, None),
+        Ok(Err(crate::domain::strict_json::Refused::Nul)) => (Value::Null, Some("holds U+0000")),
+        _ => (
+            Value::Null,
+            Some("not JSON, or JSON too deep or with a member twice"),
+        ),
+    }
+}
+
 async fn classify(response: reqwest::Response) -> Attempt {
     let status = response.status();
     let location = response
@@ -241,12 +275,18 @@ async fn classify(response: reqwest::Response) -> Attempt {
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     if status.is_success() {
-        let text = response.text().await.unwrap_or_default();
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        let reference =
-            location.or_else(|| body.get("id").and_then(Value::as_str).map(str::to_owned));
+        let (body, kept) = answer(response).await;
+        // The reference is stored and searched as text: within the index's
+        // bounds (`searchable`), U+0000 already refused with the body.
+        let reference = location
+            .or_else(|| body.get("id").and_then(Value::as_str).map(str::to_owned))
+            .filter(|id| crate::domain::search::searchable(id).is_some());
+        let mut result = json!({ "status": status.as_u16(), "body": body });
+        if let Some(why) = kept {
+            result["body_not_kept"] = json!(why);
+        }
         return Attempt::Applied {
-            result: json!({ "status": status.as_u16(), "body": body }),
+            result,
             authoritative_ref: reference,
         };
     }

@@ -7,8 +7,9 @@ use unicity::domain::strict_json::{self, Limits, MAX_BODY_DEPTH};
 use unicity::services::projections;
 use unicity::store::journal;
 
-use crate::support::app::spawn_app;
+use crate::support::app::{refund, spawn_app, spawn_app_with};
 use crate::support::counts::Counts;
+use crate::support::downstream::{Behaviour, Downstream};
 
 /// A norefid refund without reference (keyed on its canonical body, which
 /// the journal keeps inside the key material) nesting `depth` levels deep.
@@ -392,4 +393,32 @@ async fn two_refunds_both_with_a_blank_reference_are_never_one_refund() {
         "{}",
         second.json
     );
+}
+
+#[tokio::test]
+async fn a_downstream_answer_no_column_can_store_leaves_its_effect_applied_not_unknown() {
+    // The downstream applies, then answers with U+0000 in its id and body
+    // (PostgreSQL stores no text holding it), or with more than is kept.
+    let long =
+        Box::leak(format!(r#"{{"id":"rf_long","pad":"{}"}}"#, "x".repeat(70_000)).into_boxed_str());
+    for (body, why) in [
+        (r#"{"id":"rf\u0000x","note":"a\u0000b"}"#, "holds U+0000"),
+        (&*long, "longer than 64 KiB"),
+    ] {
+        let downstream = Downstream::start(Behaviour::ApplyAnswering(body)).await;
+        let app = spawn_app_with(&downstream.sink_toml(2000)).await;
+        let sent = app
+            .post_signed("hmac", &refund("pay_nul", 700, Some("rr_nul")))
+            .await;
+        assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+        // Settled applied: no outcome_unknown case, no second call.
+        app.wait_applied(1).await;
+        assert_eq!(app.open_cases().await, 0, "{why}");
+        assert_eq!(
+            app.journal_count_containing("EffectApplied", why).await,
+            1,
+            "{why}"
+        );
+        assert_eq!(downstream.calls().len(), 1);
+    }
 }

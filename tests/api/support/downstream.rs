@@ -33,6 +33,8 @@ pub enum Behaviour {
     HangOnceThenApplyLate { delay_ms: u64 },
     /// Applies, then answers 201 with this `Location`.
     ApplyAt(&'static str),
+    /// Applies, then answers 201 with this body, as JSON.
+    ApplyAnswering(&'static str),
     /// Answers with this redirect status to `/landing`, a page that answers
     /// 200 to any GET (and counts as a call when fetched).
     Redirect(u16),
@@ -201,6 +203,13 @@ async fn answer(
             HttpResponse::Created()
                 .insert_header(("location", location))
                 .finish()
+        }
+        Behaviour::ApplyAnswering(body) => {
+            calls.lock().expect("calls").push(key.clone());
+            apply();
+            HttpResponse::Created()
+                .content_type("application/json")
+                .body(body)
         }
         Behaviour::Redirect(status) => {
             calls.lock().expect("calls").push(key);
