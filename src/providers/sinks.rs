@@ -236,34 +236,14 @@ async fn post(
 /// The most of a downstream's answer kept with its effect.
 const MOST_KEPT: usize = 64 * 1024;
 
-/// A 2xx answer's body as kept in the journal, or why it is not: longer
-/// than [`MOST_KEPT`] (read no further), not JSON, or holding what no
-/// column of the journal can store (U+0000: the settlement's commit would
-/// fail, and an effect applied would be left unknown). The effect is
-/// applied either way.
-async fn answer(mut response: reqwest::Response) -> (Value, Option<&'static str>) {
-    let mut bytes = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) if bytes.len() + chunk.len() > MOST_KEPT => {
-                return (Value::Null, Some("longer than 64 KiB"));
-            }
-            Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
-            Ok(None) => break,
-            Err(_) => return (Value::Null, Some("cut short")),
-        }
-    }
-    if bytes.is_empty() {
-        return (Value::Null, None);
-    }
-    let limits = crate::domain::strict_json::Limits::BODY;
-    match std::str::from_utf8(&bytes).map(|text| crate::domain::strict_json::parse(text, limits)) {
-        Ok(Ok(body)) => (body, None),
-        Ok(Err(crate::domain::strict_json::Refused::Nul)) => (Value::Null, Some("holds U+0000")),
-        _ => (
-            Value::Null,
-            Some("not JSON, or JSON too deep or with a member twice"),
-        ),
+/// A 2xx answer's body as kept in the journal, or why it is not (longer
+/// than [`MOST_KEPT`], read no further; not JSON; holding U+0000, which
+/// would fail the settlement's commit and leave an applied effect
+/// unknown). The effect is applied either way.
+async fn answer(response: reqwest::Response) -> (Value, Option<String>) {
+    match super::answer::json(response, MOST_KEPT).await {
+        Ok(body) => (body.unwrap_or(Value::Null), None),
+        Err(unread) => (Value::Null, Some(unread.to_string())),
     }
 }
 

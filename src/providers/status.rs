@@ -102,9 +102,10 @@ pub async fn ask(
     } else if !status.is_success() {
         Err(format!("the downstream answered {status}"))
     } else {
-        match response.json::<Value>().await {
-            Err(error) => Err(format!("unreadable answer: {}", error.without_url())),
+        match super::answer::json(response, 64 * 1024).await {
+            Err(unread) => Err(format!("unreadable answer: {unread}")),
             Ok(body) => {
+                let body = body.unwrap_or(Value::Null);
                 answer.reference = body.get("id").and_then(Value::as_str).map(str::to_owned);
                 Ok(meaning(&body, status_path, status_applied, status_failed))
             }

@@ -403,7 +403,7 @@ async fn a_downstream_answer_no_column_can_store_leaves_its_effect_applied_not_u
         Box::leak(format!(r#"{{"id":"rf_long","pad":"{}"}}"#, "x".repeat(70_000)).into_boxed_str());
     for (body, why) in [
         (r#"{"id":"rf\u0000x","note":"a\u0000b"}"#, "holds U+0000"),
-        (&*long, "longer than 64 KiB"),
+        (&*long, "longer than 65536 bytes"),
     ] {
         let downstream = Downstream::start(Behaviour::ApplyAnswering(body)).await;
         let app = spawn_app_with(&downstream.sink_toml(2000)).await;

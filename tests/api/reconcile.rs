@@ -334,7 +334,14 @@ async fn a_listing_cut_short_by_a_page_without_its_cursor_fails_the_run() {
 /// empty page, the window would count as reconciled with its losses in it.
 #[tokio::test]
 async fn a_listing_answer_without_its_list_fails_the_run() {
-    let api = ProviderApi::start(200, json!({"error": {"message": "rate limited"}})).await;
+    let error = failed_run(json!({"error": {"message": "rate limited"}})).await;
+    assert!(error.contains("holds no list"), "{error}");
+}
+
+/// The error of the one run over the last hour of a provider whose
+/// listing answers `page` (200) to everything: the run must fail.
+async fn failed_run(page: serde_json::Value) -> String {
+    let api = ProviderApi::start(200, page).await;
     let extra = crate::support::provider::lookup_toml(&api.url);
     let app = spawn_app_with(&extra).await;
     let dir = tempfile::tempdir().expect("temp dir");
@@ -348,7 +355,17 @@ async fn a_listing_answer_without_its_list_fails_the_run() {
     .await;
     let errors = rows(&app, "SELECT error FROM reconciliation_runs").await;
     assert_eq!(errors.len(), 1);
-    assert!(errors[0].contains("holds no list"), "{errors:?}");
+    errors[0].clone()
+}
+
+/// A page holding U+0000 fails the run with why: stored in the findings, it
+/// would fail their commit on PostgreSQL, and every provider after it.
+#[tokio::test]
+async fn a_listing_answer_holding_u_0000_fails_the_run() {
+    let page = json!({"data": [{"id": "re_\u{0}", "payment_id": "pay_n", "amount": 1,
+        "currency": "EUR", "created_at": Utc::now().to_rfc3339()}]});
+    let error = failed_run(page).await;
+    assert!(error.contains("U+0000"), "{error}");
 }
 
 /// The second of two equal refunds is applied as distinct for the provider's

@@ -33,6 +33,9 @@ use super::{Lookup, LookupFile, Operation};
 /// At most this many pages per listing: a cursor that never ends is an error.
 const MAX_PAGES: usize = 1000;
 
+/// The longest page read (a hundred operations take some 200 KiB).
+const MOST_READ: usize = 8 * 1024 * 1024;
+
 /// What a preset fills for listing.
 pub(super) struct ListingPreset {
     pub list_url: &'static str,
@@ -246,10 +249,10 @@ impl Lookup {
             Ok(response) => {
                 page.status = Some(response.status().as_u16());
                 if response.status().is_success() {
-                    response
-                        .json::<Value>()
-                        .await
-                        .map_err(|error| format!("unreadable answer: {}", error.without_url()))
+                    match crate::providers::answer::json(response, MOST_READ).await {
+                        Ok(body) => Ok(body.unwrap_or(Value::Null)),
+                        Err(unread) => Err(format!("unreadable answer: {unread}")),
+                    }
                 } else {
                     Err(format!("the provider answered {}", response.status()))
                 }
