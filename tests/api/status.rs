@@ -396,6 +396,13 @@ async fn a_look_alike_held_while_an_outcome_is_unknown_stays_open_once_that_effe
         .find(|id| *id != look_alike)
         .expect("the first effect's own case")
         .to_owned();
+    // While the first refund's outcome is unknown, applying the look-alike
+    // could be that refund twice: refused.
+    let distinct = serde_json::json!({"resolution": "process_as_distinct",
+        "note": "a second refund", "authoritative_ref": "re_second"});
+    let early = app.resolve(&look_alike, distinct.clone()).await;
+    assert_eq!(early.status, 409, "{}", early.json);
+    assert_eq!(early.json["code"], "outcome_unknown", "{}", early.json);
     let asked = app.look_up(&own).await;
     assert_eq!(asked.json["verdict"], "effect_confirmed", "{}", asked.json);
     // The first refund is applied; whether the second is another refund is
@@ -403,13 +410,7 @@ async fn a_look_alike_held_while_an_outcome_is_unknown_stays_open_once_that_effe
     let case = app.get(&format!("/api/cases/{look_alike}")).await;
     assert_eq!(case.json["status"], "open", "{}", case.json);
     // …who can apply it as distinct, citing the provider's operation.
-    let resolved = app
-        .resolve(
-            &look_alike,
-            serde_json::json!({"resolution": "process_as_distinct", "note": "a second refund",
-                "authoritative_ref": "re_second"}),
-        )
-        .await;
+    let resolved = app.resolve(&look_alike, distinct).await;
     assert_eq!(resolved.status, 200, "{}", resolved.json);
     // (This downstream applies each call, then lets it time out.)
     downstream.wait_calls(2).await;

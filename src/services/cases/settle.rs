@@ -4,6 +4,7 @@
 //! or nothing. A provider operation cited is consumed by the effect it
 //! justifies, atomically with its claim.
 
+use crate::domain::reservation::ReservationState;
 use chrono::Utc;
 use futures_util::future::BoxFuture;
 use sea_orm::DbErr;
@@ -115,17 +116,33 @@ pub(crate) async fn settle(
         Some(id) => Journaled::read(&engine.db, id).await?,
         None => Journaled::default(),
     };
+    // Held on an outcome unknown: the effect's own case always, another
+    // delivery's (a retry, or a second operation that looks alike) until
+    // that effect settles — applied, another may be distinct; unknown,
+    // applying another could be the first one twice. Settled is for good:
+    // a key is only taken again after a failure.
+    let unsettled = match (
+        case.reason == Reason::OutcomeUnknown.as_str(),
+        &case.business_key,
+    ) {
+        (true, Some(key)) => crate::store::reservations::find(&engine.db, key)
+            .await?
+            .is_some_and(|row| {
+                row.state == ReservationState::Unknown.as_str()
+                    || row.state == ReservationState::Reserved.as_str()
+            }),
+        _ => false,
+    };
     let facts = CaseFacts {
         open: case.status == CaseStatus::Open.as_str(),
         can_apply: journaled.key.is_some() && journaled.body.is_some(),
         has_existing_effect: existing_effect(&case).is_some(),
-        // An effect's own case: another delivery held while that outcome
-        // was unknown may be a distinct operation, for a person to apply.
         outcome_unknown: case.reason == Reason::OutcomeUnknown.as_str()
-            && case
-                .details
-                .get("effect_id")
-                .is_some_and(|id| !id.is_null()),
+            && (unsettled
+                || case
+                    .details
+                    .get("effect_id")
+                    .is_some_and(|id| !id.is_null())),
         close_only: is_finding(&case),
         missing_effect: case.reason == DiscrepancyKind::MissingEffect.as_str(),
     };
