@@ -110,11 +110,28 @@ impl Catalog {
             match ctx.attempt(current) {
                 Ok(identity) => {
                     out.business = Some(identity);
-                    out.older_versions = self
-                        .older(name)
-                        .into_iter()
-                        .filter_map(|s| ctx.attempt(s).ok())
-                        .collect();
+                    // A version skipped for a blank field keyed such
+                    // deliveries before 2026-12-07 (evening), blank and all:
+                    // its key still finds them, and being blank proves
+                    // nothing, so a match through it is judged weak.
+                    let blank = Ctx {
+                        blank_is_value: true,
+                        ..ctx
+                    };
+                    let read_blank = |s: &StrategyDef| {
+                        let identity = blank.attempt(s).ok()?;
+                        Some(BusinessIdentity {
+                            strength: Strength::Weak,
+                            ..identity
+                        })
+                    };
+                    let in_force = |s: &StrategyDef| match ctx.attempt(s) {
+                        Ok(identity) => Some(identity),
+                        Err(SkipReason::BlankField { .. }) => read_blank(s),
+                        Err(_) => None,
+                    };
+                    out.older_versions =
+                        self.older(name).into_iter().filter_map(in_force).collect();
                     // Retired versions key nothing but find the effects their
                     // migration carried over (or could not: an approval, never
                     // an ignore): the chosen strategy's, and every other
@@ -129,13 +146,20 @@ impl Catalog {
                         .retired(name)
                         .into_iter()
                         .chain(others)
-                        .filter_map(|s| ctx.attempt(s).ok())
+                        .filter_map(in_force)
                         .collect();
                     // What keyed this delivery before the hierarchy or a
                     // version changed still finds it: the older versions of
                     // a strategy above whose newest version no longer keys
-                    // it (a field added), and a strong strategy below, each
+                    // it (a field added) — its newest too, when only a blank
+                    // field skipped it — and a strong strategy below, each
                     // version of it (one was added above it).
+                    // (The newest versions above were attempted already:
+                    // their skips say which a blank field skipped.)
+                    let blank_above = (out.skipped.iter())
+                        .filter(|skip| matches!(skip.reason, SkipReason::BlankField { .. }))
+                        .filter_map(|skip| self.current(&skip.strategy.name))
+                        .filter_map(read_blank);
                     let above = hierarchy.strategies[..position]
                         .iter()
                         .flat_map(|upper| self.older(upper));
@@ -147,27 +171,8 @@ impl Catalog {
                         })
                         .flat_map(|lower| self.current(lower).into_iter().chain(self.older(lower)))
                         .filter(|s| s.strength == Strength::Strong);
-                    // A strategy above skipped for a blank field keyed such
-                    // deliveries before 2026-12-07 (evening), blank and all:
-                    // its key still finds them, and being blank proves
-                    // nothing, so a match through it is judged weak.
-                    let blank = Ctx {
-                        blank_is_value: true,
-                        ..ctx
-                    };
-                    let blanks = hierarchy.strategies[..position]
-                        .iter()
-                        .flat_map(|upper| self.current(upper).into_iter().chain(self.older(upper)))
-                        .filter(|s| matches!(ctx.attempt(s), Err(SkipReason::BlankField { .. })))
-                        .filter_map(|s| blank.attempt(s).ok())
-                        .map(|identity| BusinessIdentity {
-                            strength: Strength::Weak,
-                            ..identity
-                        });
-                    out.also_keyed = above
-                        .chain(below)
-                        .filter_map(|s| ctx.attempt(s).ok())
-                        .chain(blanks)
+                    out.also_keyed = (above.chain(below).filter_map(in_force))
+                        .chain(blank_above)
                         .collect();
                     return out;
                 }

@@ -318,3 +318,27 @@ fn every_preset_version_ever_shipped_is_still_there_unchanged() {
         "a preset version is not in the file"
     );
 }
+
+#[test]
+fn an_older_version_skipped_for_a_blank_field_still_keys_as_it_did_judged_weak() {
+    // v1 read the merchant's reference, v2 no longer does.
+    let v1 = V1.replace(
+        r#"{ name = "ref", path = "$.ref" }]"#,
+        r#"{ name = "ref", path = "$.ref" }, { name = "merchant", path = "$.merchant" }]"#,
+    );
+    let v2 = with_v2(false)
+        .split_at(V1.len())
+        .1
+        .replace(r#", { name = "currency", path = "$.currency" }"#, "");
+    let catalog = build(&(v1 + &v2)).unwrap();
+    let body = json!({"kind": "refund.created", "payment": "p1", "ref": "r1", "merchant": ""});
+    let d = Delivery::new("shop", body).derive(&catalog);
+    assert_eq!(chosen(&d), "shop-ref@2");
+    // Before 2026-12-07 (evening) v1 keyed it with the blank value: that key
+    // is still in force, and only as weak as a blank value proves.
+    assert_eq!(d.older_versions.len(), 1);
+    let older = &d.older_versions[0];
+    assert_eq!(older.strategy.to_string(), "shop-ref@1");
+    assert_eq!(older.strength, crate::domain::confidence::Strength::Weak);
+    assert_eq!(older.material["merchant"], json!(""));
+}
