@@ -119,6 +119,24 @@ fn write_number(out: &mut String, n: &Number, integers: Integers) -> Result<(), 
             let _ = write!(out, "{i}");
             return Ok(());
         }
+        // A whole double past 2^53 keyed as the integer it reads as until
+        // 2026-12-07 (evening), when `canonical_numbers` stopped making it
+        // one: its key text stays what it was (a strategy that reads it as a
+        // field no longer keys, see `holds_rounded_integer`, but a
+        // fingerprint or a transport hash of the body still does).
+        // (Not -2^63 itself: its ES6 text, `-9223372036854776000`, reads back
+        // as that double, and text in ES6 form keys as written.)
+        if let Some(d) = n.as_f64().filter(|d| d.fract() == 0.0) {
+            // 2^64 and -2^63 are exact doubles, so these bounds are exact.
+            if (0.0..18_446_744_073_709_551_616.0).contains(&d) {
+                let _ = write!(out, "{}", d as u64);
+                return Ok(());
+            }
+            if d > -9_223_372_036_854_775_808.0 && d < 0.0 {
+                let _ = write!(out, "{}", d as i64);
+                return Ok(());
+            }
+        }
     }
     let d = n
         .as_f64()

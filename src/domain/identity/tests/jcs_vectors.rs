@@ -200,3 +200,18 @@ fn strings_escape_as_json_stringify_does_around_every_ascii_character() {
         }
     }
 }
+
+#[test]
+fn a_whole_double_past_2_pow_53_keeps_the_key_text_of_the_integer_it_reads_as() {
+    use super::super::jcs::{canonical_numbers, holds_rounded_integer, key_string};
+    // Until 2026-12-07 (evening) such a double was made that integer before
+    // keying; it now stays a double (a field never keys on it), and the key
+    // text of a body holding one — a fingerprint — is what it was.
+    let body: Value = serde_json::from_str(r#"{"n":1152921504606846976.0,"m":-1e18}"#).unwrap();
+    let canonical = canonical_numbers(&body);
+    assert!(holds_rounded_integer(&canonical["n"]));
+    assert_eq!(
+        key_string(&canonical),
+        r#"{"m":-1000000000000000000,"n":1152921504606846976}"#
+    );
+}
