@@ -50,10 +50,12 @@ pub struct Engine {
     pub metrics: Metrics,
     /// Applies the journal to the deliveries read model after the commit.
     pub projector: crate::store::projector::Progress,
-    /// Strategies (names) some of whose keys were migrated, as recorded
-    /// when the engine opened: a key of theirs may stand for an effect kept
-    /// under an older version's key, even one no longer in the catalog.
-    pub migrated_strategies: HashSet<String>,
+    /// Whether a key may stand for an effect a migration carried from an
+    /// older version's key (`Route::migrations_possible`): keys were
+    /// migrated, as recorded when the engine opened, or the catalog holds
+    /// several versions of a strategy, so that they may be (a migration
+    /// needs both, and may carry an effect to another strategy's key).
+    pub migrations_possible: bool,
 }
 
 pub type SharedEngine = Arc<Engine>;
@@ -121,11 +123,14 @@ impl Engine {
                 tracing::info!(added, "new strategy versions recorded");
             }
         }
-        let migrated_strategies = (store::projections::migrations::migrated_strategies(&db)
-            .await?)
-            .into_iter()
-            .filter_map(|s| s.split_once('@').map(|(name, _)| name.to_owned()))
-            .collect();
+        let migrations_possible = catalog.strategies().any(|s| {
+            s.retired
+                || catalog
+                    .current(&s.name)
+                    .is_some_and(|c| c.version != s.version)
+        }) || !store::projections::migrations::migrated_strategies(&db)
+            .await?
+            .is_empty();
         let metrics = Metrics::new();
         let writer = if config.group_commit.unwrap_or(true) {
             let count = match store::backend(&db) {
@@ -164,7 +169,7 @@ impl Engine {
             stragglers_read_at: Default::default(),
             metrics,
             projector: Default::default(),
-            migrated_strategies,
+            migrations_possible,
         }))
     }
 
@@ -195,22 +200,8 @@ impl Engine {
                 .map(str::to_owned)
                 .collect(),
             lease: self.lease(),
-            migrations_possible: self.migrations_possible(key),
+            migrations_possible: self.migrations_possible,
         }
-    }
-
-    /// Whether a key in force for `key` may stand for an effect a migration
-    /// carried from an older version's key: its strategy has several
-    /// versions in the catalog, or had keys migrated. Only then does a
-    /// decision look for migrated keys (a read on the hot path otherwise).
-    fn migrations_possible(&self, key: &KeySummary) -> bool {
-        (std::iter::once(&key.key).chain(&key.older_keys))
-            .filter_map(|k| k.split_once('@').map(|(name, _)| name))
-            .any(|name| {
-                self.migrated_strategies.contains(name)
-                    || !self.catalog.older(name).is_empty()
-                    || !self.catalog.retired(name).is_empty()
-            })
     }
 
     /// What a delivery keyed by `key` with body `event` is recognised by

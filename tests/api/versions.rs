@@ -1007,3 +1007,40 @@ async fn a_retry_keyed_only_by_the_version_its_key_was_migrated_to_finds_the_ref
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(downstream.calls().len(), 1, "a second refund was sent");
 }
+
+/// As above, the retry without the currency only the retired version read:
+/// no retired version keys it, and its own strategy, added above, has one
+/// version; the key the migration carried the refund to still finds it.
+#[tokio::test]
+async fn a_retry_no_retired_version_keys_finds_the_refund_migrated_to_a_strategy_above() {
+    let (downstream, url, _dir, app) = refunded_by_medium_v1("rr_c").await;
+    let sink = downstream.sink_toml(2000);
+    // Medium as v1, without the currency: not a strong key below.
+    let v2 = PAYMENT_KEYED_MEDIUM
+        .replace("version = 1", "version = 2")
+        .replace("  { name = \"currency\", path = \"$.currency\" },\n", "");
+    let above = hierarchy("\"refund-ref\", \"vpay\"");
+    let migrating = format!("{sink}{PAYMENT_KEYED_MEDIUM}{v2}{REFERENCE_KEYED}{above}");
+    let done = migrated(&app, &url, &migrating, "vpay@1").await;
+    assert_eq!((done.migrated, done.unmigrated), (1, 0));
+    let retired_v1 = PAYMENT_KEYED_MEDIUM.replace("version = 1", "version = 1\nretired = true");
+    let upgraded = spawn_on(
+        &url,
+        &format!("{sink}{retired_v1}{v2}{REFERENCE_KEYED}{above}"),
+        None,
+    )
+    .await;
+    let mut retry: Value = serde_json::from_slice(&refund_of("rr_c", 500)).unwrap();
+    retry.as_object_mut().unwrap().remove("currency");
+    let late = upgraded
+        .post_signed("hmac", &serde_json::to_vec(&retry).unwrap())
+        .await;
+    assert_eq!(late.json["strategy"], "refund-ref@1", "{}", late.json);
+    assert_ne!(late.json["decision"], "process", "{}", late.json);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        downstream.calls().len(),
+        1,
+        "refunded twice after the change"
+    );
+}
