@@ -416,3 +416,21 @@ async fn a_look_alike_held_while_an_outcome_is_unknown_stays_open_once_that_effe
     downstream.wait_calls(2).await;
     assert_eq!(downstream.applied().len(), 2);
 }
+
+#[tokio::test]
+async fn an_answer_arriving_after_the_lease_ran_out_closes_the_cases_of_its_effect() {
+    // The call outlives its one-second lease; its answer comes before the
+    // downstream is asked (not until the call's own timeout after the lease).
+    let downstream = Downstream::start(Behaviour::ApplyLate { delay_ms: 2500 }).await;
+    let app = leasing_a_second(&downstream, 5000).await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_late", 700, Some("rr_late")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_journal("ReservationExpired", 1).await;
+    assert_eq!(app.cases_with_status("outcome_unknown", "open").await, 1);
+    app.wait_applied(1).await;
+    let open = "SELECT COUNT(*) FROM cases WHERE status = 'open'";
+    app.wait_for_count(open, 0).await;
+    assert_eq!(downstream.calls().len(), 1);
+}

@@ -236,10 +236,12 @@ pub(super) fn row(new: NewCase, at: DateTime<Utc>) -> case::ActiveModel {
 }
 
 /// Closes the open "outcome unknown" cases of an effect once it is known to
-/// have been applied: its expiry's and its settlements', all opened for the
-/// delivery that asked for it. Another delivery held on the key meanwhile
-/// (`outcome_unknown` too) may ask for a second, legitimate effect: whether
-/// it does is still a person's answer, so its case stays open.
+/// have been applied: its expiry's and its settlements', which name it in
+/// their details (whichever delivery they are filed under: a key taken
+/// again by another delivery's retry files its expiry under the first).
+/// Another delivery held on the key meanwhile (`outcome_unknown` too, named
+/// no effect) may ask for a second, legitimate effect: whether it does is
+/// still a person's answer, so its case stays open.
 async fn resolve_outcome_unknown<C: ConnectionTrait>(
     conn: &C,
     e: &EffectSettled,
@@ -252,12 +254,21 @@ async fn resolve_outcome_unknown<C: ConnectionTrait>(
         )
         .col_expr(case::Column::ResolvedAt, Expr::value(at))
         .filter(case::Column::BusinessKey.eq(e.key.as_str()))
-        .filter(case::Column::DeliveryId.eq(e.delivery_id.to_string()))
+        .filter(names_effect(conn.get_database_backend(), e.effect_id))
         .filter(case::Column::Reason.eq(Reason::OutcomeUnknown.as_str()))
         .filter(case::Column::Status.eq(CaseStatus::Open.as_str()))
         .exec(conn)
         .await?
         .rows_affected)
+}
+
+/// A case whose details name `effect_id` (a UUID: nothing in it to escape).
+fn names_effect(backend: sea_orm::DbBackend, effect_id: Uuid) -> sea_orm::sea_query::SimpleExpr {
+    let sql = match backend {
+        sea_orm::DbBackend::Postgres => format!("details->>'effect_id' = '{effect_id}'"),
+        _ => format!("json_extract(details, '$.effect_id') = '{effect_id}'"),
+    };
+    Expr::cust(sql)
 }
 
 /// Resolves an open case: the atomic claim that lets a case resolve once.
