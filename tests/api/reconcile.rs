@@ -358,6 +358,15 @@ async fn failed_run(page: serde_json::Value) -> String {
     errors[0].clone()
 }
 
+/// A provider that ignores the cursor answers the same page again, naming
+/// the same cursor: the run fails at once, not after a thousand pages.
+#[tokio::test]
+async fn a_listing_whose_cursor_does_not_move_fails_the_run() {
+    let page = json!({"data": [], "next_cursor": "c1"});
+    let error = failed_run(page).await;
+    assert!(error.contains("page 2 names the cursor"), "{error}");
+}
+
 /// A page holding U+0000 fails the run with why: stored in the findings, it
 /// would fail their commit on PostgreSQL, and every provider after it.
 #[tokio::test]

@@ -212,11 +212,18 @@ impl Lookup {
                     }
                 },
             };
-            cursor = listing
+            let next = listing
                 .cursor
                 .as_ref()
                 .and_then(|p| p.query(&body).first().and_then(super::values::text))
                 .filter(|_| more != Some(false));
+            // A provider that ignores the cursor sends the same page again:
+            // read as more, it would be asked a thousand times.
+            if next.is_some() && next == cursor {
+                let error = format!("page {} names the cursor it was asked with", pages.len());
+                return (pages, Err(error));
+            }
+            cursor = next;
             if cursor.is_none() {
                 if more == Some(true) {
                     let error =
