@@ -25,3 +25,17 @@ pub async fn run(
     }
     Ok(())
 }
+
+/// Runs the statements `script` writes for the connected backend, given the
+/// type of a timestamp column on it (`TEXT` on SQLite, `TIMESTAMPTZ` on
+/// PostgreSQL).
+pub async fn run_with_timestamps(
+    manager: &SchemaManager<'_>,
+    script: fn(&str) -> Vec<String>,
+) -> Result<(), DbErr> {
+    let sqlite = script("TEXT");
+    let postgres = script("TIMESTAMPTZ");
+    let sqlite: Vec<&str> = sqlite.iter().map(String::as_str).collect();
+    let postgres: Vec<&str> = postgres.iter().map(String::as_str).collect();
+    run(manager, &sqlite, &postgres).await
+}

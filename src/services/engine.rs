@@ -117,6 +117,7 @@ impl Engine {
     ) -> anyhow::Result<SharedEngine> {
         let db = store::connect_with(database_url, config.durability).await?;
         store::migrate(&db).await?;
+        refuse_another_key_secret(&db, &key_secret).await?;
         if record {
             let added = super::strategies::check_and_record(&db, &catalog).await?;
             if added > 0 {
@@ -246,6 +247,28 @@ impl Engine {
         let found = crate::providers::lookup::find(&self.lookups, &provider, &key.effect_type)?;
         Some((provider, found))
     }
+}
+
+/// Refuses to open a database whose keys were sealed under another key
+/// secret: the same deliveries would derive other keys, with no version to
+/// say so, and a retry of an applied refund would find nothing and be
+/// refunded again. The first engine to open a database records its secret's
+/// check.
+async fn refuse_another_key_secret(
+    db: &sea_orm::DatabaseConnection,
+    key_secret: &KeySecret,
+) -> anyhow::Result<()> {
+    let ours = key_secret.check();
+    let recorded = store::key_secret::record_or_read(db, &ours).await?;
+    if recorded != ours {
+        anyhow::bail!(
+            "{} is not the secret this database's keys were sealed with: with another \
+             secret the same deliveries derive other keys and a retry of an applied effect \
+             would run it again; start with the secret the database was first opened with",
+            crate::config::KEY_SECRET_ENV
+        );
+    }
+    Ok(())
 }
 
 impl rejections::Holder for Engine {

@@ -15,6 +15,7 @@ pub mod form_tokens;
 pub mod id_range;
 pub mod journal;
 pub mod key_index;
+pub mod key_secret;
 mod key_state;
 pub mod ledger;
 pub mod links;

@@ -160,6 +160,59 @@ async fn a_server_logs_json_lines_without_secrets_and_serves_metrics_on_a_listen
     }
 }
 
+/// Sensitive values enter keys sealed under the key secret: a server
+/// started on the same database with another secret would key a retry of
+/// an applied refund differently, find nothing and refund it again. It
+/// refuses to start, saying which setting, and never shows either secret.
+#[tokio::test]
+async fn a_server_refuses_a_database_whose_keys_were_sealed_under_another_key_secret() {
+    let deployment = Deployment::new("").await;
+    let mut server = deployment.start().await;
+    let hmac = deployment.source("hmac");
+    // No reference: keyed by the body's fingerprint, the e-mail sealed in it.
+    let refund = |sent_at: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "type": "refund.created",
+            "payment_id": "pay_rotated",
+            "amount": 1500,
+            "currency": "EUR",
+            "customer_email": "ann@example.com",
+            "sent_at": sent_at,
+        }))
+        .expect("json")
+    };
+    let first = refund("2026-12-07T10:00:00Z");
+    let decided = server
+        .send("hmac", first.clone(), signed(hmac, &first))
+        .await;
+    assert_eq!(decided.json["decision"], "process", "{}", decided.json);
+    server.kill();
+
+    let other = "another-key-secret-0123456789abcdef";
+    let said = deployment
+        .refused_to_serve_with(unicity::config::KEY_SECRET_ENV, other)
+        .await;
+    assert!(said.contains(unicity::config::KEY_SECRET_ENV), "{said}");
+    assert!(said.contains("sealed with"), "{said}");
+    assert!(
+        !said.contains(other) && !said.contains(TEST_KEY_SECRET),
+        "{said}"
+    );
+
+    // With its own secret, the retry is found.
+    let server = deployment.start().await;
+    let retry = refund("2026-12-07T10:05:00Z");
+    let decided = server
+        .send("hmac", retry.clone(), signed(hmac, &retry))
+        .await;
+    assert_ne!(decided.json["decision"], "process", "{}", decided.json);
+    assert_eq!(
+        decided.json["reason"], "weak_match_critical",
+        "{}",
+        decided.json
+    );
+}
+
 /// Huge pages count whole in the resident set as soon as a byte of them is
 /// touched (`unicity::memory`): a server turns them off for itself, whatever
 /// the host's setting.

@@ -63,6 +63,22 @@ impl KeySecret {
     }
 }
 
+impl KeySecret {
+    /// What the database records of the secret its keys are sealed with,
+    /// to refuse another one (`store::key_secret`): a keyed digest of a
+    /// fixed text no JSON value's canonical form can be (it holds a NUL
+    /// outside quotes), so it equals no seal.
+    pub fn check(&self) -> String {
+        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.0) {
+            Ok(mac) => mac,
+            // HMAC accepts keys of any length.
+            Err(_) => return hex::encode(Sha256::digest(&self.0)),
+        };
+        mac.update(b"unicity key secret check\0v1");
+        format!("check:{}", hex::encode(mac.finalize().into_bytes()))
+    }
+}
+
 impl fmt::Debug for KeySecret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("KeySecret(<redacted>)")
@@ -231,6 +247,20 @@ mod tests {
         assert_eq!(
             KeySecret::from_bytes(b"short").unwrap_err(),
             KeySecretError(5)
+        );
+    }
+
+    #[test]
+    fn a_secrets_check_tells_secrets_apart_and_is_no_seal() {
+        let a = KeySecret::from_bytes(&[1; 32]).unwrap();
+        let b = KeySecret::from_bytes(&[2; 32]).unwrap();
+        assert_eq!(a.check(), a.clone().check());
+        assert_ne!(a.check(), b.check());
+        assert!(a.check().starts_with("check:"));
+        assert!(!is_sealed(&a.check()));
+        assert_ne!(
+            a.check(),
+            a.sealed(&Value::String("unicity key secret check".into()))
         );
     }
 

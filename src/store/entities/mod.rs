@@ -10,6 +10,7 @@ pub mod effect_delivery;
 pub mod effect_horizon;
 pub mod hand_made_hold;
 pub mod journal;
+pub mod key_secret_check;
 pub mod migrated_key;
 pub mod operator;
 pub mod password_link;

@@ -191,6 +191,39 @@ impl Deployment {
         unreachable!("three attempts either returned or failed")
     }
 
+    /// Starts `unicity serve` with `name` set to `value`, which must refuse
+    /// to start within 60 s; returns what it said.
+    pub async fn refused_to_serve_with(&self, name: &str, value: &str) -> String {
+        let log = self.dir().join("refused.log");
+        let out = File::create(&log).expect("log file");
+        let mut child = self
+            .command()
+            .env(name, value)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .stdout(out.try_clone().expect("log file"))
+            .stderr(out)
+            .spawn()
+            .expect("the unicity binary starts");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("the child is waited for") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the server started: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let said = std::fs::read_to_string(&log).expect("log read");
+        assert!(!status.success(), "the server ended well: {said}");
+        said
+    }
+
     /// Runs `unicity reconcile` over the hour around now; returns what it printed.
     pub async fn reconcile(&self) -> String {
         let now = chrono::Utc::now();
