@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::confidence::{Criticality, Strength};
 use super::decision::{
-    self, Action, DecisionInput, Existing, FieldDifference, Horizon, Identity, Reason,
+    self, Action, DecisionInput, Existing, FieldDifference, Horizon, Identity, LookAlike, Reason,
     TransportMatch,
 };
 use super::delivery::DeliveryId;
@@ -55,6 +55,9 @@ pub struct Evidence {
     /// A person recorded an operation with the delivery's resource, amount
     /// and currency as made by hand (`KeySummary::held_as`).
     pub made_by_hand: bool,
+    /// An effect under another strategy's key that may be the same
+    /// operation (`KeySummary::lacking`).
+    pub look_alike: Option<LookAlike>,
 }
 
 impl Evidence {
@@ -70,6 +73,7 @@ impl Evidence {
             judged_through: None,
             reserved: None,
             made_by_hand: false,
+            look_alike: None,
         }
     }
 }
@@ -210,6 +214,7 @@ pub fn keyed(given: &Given<'_>, evidence: Evidence) -> Plan {
         lookup_available,
         breaker_tripped,
         made_by_hand: evidence.made_by_hand,
+        look_alike: evidence.look_alike,
     });
     let take = (decision.action == Action::Process).then(|| {
         let claim = claim_for(
@@ -264,6 +269,7 @@ pub fn unkeyed(
         lookup_available: false,
         breaker_tripped: false,
         made_by_hand: false,
+        look_alike: None,
     });
     Plan {
         made: DecisionMade::new(decision, Layer::Transport, business_key, None),

@@ -3,9 +3,37 @@
 //! decisions read it (`KeySummary`), and the identity a delivery that could
 //! not be keyed is decided on.
 
+use crate::domain::confidence::Criticality;
 use crate::domain::decision::Identity;
-use crate::domain::identity::{BusinessIdentity, Derivation, ItemDerivation, Unresolved};
-use crate::domain::journal::{DerivationProof, KeyDerived, KeySummary, OlderKey};
+use crate::domain::identity::{
+    BusinessIdentity, Derivation, ItemDerivation, SkipReason, Skipped, Unresolved,
+};
+use crate::domain::journal::{DerivationProof, KeyDerived, KeySummary, Lacking, OlderKey};
+
+/// Notes what a look-alike under another strategy's key is searched by
+/// (`KeySummary::lacking`), once `derived` holds its resource: a critical
+/// delivery keyed below strategies that a missing or blank field skipped.
+pub fn note_lacking(derived: &mut KeyDerived, skipped: &[Skipped]) {
+    let (Some(key), Some(resource)) = (derived.business.as_mut(), derived.resource.as_ref()) else {
+        return;
+    };
+    let mut strategies: Vec<String> = (skipped.iter())
+        .filter(|s| {
+            matches!(
+                s.reason,
+                SkipReason::MissingField { .. } | SkipReason::BlankField { .. }
+            )
+        })
+        .map(|s| s.strategy.name.clone())
+        .collect();
+    strategies.dedup();
+    if key.criticality == Criticality::Critical && !strategies.is_empty() {
+        key.lacking = Some(Lacking {
+            strategies,
+            resource: resource.clone(),
+        });
+    }
+}
 
 /// The identity a delivery that could not be keyed is decided on.
 pub fn identity_of(unresolved: Option<&Unresolved>) -> Identity {
@@ -110,5 +138,6 @@ fn key_summary(
             .collect(),
         retired_keys: retired.iter().map(|o| o.key.full()).collect(),
         held_as: None,
+        lacking: None,
     }
 }

@@ -19,6 +19,7 @@ pub mod key_secret;
 mod key_state;
 pub mod ledger;
 pub mod links;
+mod look_alike;
 pub mod nodelay;
 pub mod observe;
 pub mod projections;

@@ -277,6 +277,19 @@ impl<'t> Tx<'t> {
             {
                 let held = plan::Evidence {
                     made_by_hand: true,
+                    ..evidence.clone()
+                };
+                plan = plan::keyed(given, held);
+            }
+            // A delivery lacking a field a strategy above its own requires
+            // may be an operation applied under that strategy's key, which
+            // its own never meets (`KeySummary::lacking`).
+            if plan.take.is_some()
+                && let Some(lacking) = &key.lacking
+                && let Some(found) = super::look_alike::find(self.txn, key, lacking).await?
+            {
+                let held = plan::Evidence {
+                    look_alike: Some(found),
                     ..evidence
                 };
                 plan = plan::keyed(given, held);

@@ -36,6 +36,7 @@ mod journal_pages_browser;
 mod key_locks;
 mod login;
 mod lookups;
+mod lost_fields;
 mod masking;
 mod metrics;
 mod nul_characters;

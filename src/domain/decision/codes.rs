@@ -96,10 +96,15 @@ pub enum Reason {
     /// hand (a missing effect closed `made_by_hand`): this may be its late
     /// webhook, and applying it could pay twice.
     MadeByHand,
+    /// Nothing was applied under the key, but an effect of the same type on
+    /// the same resource, whose discriminating fields agree, was taken under
+    /// the key of a strategy above, which a field this delivery lacks
+    /// skipped (a reference sent on one attempt and not on another).
+    LookAlikeKeyedOtherwise,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::NewKey,
         Reason::DuplicateOfApplied,
         Reason::LateReplayFoundEffect,
@@ -122,6 +127,7 @@ impl Reason {
         Reason::BodyTooDeep,
         Reason::DuplicateMemberNames,
         Reason::MadeByHand,
+        Reason::LookAlikeKeyedOtherwise,
     ];
 
     /// Reasons the provider's list of operations can settle: a look-alike
@@ -163,6 +169,7 @@ impl Reason {
             Reason::BodyTooDeep => "body_too_deep",
             Reason::DuplicateMemberNames => "duplicate_member_names",
             Reason::MadeByHand => "made_by_hand",
+            Reason::LookAlikeKeyedOtherwise => "look_alike_keyed_otherwise",
         }
     }
 }

@@ -38,6 +38,23 @@ pub struct DecisionInput {
     /// 2026-12-07: false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub made_by_hand: bool,
+    /// An effect of the same type on the same resource, whose discriminating
+    /// fields agree, taken under the key of a strategy above this delivery's
+    /// in its hierarchy, which a field this delivery lacks skipped: it may be
+    /// this operation, sent with the field on another attempt (the keys of
+    /// two strategies never meet). Absent from fixtures exported before
+    /// 2026-12-07 (late): none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub look_alike: Option<LookAlike>,
+}
+
+/// An effect that may be the same operation under another strategy's key
+/// (`DecisionInput::look_alike`). Both ids are absent when the journal's
+/// tail was too long to search: nothing proves there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LookAlike {
+    pub reference_delivery: Option<Uuid>,
+    pub effect_id: Option<Uuid>,
 }
 
 /// The identity layer's answer for this delivery.

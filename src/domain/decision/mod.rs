@@ -56,7 +56,7 @@ mod tests;
 pub use codes::{Action, Reason};
 pub use input::{
     DecisionInput, Existing, FailureKind, FieldDifference, Horizon, Identity, LedgerEvidence,
-    TransportMatch,
+    LookAlike, TransportMatch,
 };
 pub use outcome::Decision;
 pub use plain::Part;
@@ -71,6 +71,16 @@ pub fn decide(input: &DecisionInput) -> Decision {
     if input.made_by_hand && decision.action == Action::Process {
         return Decision::reconcile(Reason::MadeByHand, false)
             .about(decision.reference_delivery, decision.effect_id);
+    }
+    // A critical effect that may have been applied under another
+    // strategy's key: the provider's list cannot tell which effect stands
+    // for which of its operations, a person can.
+    if let Some(look_alike) = input.look_alike
+        && input.criticality == Criticality::Critical
+        && decision.action == Action::Process
+    {
+        return Decision::reconcile(Reason::LookAlikeKeyedOtherwise, false)
+            .about(look_alike.reference_delivery, look_alike.effect_id);
     }
     decision
 }

@@ -172,6 +172,20 @@ impl Decision {
                      late webhook, and applying it could pay twice; {next}."
                 ))
             }
+            Reason::LookAlikeKeyedOtherwise => {
+                parts.text("nothing was applied under its key, but ");
+                match (d.is_some(), e.is_some()) {
+                    (true, true) => parts.effect(e).text(" of ").delivery(d),
+                    (true, false) => parts.text("the effect of ").delivery(d),
+                    _ => parts.text("an effect of the read model's unread tail"),
+                };
+                parts.text(&format!(
+                    " has the same type, resource and discriminating fields under the key of \
+                     a strategy above this delivery's, which a field this delivery lacks \
+                     skipped; it may be the same operation sent with that field on another \
+                     attempt, and applying it could pay twice; {next}."
+                ))
+            }
             Reason::UnknownEventType => parts.text(
                 "its event type is unknown, so no strategy can identify it; it is kept, \
                  nothing is dropped.",

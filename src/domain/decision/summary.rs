@@ -97,6 +97,16 @@ impl Decision {
                     None => String::new(),
                 }
             ),
+            Reason::LookAlikeKeyedOtherwise => format!(
+                "nothing was applied under its key, but {} has the same type, resource and \
+                 discriminating fields under a strategy above it that a field it lacks \
+                 skipped; it may be the same operation, {then}",
+                match (self.reference_delivery, self.effect_id) {
+                    (Some(_), Some(_)) => format!("{effect} of {delivery}"),
+                    (Some(_), None) => format!("the effect of {delivery}"),
+                    _ => "an effect the read model has not reached".to_owned(),
+                }
+            ),
             Reason::UnknownEventType => "unknown event type; kept, nothing dropped".to_owned(),
             Reason::NoStrategy => {
                 "no key strategy applies to this delivery; kept, nothing dropped".to_owned()

@@ -18,7 +18,7 @@ use super::types::{
     BusinessIdentity, DeliveryFacts, Derivation, ItemDerivation, SkipReason, Skipped,
     TransportIdentity, Unresolved,
 };
-use crate::domain::confidence::Strength;
+use crate::domain::confidence::{Criticality, Strength};
 use serde_json::{Map, Value, json};
 use std::borrow::Cow;
 
@@ -174,6 +174,15 @@ impl Catalog {
                     out.also_keyed = (above.chain(below).filter_map(in_force))
                         .chain(blank_above)
                         .collect();
+                    let lower = &hierarchy.strategies[position + 1..];
+                    for lacking in self.lacking_one_field(&ctx, current, lower) {
+                        let known = |b: &BusinessIdentity| b.key == lacking.key;
+                        if !out.older_versions.iter().any(known)
+                            && !out.also_keyed.iter().any(known)
+                        {
+                            out.also_keyed.push(lacking);
+                        }
+                    }
                     return out;
                 }
                 Err(reason) => out.skipped.push(Skipped {
@@ -184,6 +193,59 @@ impl Catalog {
         }
         out.unresolved = Some(Unresolved::NoStrategyApplies { event_type });
         out
+    }
+}
+
+impl Catalog {
+    /// The keys a retry of this delivery lacking one field `chosen`
+    /// requires would have taken, had it come first: the hierarchy falls
+    /// past `chosen` to a strategy below (a reference dropped on a retry,
+    /// a fingerprint instead). Only for critical effects that such a retry
+    /// could have applied (every discriminant read); a match under one is
+    /// judged weak, since looking alike without the field proves nothing.
+    fn lacking_one_field(
+        &self,
+        ctx: &Ctx<'_, '_>,
+        chosen: &StrategyDef,
+        lower: &[String],
+    ) -> Vec<BusinessIdentity> {
+        let lower: Vec<&StrategyDef> = lower.iter().filter_map(|n| self.current(n)).collect();
+        if !lower.iter().any(|s| s.criticality == Criticality::Critical) {
+            return Vec::new();
+        }
+        // A field a strategy below discriminates on leaves its key with a
+        // discriminant missing: such a retry is held, never applied.
+        let discriminated = |path: &FieldRef| {
+            lower.iter().any(|s| {
+                (s.discriminants.iter()).any(|d| !d.optional && d.path.as_str() == path.as_str())
+            })
+        };
+        let required = (chosen.fields.iter())
+            .filter(|f| !f.optional)
+            .map(|f| &f.path)
+            .chain(
+                (chosen.scope.iter())
+                    .filter(|item| !item.optional)
+                    .filter_map(|item| item.path.as_ref()),
+            )
+            .filter(|path| !path.is_header() && !discriminated(path));
+        required
+            .filter_map(|path| {
+                let mut body = ctx.body.clone();
+                remove_all(&mut body, path);
+                let without = Ctx {
+                    body: &body,
+                    ..*ctx
+                };
+                let identity = lower.iter().find_map(|s| without.attempt(s).ok())?;
+                (identity.criticality == Criticality::Critical
+                    && identity.missing_discriminants.is_empty())
+                .then_some(BusinessIdentity {
+                    strength: Strength::Weak,
+                    ..identity
+                })
+            })
+            .collect()
     }
 }
 

@@ -52,6 +52,28 @@ pub struct KeySummary {
     /// arrives and when it is decided again.
     #[serde(skip)]
     pub held_as: Option<String>,
+    /// A critical delivery keyed below a strategy of its hierarchy that a
+    /// field it lacks skipped: what an effect taken under that strategy's
+    /// key for the same operation is looked for by (`Lacking`). Absent
+    /// otherwise, and from events journaled before 2026-12-07 (late).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lacking: Option<Lacking>,
+}
+
+/// What a delivery that lacks a field a strategy above its own requires
+/// is compared by with the effects that strategy's keys took: a refund
+/// whose reference came on another attempt was keyed by payment +
+/// reference there and by its fingerprint here, and the two keys never
+/// meet. Compared: the effect type, the resource, the discriminating
+/// fields the two name alike.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lacking {
+    /// The names of the strategies above that a missing or blank field
+    /// skipped.
+    pub strategies: Vec<String>,
+    /// The delivery's resource, as the read model keeps it
+    /// (`KeyDerived::resource`).
+    pub resource: String,
 }
 
 impl KeySummary {

@@ -22,7 +22,7 @@ pub use case::{
     CaseAssigned, CaseCommented, CaseResolved, HandMade, LookupPerformed, ProviderOperation,
 };
 pub use decided::{Applied, DeliveryDecided, Reserved, Unfoldable};
-pub use decision::{DecisionMade, KeyDerived, KeySummary, Layer, OlderKey};
+pub use decision::{DecisionMade, KeyDerived, KeySummary, Lacking, Layer, OlderKey};
 pub use delivery::{DeliveryReceived, DeliveryRejected, ItemOf, Origin, RejectionsAggregated};
 pub use derivation::{
     DerivationProof, KeyingProof, SkipDetail, SkippedStrategy, StrategyName, UnresolvedDetail,

@@ -22,6 +22,7 @@ fn key() -> KeySummary {
         older: BTreeMap::new(),
         retired_keys: Vec::new(),
         held_as: None,
+        lacking: None,
     }
 }
 

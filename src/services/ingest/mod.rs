@@ -96,6 +96,7 @@ pub async fn receive(
         source
             .resource
             .value(arrival.headers, document.as_ref(), &engine.key_secret);
+    super::derived::note_lacking(&mut derived, &derivation.skipped);
     let by_provider_id = derivation.transport.is_provider_id();
     let id = arrival.delivery_id;
     let at = arrival.received_at;

@@ -27,6 +27,7 @@ fn key() -> KeySummary {
         )]),
         retired_keys: Vec::new(),
         held_as: None,
+        lacking: None,
     }
 }
 

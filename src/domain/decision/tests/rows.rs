@@ -291,3 +291,33 @@ fn given_an_operation_made_by_hand_when_nothing_would_apply_it_then_the_matrix_d
     let decision = given().lease_alive().made_by_hand().when_decided();
     assert_eq!(decision.reason, Reason::LeaseAlive);
 }
+
+#[test]
+fn given_a_look_alike_under_another_strategys_key_when_a_critical_effect_would_apply_then_a_person_decides()
+ {
+    for given in [given(), given().lookup_available(), given().weak_key()] {
+        let decision = given.look_alike().when_decided();
+        assert_eq!(
+            (
+                decision.action,
+                decision.reason,
+                decision.lookup_first,
+                decision.reference_delivery,
+                decision.effect_id
+            ),
+            (
+                Action::Reconcile,
+                Reason::LookAlikeKeyedOtherwise,
+                false,
+                Some(FIRST),
+                Some(EFFECT)
+            )
+        );
+    }
+    // A reversible effect is applied as before; what would not be applied
+    // is decided as before.
+    let reversible = given().reversible().look_alike().when_decided();
+    assert_eq!(reversible.action, Action::Process);
+    let duplicate = given().applied().look_alike().when_decided();
+    assert_eq!(duplicate.reason, Reason::DuplicateOfApplied);
+}

@@ -4,7 +4,8 @@
 use super::support::{EFFECT, FIRST, amount_difference};
 use crate::domain::confidence::{Criticality, Strength};
 use crate::domain::decision::{
-    DecisionInput, Existing, FailureKind, Horizon, Identity, LedgerEvidence, TransportMatch,
+    DecisionInput, Existing, FailureKind, Horizon, Identity, LedgerEvidence, LookAlike,
+    TransportMatch,
 };
 
 fn identities() -> Vec<Identity> {
@@ -77,9 +78,16 @@ pub fn all_inputs() -> Vec<DecisionInput> {
                         for missing in [false, true] {
                             for criticality in [Criticality::Critical, Criticality::Reversible] {
                                 for lookup_available in [false, true] {
-                                    for (breaker_tripped, made_by_hand) in
-                                        [(false, false), (true, false), (false, true), (true, true)]
-                                    {
+                                    for (breaker_tripped, made_by_hand, look_alike) in [
+                                        (false, false, false),
+                                        (true, false, false),
+                                        (false, true, false),
+                                        (true, true, false),
+                                        (false, false, true),
+                                        (true, false, true),
+                                        (false, true, true),
+                                        (true, true, true),
+                                    ] {
                                         inputs.push(DecisionInput {
                                             identity,
                                             transport: transport.clone(),
@@ -99,6 +107,10 @@ pub fn all_inputs() -> Vec<DecisionInput> {
                                             lookup_available,
                                             breaker_tripped,
                                             made_by_hand,
+                                            look_alike: look_alike.then_some(LookAlike {
+                                                reference_delivery: Some(FIRST),
+                                                effect_id: Some(EFFECT),
+                                            }),
                                         });
                                     }
                                 }

@@ -32,6 +32,7 @@ pub fn given() -> Given {
         lookup_available: false,
         breaker_tripped: false,
         made_by_hand: false,
+        look_alike: None,
     })
 }
 
@@ -113,6 +114,13 @@ impl Given {
     }
     pub fn lookup_available(mut self) -> Self {
         self.0.lookup_available = true;
+        self
+    }
+    pub fn look_alike(mut self) -> Self {
+        self.0.look_alike = Some(crate::domain::decision::LookAlike {
+            reference_delivery: Some(FIRST),
+            effect_id: Some(EFFECT),
+        });
         self
     }
     pub fn made_by_hand(mut self) -> Self {

@@ -479,10 +479,40 @@ fn given_a_blank_reference_then_it_never_keys_strongly_and_its_old_key_is_judged
             serde_json::from_str::<Value>(reference).unwrap()
         );
     }
-    // A reference with text keys strongly, with no extra key.
+    // A reference with text keys strongly; its only extra key is the one
+    // it would have without a reference (below).
     let d = Delivery::new("norefid", refund_with_numbers(r#""rr_1""#, "1500")).derive(&catalog);
     assert_eq!(chosen(&d), "norefid-refund-ref@1");
-    assert!(d.also_keyed.is_empty());
+    assert!(
+        (d.also_keyed.iter()).all(|o| o.strategy.to_string() == "norefid-refund-fingerprint@1"),
+        "{:?}",
+        d.also_keyed
+    );
+}
+
+#[test]
+fn given_a_reference_then_the_key_a_retry_lacking_it_would_take_is_looked_under_and_judged_weak() {
+    let catalog = presets();
+    let with = refund_with_numbers(r#""rr_1""#, "1500");
+    let mut without = with.clone();
+    without.as_object_mut().unwrap().remove("refund_reference");
+    let d = Delivery::new("norefid", with).derive(&catalog);
+    let lacking = Delivery::new("norefid", without.clone()).derive(&catalog);
+    assert_eq!(chosen(&lacking), "norefid-refund-fingerprint@1");
+    // The fingerprint the refund has without its reference is a key in
+    // force of the refund with it, judged weak: a retry that lost its
+    // reference, had it come first, took that key.
+    let also: Vec<_> = (d.also_keyed.iter())
+        .filter(|o| o.key == lacking.business.as_ref().unwrap().key)
+        .collect();
+    assert_eq!(also.len(), 1, "{:?}", d.also_keyed);
+    assert_eq!(also[0].strength, Strength::Weak);
+    assert!(also[0].missing_discriminants.is_empty());
+    // Not for the payment: the fingerprint discriminates on it, so a
+    // retry without it is held, never applied under that key.
+    assert_eq!(d.also_keyed.len(), 1, "{:?}", d.also_keyed);
+    // Nothing extra for a delivery already keyed by the fingerprint.
+    assert!(lacking.also_keyed.is_empty(), "{:?}", lacking.also_keyed);
 }
 
 #[test]
