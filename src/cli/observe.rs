@@ -38,6 +38,9 @@ pub(super) async fn run(cli: &Cli, command: &ObserveCommand) -> anyhow::Result<(
                 anyhow::bail!("no source `{source}` in the configuration");
             };
             let db = open_database(cli).await?;
+            // It seals resources: with the secret the servers seal them with.
+            crate::services::engine::refuse_another_key_secret(&db, &settings.key_secret, false)
+                .await?;
             let count = observe::import(&db, configured, &settings.key_secret, &text).await?;
             println!("{count} legacy effects of {source} imported");
             Ok(())

@@ -7,6 +7,7 @@
 use clap::Subcommand;
 
 use super::{Cli, definitions, open_database, open_for_reading, open_read_model, settings};
+use crate::services::engine::refuse_another_key_secret;
 use crate::services::{breakers, strategies, strategy_list};
 
 #[derive(Subcommand)]
@@ -117,6 +118,8 @@ async fn retire(cli: &Cli, strategy: &str, dry_run: bool) -> anyhow::Result<()> 
     } else {
         open_database(cli).await?
     };
+    // It derives keys: with the secret the database's keys are sealed with.
+    refuse_another_key_secret(&db, &settings.key_secret, false).await?;
     let plan = strategies::plan(
         &db,
         &settings.catalog,
@@ -163,6 +166,7 @@ async fn retire(cli: &Cli, strategy: &str, dry_run: bool) -> anyhow::Result<()> 
 async fn migrate(cli: &Cli, strategy: &str) -> anyhow::Result<()> {
     let settings = settings(cli)?;
     let db = open_database(cli).await?;
+    refuse_another_key_secret(&db, &settings.key_secret, false).await?;
     let done = strategies::migrate(
         &db,
         &settings.catalog,

@@ -117,7 +117,7 @@ impl Engine {
     ) -> anyhow::Result<SharedEngine> {
         let db = store::connect_with(database_url, config.durability).await?;
         store::migrate(&db).await?;
-        refuse_another_key_secret(&db, &key_secret).await?;
+        refuse_another_key_secret(&db, &key_secret, record).await?;
         if record {
             let added = super::strategies::check_and_record(&db, &catalog).await?;
             if added > 0 {
@@ -249,18 +249,23 @@ impl Engine {
     }
 }
 
-/// Refuses to open a database whose keys were sealed under another key
-/// secret: the same deliveries would derive other keys, with no version to
-/// say so, and a retry of an applied refund would find nothing and be
-/// refunded again. The first engine to open a database records its secret's
-/// check.
-async fn refuse_another_key_secret(
+/// Refuses a database whose keys were sealed under another key secret: the
+/// same deliveries would derive other keys, with no version to say so, and
+/// a retry of an applied refund would find nothing and be refunded again.
+/// With `record` (a server), the first to open a database records its
+/// secret's check; a command only compares with the one recorded, so that
+/// one run with another configuration never locks the servers out.
+pub async fn refuse_another_key_secret(
     db: &sea_orm::DatabaseConnection,
     key_secret: &KeySecret,
+    record: bool,
 ) -> anyhow::Result<()> {
     let ours = key_secret.check();
-    let recorded = store::key_secret::record_or_read(db, &ours).await?;
-    if recorded != ours {
+    let recorded = match record {
+        true => Some(store::key_secret::record_or_read(db, &ours).await?),
+        false => store::key_secret::recorded(db).await?,
+    };
+    if recorded.is_some_and(|recorded| recorded != ours) {
         anyhow::bail!(
             "{} is not the secret this database's keys were sealed with: with another \
              secret the same deliveries derive other keys and a retry of an applied effect \

@@ -7,6 +7,14 @@ use sea_orm::{ActiveValue::Set, ConnectionTrait, DbErr, EntityTrait};
 
 use super::entities::key_secret_check;
 
+/// The check recorded for the database, if one is.
+pub async fn recorded<C: ConnectionTrait>(conn: &C) -> Result<Option<String>, DbErr> {
+    Ok(key_secret_check::Entity::find_by_id(1)
+        .one(conn)
+        .await?
+        .map(|row| row.digest))
+}
+
 /// Records `check` unless a check is recorded already, then returns the
 /// one recorded: `check` itself, or the one an earlier engine (or a
 /// concurrent first one) recorded.

@@ -215,3 +215,32 @@ async fn reconciling_with_a_version_only_the_local_file_knows_records_nothing() 
         0
     );
 }
+
+/// Commands that derive keys or seal values compare the key secret with
+/// the one the servers recorded: run from a machine with another, a
+/// migration would move effects to keys no server derives, and a late
+/// retry would be paid again.
+#[tokio::test]
+async fn commands_that_derive_keys_refuse_another_key_secret() {
+    let app = spawn_app_with(&deployed()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let legacy = dir.path().join("legacy.csv");
+    std::fs::write(&legacy, "reference,resource,amount,applied_at\n").expect("legacy file");
+    let legacy = legacy.to_str().expect("a path");
+    let other = "another-key-secret-0123456789abcdef";
+    for args in [
+        &["strategies", "migrate", "norefid-refund-ref@1"][..],
+        &["strategies", "retire", "norefid-refund-ref@1", "--dry-run"],
+        &["observe", "import", "--source", "hmac", legacy],
+    ] {
+        let mut command = cli(&app.database_url, &deployed(), dir.path());
+        command.env(KEY_SECRET_ENV, other).args(args);
+        let said = refused(command).await;
+        assert!(said.contains("sealed with"), "{args:?}: {said}");
+        assert!(!said.contains(other), "{said}");
+    }
+    // With the servers' secret, they run.
+    let mut command = cli(&app.database_url, &deployed(), dir.path());
+    command.args(["observe", "import", "--source", "hmac", legacy]);
+    finished(command).await;
+}
