@@ -6,14 +6,15 @@
 use crate::domain::confidence::Criticality;
 use crate::domain::decision::Identity;
 use crate::domain::identity::{
-    BusinessIdentity, Derivation, ItemDerivation, SkipReason, Skipped, Unresolved,
+    BusinessIdentity, Catalog, Derivation, ItemDerivation, SkipReason, Skipped, Unresolved,
 };
 use crate::domain::journal::{DerivationProof, KeyDerived, KeySummary, Lacking, OlderKey};
 
 /// Notes what a look-alike under another strategy's key is searched by
 /// (`KeySummary::lacking`), once `derived` holds its resource: a critical
-/// delivery keyed below strategies that a missing or blank field skipped.
-pub fn note_lacking(derived: &mut KeyDerived, skipped: &[Skipped]) {
+/// delivery keyed below strategies of its effect type that a missing or
+/// blank field skipped.
+pub fn note_lacking(derived: &mut KeyDerived, skipped: &[Skipped], catalog: &Catalog) {
     let (Some(key), Some(resource)) = (derived.business.as_mut(), derived.resource.as_ref()) else {
         return;
     };
@@ -23,6 +24,10 @@ pub fn note_lacking(derived: &mut KeyDerived, skipped: &[Skipped]) {
                 s.reason,
                 SkipReason::MissingField { .. } | SkipReason::BlankField { .. }
             )
+        })
+        .filter(|s| {
+            (catalog.strategy(&s.strategy.name, s.strategy.version))
+                .is_some_and(|def| def.effect_type == key.effect_type)
         })
         .map(|s| s.strategy.name.clone())
         .collect();

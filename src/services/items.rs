@@ -89,7 +89,7 @@ fn prepare_one(
     };
     let mut derived = super::derived::item_key_derived(item, transport_key);
     derived.resource = source.resource.value(&[], Some(&event), &engine.key_secret);
-    super::derived::note_lacking(&mut derived, &item.skipped);
+    super::derived::note_lacking(&mut derived, &item.skipped, &engine.catalog);
     if let Some(key) = derived.business.as_mut() {
         key.held_as = engine.held_as(key, &event);
     }

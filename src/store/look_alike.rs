@@ -5,7 +5,10 @@
 //! journal's tail. Read by `Tx::decide_key` only when such a delivery would
 //! be applied: never on the path of a delivery keyed by its first strategy.
 
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
 use serde_json::Value;
 
 use super::checkpoint::{DELIVERIES, checkpoint};
@@ -29,38 +32,44 @@ pub async fn find<C: ConnectionTrait>(
     key: &KeySummary,
     lacking: &Lacking,
 ) -> Result<Option<LookAlike>, DbErr> {
-    let mut ids: Vec<String> = delivery::Entity::find()
+    // The newest deliveries of the resource first.
+    let mut keys: Vec<String> = delivery::Entity::find()
         .select_only()
-        .column(delivery::Column::EffectId)
+        .column(delivery::Column::BusinessKey)
         .filter(delivery::Column::Resource.eq(lacking.resource.as_str()))
-        .filter(delivery::Column::EffectId.is_not_null())
+        .filter(delivery::Column::BusinessKey.is_not_null())
+        .order_by_desc(delivery::Column::DeliveryId)
         .limit(PER_RESOURCE)
         .into_tuple::<Option<String>>()
         .all(conn)
         .await?
         .into_iter()
         .flatten()
+        .filter(|k| lacks(lacking, strategy_of(k)))
         .collect();
-    ids.sort();
-    ids.dedup();
-    let mut effects = effect::Entity::find()
-        .filter(effect::Column::EffectId.is_in(ids))
-        .all(conn)
-        .await?;
-    let Some(keys) = tail_keys(conn, lacking).await? else {
+    let Some(tail) = tail_keys(conn, lacking).await? else {
         return Ok(Some(LookAlike {
             reference_delivery: None,
             effect_id: None,
         }));
     };
-    if !keys.is_empty() {
-        effects.extend(
-            effect::Entity::find()
-                .filter(effect::Column::Key.is_in(keys))
-                .all(conn)
-                .await?,
+    keys.extend(tail);
+    keys.sort();
+    keys.dedup();
+    if keys.is_empty() {
+        return Ok(None);
+    }
+    // A key's own effect, and those processed as distinct under it
+    // (`key~…`: '~' is followed by DEL in ASCII, which no key holds).
+    let mut under = Condition::any().add(effect::Column::Key.is_in(keys.iter().cloned()));
+    for k in &keys {
+        under = under.add(
+            Condition::all()
+                .add(effect::Column::Key.gt(format!("{k}~")))
+                .add(effect::Column::Key.lt(format!("{k}\u{7f}"))),
         );
     }
+    let effects = effect::Entity::find().filter(under).all(conn).await?;
     Ok(effects
         .iter()
         .find(|e| alike(e, key, lacking))
@@ -103,6 +112,11 @@ async fn tail_keys<C: ConnectionTrait>(
     ))
 }
 
+/// The strategy (`name@version`) a key `name@version:hex…` was made by.
+fn strategy_of(key: &str) -> &str {
+    key.split_once(':').map_or(key, |(strategy, _)| strategy)
+}
+
 /// Whether `strategy` (`name@version`) is one of those `lacking` names.
 fn lacks(lacking: &Lacking, strategy: &str) -> bool {
     let name = strategy.split_once('@').map_or(strategy, |(name, _)| name);
@@ -114,14 +128,13 @@ fn lacks(lacking: &Lacking, strategy: &str) -> bool {
 /// without effect, its discriminating fields agreeing on every name the
 /// two share.
 fn alike(e: &effect::Model, key: &KeySummary, lacking: &Lacking) -> bool {
-    let strategy = e.key.split_once(':').map_or(e.key.as_str(), |(s, _)| s);
     let theirs = match &e.discriminants {
         Value::Object(theirs) => Some(theirs),
         _ => None,
     };
     e.effect_type == key.effect_type
         && e.state != ReservationState::Failed.as_str()
-        && lacks(lacking, strategy)
+        && lacks(lacking, strategy_of(&e.key))
         && key.discriminants.iter().all(|(name, ours)| {
             theirs
                 .and_then(|t| t.get(name))

@@ -420,3 +420,33 @@ async fn a_lease_that_ran_out_before_a_late_applied_answer_replays_as_the_answer
     )
     .await;
 }
+
+/// A refund held because it lacks the reference another attempt of it was
+/// applied with (`look_alike_keyed_otherwise`) replays as it was decided:
+/// its first attempt replayed before it, it is held again, and the
+/// duplicate confirmed leaves one effect.
+#[tokio::test]
+async fn a_retry_that_lost_its_reference_replays_as_it_was_held() {
+    use crate::support::app::refund;
+    let app = crate::support::app::spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_replayed", 1500, Some("rr_replayed")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    app.settle().await;
+    let retry = app
+        .post_signed("hmac", &refund("pay_replayed", 1500, None))
+        .await;
+    assert_eq!(
+        retry.json["reason"], "look_alike_keyed_otherwise",
+        "{}",
+        retry.json
+    );
+    let fixture = resolved_and_replayed(
+        &app,
+        &retry,
+        serde_json::json!({"resolution": "confirm_duplicate", "note": "one refund at the provider"}),
+    )
+    .await;
+    assert_eq!(fixture.deliveries.len(), 2, "{fixture:?}");
+}

@@ -135,3 +135,99 @@ async fn a_refund_without_a_reference_unlike_any_with_one_is_applied() {
     assert_eq!(alone.json["decision"], "process", "{}", alone.json);
     assert_eq!(app.count("SELECT COUNT(*) FROM effects").await, 3);
 }
+
+/// The two attempts of a refund arriving together, decided in one writer
+/// batch: the one without its reference sees what the batch wrote before
+/// it, and the one with it what the batch wrote before it too.
+#[tokio::test]
+async fn two_attempts_of_a_refund_decided_together_apply_it_once() {
+    let app = spawn_app().await;
+    let payments: Vec<String> = (0..24).map(|i| format!("pay_together_{i}")).collect();
+    let sends = payments.iter().enumerate().flat_map(|(i, payment)| {
+        let reference = format!("rr_together_{i}");
+        let with = refund(payment, 1500, Some(&reference));
+        let without = refund(payment, 1500, None);
+        // Either attempt first, by turns.
+        let pair = if i % 2 == 0 {
+            [with, without]
+        } else {
+            [without, with]
+        };
+        pair.map(|body| {
+            let app = &app;
+            async move { app.post_signed("hmac", &body).await }
+        })
+    });
+    let replies = futures_util::future::join_all(sends).await;
+    let processed = (replies.iter())
+        .filter(|r| r.json["decision"] == "process")
+        .count();
+    let decisions: Vec<&serde_json::Value> = replies.iter().map(|r| &r.json).collect();
+    assert_eq!(processed, payments.len(), "{decisions:#?}");
+    assert_eq!(
+        app.count("SELECT COUNT(*) FROM effects").await,
+        payments.len() as i64
+    );
+}
+
+/// A reference first sent as `null` or empty text skips the strategy that
+/// reads it as surely as one left out, but the fingerprint below keys the
+/// three apart: the retry that brings the reference looks under each.
+#[tokio::test]
+async fn a_refund_first_sent_with_a_null_or_empty_reference_is_held_when_a_retry_brings_it() {
+    let app = spawn_app().await;
+    // Other blank forms (spaces, `[]`) are keyed apart and not looked for.
+    for (i, stand_in) in ["null", r#""""#].into_iter().enumerate() {
+        let body = |reference: &str| {
+            format!(
+                r#"{{"type":"refund.created","payment_id":"pay_stand_in_{i}","amount":1500,"currency":"EUR","refund_reference":{reference}}}"#
+            )
+            .into_bytes()
+        };
+        let first = app.post_signed("hmac", &body(stand_in)).await;
+        assert_eq!(first.json["decision"], "process", "{}", first.json);
+        let retry = app.post_signed("hmac", &body(r#""rr_stand_in""#)).await;
+        held(&retry, "weak_match_critical", &first);
+    }
+    assert_eq!(app.count("SELECT COUNT(*) FROM effects").await, 2);
+}
+
+/// An effect a person applied as distinct lies under its key with a suffix
+/// of its case: a retry of that refund without its reference finds it too.
+#[tokio::test]
+async fn a_retry_without_its_reference_finds_the_refund_a_person_applied_as_distinct() {
+    let app = spawn_app().await;
+    let first = app
+        .post_signed("hmac", &refund("pay_distinct", 1500, Some("rr_distinct")))
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    // The reference reused with another amount: a collision, which a
+    // person finds is another refund and applies.
+    let other = app
+        .post_signed("hmac", &refund("pay_distinct", 1600, Some("rr_distinct")))
+        .await;
+    assert_eq!(other.json["decision"], "quarantine", "{}", other.json);
+    let case = other.json["case_id"].as_str().expect("a case");
+    let applied = app
+        .resolve(
+            case,
+            json!({
+                "resolution": "process_as_distinct",
+                "note": "the provider lists a second refund",
+                "authoritative_ref": "rr_distinct_2",
+            }),
+        )
+        .await;
+    assert_eq!(applied.status, 200, "{}", applied.json);
+    app.settle().await;
+    // That second refund again, without its reference.
+    let retry = app
+        .post_signed("hmac", &refund("pay_distinct", 1600, None))
+        .await;
+    assert_eq!(
+        retry.json["reason"], "look_alike_keyed_otherwise",
+        "{}",
+        retry.json
+    );
+    assert_eq!(app.count("SELECT COUNT(*) FROM effects").await, 2);
+}

@@ -175,7 +175,7 @@ impl Catalog {
                         .chain(blank_above)
                         .collect();
                     let lower = &hierarchy.strategies[position + 1..];
-                    for lacking in self.lacking_one_field(&ctx, current, lower) {
+                    for lacking in self.lacking_one_field(&ctx, provider, current, lower) {
                         let known = |b: &BusinessIdentity| b.key == lacking.key;
                         if !out.older_versions.iter().any(known)
                             && !out.also_keyed.iter().any(known)
@@ -200,12 +200,16 @@ impl Catalog {
     /// The keys a retry of this delivery lacking one field `chosen`
     /// requires would have taken, had it come first: the hierarchy falls
     /// past `chosen` to a strategy below (a reference dropped on a retry,
-    /// a fingerprint instead). Only for critical effects that such a retry
-    /// could have applied (every discriminant read); a match under one is
-    /// judged weak, since looking alike without the field proves nothing.
+    /// a fingerprint instead). A strategy below that hashes the body keys
+    /// the field absent, `null` and blank apart: each is looked for. Only
+    /// for critical effects that such a retry could have applied (every
+    /// discriminant read), and never for a field the event type is read
+    /// from; a match under one is judged weak, since looking alike without
+    /// the field proves nothing.
     fn lacking_one_field(
         &self,
         ctx: &Ctx<'_, '_>,
+        provider: &ProviderDef,
         chosen: &StrategyDef,
         lower: &[String],
     ) -> Vec<BusinessIdentity> {
@@ -229,23 +233,46 @@ impl Catalog {
                     .filter_map(|item| item.path.as_ref()),
             )
             .filter(|path| !path.is_header() && !discriminated(path));
-        required
-            .filter_map(|path| {
+        let applicable = |identity: BusinessIdentity| {
+            (identity.criticality == Criticality::Critical
+                && identity.missing_discriminants.is_empty())
+            .then_some(BusinessIdentity {
+                strength: Strength::Weak,
+                ..identity
+            })
+        };
+        let mut out = Vec::new();
+        for path in required {
+            let mut absent = ctx.body.clone();
+            remove_all(&mut absent, path);
+            if provider.event_type(ctx.facts.headers, &absent).as_deref() != Ok(ctx.event_type) {
+                continue;
+            }
+            let without = Ctx {
+                body: &absent,
+                ..*ctx
+            };
+            let Some((below, identity)) = lower
+                .iter()
+                .find_map(|s| Some((*s, without.attempt(s).ok()?)))
+            else {
+                continue;
+            };
+            out.extend(applicable(identity));
+            if below.kind.reads_fields() {
+                continue;
+            }
+            for stand_in in [Value::Null, Value::String(String::new())] {
                 let mut body = ctx.body.clone();
-                remove_all(&mut body, path);
-                let without = Ctx {
+                map_all(&mut body, path, &|_| stand_in.clone());
+                let with = Ctx {
                     body: &body,
                     ..*ctx
                 };
-                let identity = lower.iter().find_map(|s| without.attempt(s).ok())?;
-                (identity.criticality == Criticality::Critical
-                    && identity.missing_discriminants.is_empty())
-                .then_some(BusinessIdentity {
-                    strength: Strength::Weak,
-                    ..identity
-                })
-            })
-            .collect()
+                out.extend(with.attempt(below).ok().and_then(applicable));
+            }
+        }
+        out
     }
 }
 

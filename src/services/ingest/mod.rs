@@ -96,7 +96,7 @@ pub async fn receive(
         source
             .resource
             .value(arrival.headers, document.as_ref(), &engine.key_secret);
-    super::derived::note_lacking(&mut derived, &derivation.skipped);
+    super::derived::note_lacking(&mut derived, &derivation.skipped, &engine.catalog);
     let by_provider_id = derivation.transport.is_provider_id();
     let id = arrival.delivery_id;
     let at = arrival.received_at;
@@ -265,6 +265,16 @@ struct Reception {
     pub keys: IndexKeys,
 }
 
+impl Reception {
+    /// Whether deciding it reads effects under keys it does not name.
+    fn looks_beyond_its_keys(&self) -> bool {
+        let lacks = |derived: &KeyDerived| {
+            (derived.business.as_ref()).is_some_and(|key| key.lacking.is_some())
+        };
+        lacks(&self.derived) || self.items.iter().any(|item| lacks(&item.derived))
+    }
+}
+
 /// What a reception came to, once committed.
 struct Received {
     pub made: DecisionMade,
@@ -283,8 +293,16 @@ struct Received {
 impl WriteJob for Reception {
     type Output = Received;
 
+    /// A delivery (or item) lacking a field a strategy above its own
+    /// requires reads effects under keys it does not name, by resource
+    /// (`KeySummary::lacking`): keyless, it sees every row the batch wrote
+    /// before it, and the batch owns every key.
     fn keys(&self) -> Option<IndexKeys> {
-        Some(self.keys.clone())
+        (!self.looks_beyond_its_keys()).then(|| self.keys.clone())
+    }
+
+    fn owns_every_key(&self) -> bool {
+        self.looks_beyond_its_keys()
     }
 
     fn run<'a>(self, tx: &'a mut Tx<'_>) -> BoxFuture<'a, Result<Received, DbErr>> {

@@ -509,8 +509,9 @@ fn given_a_reference_then_the_key_a_retry_lacking_it_would_take_is_looked_under_
     assert_eq!(also[0].strength, Strength::Weak);
     assert!(also[0].missing_discriminants.is_empty());
     // Not for the payment: the fingerprint discriminates on it, so a
-    // retry without it is held, never applied under that key.
-    assert_eq!(d.also_keyed.len(), 1, "{:?}", d.also_keyed);
+    // retry without it is held, never applied under that key (the other
+    // two: the reference `null` and empty, below).
+    assert_eq!(d.also_keyed.len(), 3, "{:?}", d.also_keyed);
     // Nothing extra for a delivery already keyed by the fingerprint.
     assert!(lacking.also_keyed.is_empty(), "{:?}", lacking.also_keyed);
 }
@@ -670,4 +671,24 @@ strategies = ["{name}"]
     );
     let cfg: CatalogConfig = toml::from_str(&text).unwrap();
     Catalog::build(cfg).unwrap()
+}
+
+#[test]
+fn given_a_reference_then_the_keys_a_retry_with_it_null_or_empty_would_take_are_looked_under() {
+    let catalog = presets();
+    let d = Delivery::new("norefid", refund_with_numbers(r#""rr_1""#, "1500")).derive(&catalog);
+    for stand_in in ["null", r#""""#] {
+        let first =
+            Delivery::new("norefid", refund_with_numbers(stand_in, "1500")).derive(&catalog);
+        assert_eq!(chosen(&first), "norefid-refund-fingerprint@1", "{stand_in}");
+        let key = &first.business.as_ref().unwrap().key;
+        assert!(
+            d.also_keyed
+                .iter()
+                .any(|o| &o.key == key && o.strength == Strength::Weak),
+            "{stand_in}: {:?}",
+            d.also_keyed
+        );
+    }
+    assert_eq!(d.also_keyed.len(), 3, "{:?}", d.also_keyed);
 }
