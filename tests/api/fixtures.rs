@@ -450,3 +450,48 @@ async fn a_retry_that_lost_its_reference_replays_as_it_was_held() {
     .await;
     assert_eq!(fixture.deliveries.len(), 2, "{fixture:?}");
 }
+
+/// A refund lacking its reference held while the journal's tail was too
+/// long to search (its case names no effect like it) would replay on a
+/// fresh database, whose tail is short, as applied: its export is refused.
+#[tokio::test]
+async fn a_look_alike_held_without_searching_is_refused_not_exported_unreplayable() {
+    use crate::support::app::refund;
+    use sea_orm::ConnectionTrait;
+    let app = crate::support::app::spawn_app().await;
+    let first = app
+        .post_signed(
+            "hmac",
+            &refund("pay_unsearched", 1500, Some("rr_unsearched")),
+        )
+        .await;
+    assert_eq!(first.json["decision"], "process", "{}", first.json);
+    let retry = app
+        .post_signed("hmac", &refund("pay_unsearched", 1500, None))
+        .await;
+    assert_eq!(
+        retry.json["reason"], "look_alike_keyed_otherwise",
+        "{}",
+        retry.json
+    );
+    let case_id = retry.json["case_id"].as_str().expect("a case").to_owned();
+    // As a tail too long to search leaves it: no effect named.
+    app.db
+        .execute_unprepared(&format!(
+            "UPDATE cases SET details = '{{\"effect_id\": null}}' WHERE case_id = '{case_id}'"
+        ))
+        .await
+        .expect("the case rewritten");
+    let resolved = app
+        .resolve(
+            &case_id,
+            serde_json::json!({"resolution": "reject", "note": "a retry"}),
+        )
+        .await;
+    assert_eq!(resolved.status, 200, "{}", resolved.json);
+    let response = app.export_fixture(&case_id).await;
+    assert_eq!(response.status(), 409);
+    let text = response.text().await.unwrap();
+    assert!(text.contains("too long to search"), "{text}");
+    assert_eq!(app.journal_count("FixtureExported").await, 0);
+}
