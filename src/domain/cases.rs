@@ -194,6 +194,10 @@ pub enum Refusal {
         "a provider's operation id has at most 200 characters: cite the id the provider's dashboard shows"
     )]
     ReferenceTooLong,
+    #[error(
+        "a provider's operation id is printable ASCII with no space: cite the id the provider's dashboard shows, typed or pasted as it is"
+    )]
+    ReferenceNotAnId,
 }
 
 impl Refusal {
@@ -218,6 +222,7 @@ impl Refusal {
             Self::NoSuchOperator => "no_such_operator",
             Self::TooManyCases => "too_many_cases",
             Self::ReferenceTooLong => "reference_too_long",
+            Self::ReferenceNotAnId => "reference_not_an_id",
         }
     }
 }

@@ -602,6 +602,54 @@ async fn over_http_a_cited_operation_padded_with_spaces_is_the_same_operation() 
     assert_eq!(s.app.effects_for_operation("re_provider_2").await, 1);
 }
 
+/// A cited operation differs from another only by what no one sees (a
+/// zero-width space, a Cyrillic letter that looks Latin): cited again so,
+/// it justified a second refund for one operation. A provider's operation
+/// id is printable ASCII: anything else is refused.
+#[tokio::test]
+async fn a_cited_operation_holding_characters_no_id_holds_is_refused_and_pays_nothing() {
+    let s = Setup::new().await;
+    let (_key, first_case, _delivery) = s.weak_match_case().await;
+    let resolve = |reference: &str| {
+        serde_json::json!({
+            "resolution": "process_as_distinct",
+            "note": "the provider lists two refunds",
+            "authoritative_ref": reference,
+        })
+    };
+    let cited = s
+        .app
+        .resolve(&first_case.to_string(), resolve("re_seen_1"))
+        .await;
+    assert_eq!(cited.status, 200, "{}", cited.json);
+    s.downstream.wait_calls(2).await;
+    for disguised in [
+        "re_seen_1\u{200b}",
+        "r\u{0435}_seen_1",
+        "re_seen\u{00a0}1",
+        "re_seen_1\u{0007}",
+    ] {
+        let another = s
+            .app
+            .post_signed("hmac", &refund("pay_case", 700, None))
+            .await;
+        let case_id = another.json["case_id"].as_str().expect("a case").to_owned();
+        let refused = s.app.resolve(&case_id, resolve(disguised)).await;
+        assert_eq!(refused.status, 400, "{disguised:?}: {}", refused.json);
+        assert_eq!(
+            refused.json["code"], "reference_not_an_id",
+            "{}",
+            refused.json
+        );
+        assert_eq!(
+            s.case_column(case_id.parse().unwrap(), "status").await,
+            "open"
+        );
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(s.downstream.calls().len(), 2);
+}
+
 #[tokio::test]
 async fn over_http_an_age_filter_out_of_range_is_a_clear_error_not_a_dropped_connection() {
     use reqwest::Method;

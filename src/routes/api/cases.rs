@@ -185,7 +185,7 @@ pub struct ResolvedBody {
     request_body = ResolveBody,
     responses(
         (status = 200, description = "Resolved: the effect applied or confirmed", body = ResolvedBody),
-        (status = 400, description = "An unknown resolution (`invalid_resolution`), a note missing (`note_required`), an `authoritative_ref` longer than an operation id's 200 characters (`reference_too_long`), or not a UUID (`invalid_case_id`)", body = ApiError),
+        (status = 400, description = "An unknown resolution (`invalid_resolution`), a note missing (`note_required`), an `authoritative_ref` longer than an operation id's 200 characters (`reference_too_long`) or holding anything but printable ASCII (`reference_not_an_id`: a zero-width space, a look-alike letter, a space inside), or not a UUID (`invalid_case_id`)", body = ApiError),
         (status = 403, description = "The role may not resolve this case (`forbidden`: money cases are finance's or an admin's), or a session without its CSRF token (`csrf`)", body = ApiError),
         (status = 404, description = "No such case (`case_not_found`)", body = ApiError),
         (status = 409, description = "`case_already_resolved`, `outcome_unknown`, `nothing_to_apply`, `nothing_to_confirm`, `operation_consumed` (the operation cited justified another effect), `cite_an_operation` (another case under the key was processed as distinct citing none), `close_only` (a reconciliation finding is only closed), `not_a_missing_effect` (only a missing effect is made by hand), `cite_the_operation` (a delivery that looks like an operation made by hand is processed as distinct only citing its operation), `operation_paid` (made by hand while an effect stands for the operation or looks like it), `read_model_behind` (try again), `look_alike_arrived` (a delivery like the operation came while it was recorded: look at it, then try again), `nothing_to_hold_by` (its operation has no resource, amount and currency)", body = ApiError),
@@ -343,9 +343,10 @@ fn case_error(error: CaseError) -> ApiError {
         }
         CaseError::Refused(refusal) => {
             let status = match refusal {
-                Refusal::NoteRequired | Refusal::TooManyCases | Refusal::ReferenceTooLong => {
-                    StatusCode::BAD_REQUEST
-                }
+                Refusal::NoteRequired
+                | Refusal::TooManyCases
+                | Refusal::ReferenceTooLong
+                | Refusal::ReferenceNotAnId => StatusCode::BAD_REQUEST,
                 _ => StatusCode::CONFLICT,
             };
             ApiError::new(status, refusal.code(), refusal.to_string())

@@ -110,7 +110,7 @@ pub struct CasePage {
     pub cite_required: bool,
 }
 
-const NOTICES: [(&str, &str); 27] = [
+const NOTICES: [(&str, &str); 28] = [
     ("resolved", "The case is resolved."),
     (
         "case_already_resolved",
@@ -196,6 +196,10 @@ const NOTICES: [(&str, &str); 27] = [
     (
         "reference_too_long",
         "A provider's operation id has at most 200 characters: cite the id the provider's dashboard shows. Nothing was resolved.",
+    ),
+    (
+        "reference_not_an_id",
+        "A provider's operation id is printable ASCII with no space: this one holds a character no id holds (a zero-width space, a letter from another alphabet that looks Latin, a space inside). Cite the id the provider's dashboard shows. Nothing was resolved.",
     ),
     (
         "nothing_to_hold_by",

@@ -84,6 +84,12 @@ pub async fn resolve(engine: &SharedEngine, request: Resolve) -> Result<Resolved
     if cited.is_some_and(|r| !r.is_empty() && crate::domain::search::searchable(r).is_none()) {
         return Err(Refusal::ReferenceTooLong.into());
     }
+    // Operations are told apart byte for byte: one that differs from a
+    // cited one only by what nobody sees (a zero-width space, a Cyrillic
+    // letter that looks Latin) would justify a second effect.
+    if cited.is_some_and(|r| !r.bytes().all(|b| b.is_ascii_graphic())) {
+        return Err(Refusal::ReferenceNotAnId.into());
+    }
     // The caller's role is read again in the transaction that resolves.
     let settler = Settler::Person {
         resolution: request.resolution,
