@@ -370,14 +370,43 @@ pub async fn page_after<C: ConnectionTrait>(
 /// row read when the page is full (`None`: nothing more up to `through`).
 pub async fn page_between<C: ConnectionTrait>(
     conn: &C,
-    (after, through): (i64, i64),
+    range: (i64, i64),
     types: &[&str],
     limit: u64,
 ) -> Result<(Vec<StoredEvent>, Option<i64>), ReadError> {
-    let rows = select(conn)
+    page_holding(conn, range, types, None, limit).await
+}
+
+/// `page_between`, of the rows whose payload's text holds `text` (a
+/// `*` in it matches anything, and SQLite's LIKE ignores the case of
+/// ASCII letters: what comes back may need the caller's own test). Only
+/// the rows selected are decoded.
+pub async fn page_between_holding<C: ConnectionTrait>(
+    conn: &C,
+    range: (i64, i64),
+    types: &[&str],
+    text: &str,
+    limit: u64,
+) -> Result<(Vec<StoredEvent>, Option<i64>), ReadError> {
+    page_holding(conn, range, types, Some(text), limit).await
+}
+
+async fn page_holding<C: ConnectionTrait>(
+    conn: &C,
+    (after, through): (i64, i64),
+    types: &[&str],
+    holding: Option<&str>,
+    limit: u64,
+) -> Result<(Vec<StoredEvent>, Option<i64>), ReadError> {
+    let mut query = select(conn)
         .filter(journal::Column::Position.gt(after))
         .filter(journal::Column::Position.lte(through))
-        .filter(journal::Column::EventType.is_in(types.iter().copied()))
+        .filter(journal::Column::EventType.is_in(types.iter().copied()));
+    if let Some(text) = holding {
+        let data = Expr::col(journal::Column::Data).cast_as("text");
+        query = query.filter(data.like(super::ledger::like(&format!("*{text}*"))));
+    }
+    let rows = query
         .order_by_asc(journal::Column::Position)
         .limit(limit)
         .into_model::<RawRow>()

@@ -11,7 +11,7 @@ use sea_orm::{
 };
 use serde_json::Value;
 
-use super::checkpoint::{DELIVERIES, checkpoint};
+use super::checkpoint::{DELIVERIES, checkpoint, head};
 use super::entities::{delivery, effect};
 use super::journal;
 use crate::domain::decision::LookAlike;
@@ -20,7 +20,7 @@ use crate::domain::reservation::ReservationState;
 
 /// Rows of the journal's tail read at most: past it (a read model stopped
 /// or far behind) nothing proves there is no look-alike.
-const TAIL_ROWS: u64 = 20_000;
+const TAIL_ROWS: i64 = 20_000;
 
 /// Deliveries of one resource read at most from the read model.
 const PER_RESOURCE: u64 = 1_000;
@@ -87,10 +87,19 @@ async fn tail_keys<C: ConnectionTrait>(
     lacking: &Lacking,
 ) -> Result<Option<Vec<String>>, DbErr> {
     let after = checkpoint(conn, DELIVERIES).await?;
+    if head(conn).await? - after > TAIL_ROWS {
+        return Ok(None);
+    }
     let types = ["DeliveryDecided", "KeyDerived"];
-    let (events, more) = journal::page_between(conn, (after, i64::MAX), &types, TAIL_ROWS)
-        .await
-        .map_err(|e| DbErr::Custom(format!("reading the journal's tail: {e}")))?;
+    // Only the rows whose text names the resource are decoded: a tail of
+    // a thousand rows is read, not parsed, for each such delivery.
+    let named = serde_json::to_string(&lacking.resource).unwrap_or_default();
+    let holding = format!("\"resource\":{named}");
+    let range = (after, i64::MAX);
+    let (events, more) =
+        journal::page_between_holding(conn, range, &types, &holding, TAIL_ROWS as u64)
+            .await
+            .map_err(|e| DbErr::Custom(format!("reading the journal's tail: {e}")))?;
     if more.is_some() {
         return Ok(None);
     }
