@@ -39,6 +39,7 @@ mod m20261207_000056_look_ups_audited;
 mod m20261207_000057_no_resolved_case_due;
 mod m20261207_000058_hand_made_holds;
 mod m20261207_000059_key_secret_check;
+mod m20261208_000060_access_issued_by;
 mod sql;
 
 pub struct Migrator;
@@ -83,6 +84,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000057_no_resolved_case_due::Migration),
             Box::new(m20261207_000058_hand_made_holds::Migration),
             Box::new(m20261207_000059_key_secret_check::Migration),
+            Box::new(m20261208_000060_access_issued_by::Migration),
         ]
     }
 }

@@ -53,10 +53,12 @@ pub(super) async fn run(db: &DatabaseConnection, command: &UsersCommand) -> anyh
             }
         }
         UsersCommand::Disable { name } => {
-            if access::disable_operator(db, name, Actor::Cli).await? {
-                println!("operator {name} disabled; their sessions ended");
-            } else {
-                println!("operator {name} was already disabled");
+            match access::disable_operator(db, name, Actor::Cli).await? {
+                Some(withdrawn) => println!(
+                    "operator {name} disabled; their sessions ended.{}",
+                    withdrawn.sentence("they")
+                ),
+                None => println!("operator {name} was already disabled"),
             }
         }
         UsersCommand::SetPassword { name } => {
@@ -64,8 +66,12 @@ pub(super) async fn run(db: &DatabaseConnection, command: &UsersCommand) -> anyh
             println!("password of {name} changed; their sessions ended");
         }
         UsersCommand::SetRole { name, role } => {
-            let from = access::set_role(db, name, *role, Actor::Cli).await?;
-            println!("operator {name}: {from} -> {role}");
+            let changed = access::set_role(db, name, *role, Actor::Cli).await?;
+            println!(
+                "operator {name}: {} -> {role}{}",
+                changed.from,
+                changed.withdrawn.sentence("they")
+            );
         }
     }
     Ok(())

@@ -55,13 +55,10 @@ pub(super) async fn run(db: &DatabaseConnection, command: &TokensCommand) -> any
                 );
             }
         }
-        TokensCommand::Revoke { name } => {
-            if access::revoke_token(db, name, Actor::Cli).await? {
-                println!("token {name} revoked");
-            } else {
-                println!("token {name} was already revoked");
-            }
-        }
+        TokensCommand::Revoke { name } => match access::revoke_token(db, name, Actor::Cli).await? {
+            Some(withdrawn) => println!("token {name} revoked.{}", withdrawn.sentence("it")),
+            None => println!("token {name} was already revoked"),
+        },
     }
     Ok(())
 }

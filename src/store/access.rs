@@ -168,6 +168,7 @@ pub async fn insert_token<C: ConnectionTrait>(conn: &C, row: TokenRow) -> Result
         created_at: Set(row.created_at),
         expires_at: Set(row.expires_at),
         revoked_at: Set(row.revoked_at),
+        issued_by: Set(row.issued_by),
     })
     .exec_without_returning(conn)
     .await
@@ -206,6 +207,34 @@ pub async fn tokens<C: ConnectionTrait>(conn: &C) -> Result<Vec<TokenRow>, DbErr
         .order_by_asc(api_token::Column::Name)
         .all(conn)
         .await
+}
+
+/// The tokens `issuer` (an operator's or a token's id) issued that are not
+/// revoked, expired or not, by name.
+pub async fn unrevoked_tokens_issued_by<C: ConnectionTrait>(
+    conn: &C,
+    issuer: &str,
+) -> Result<Vec<TokenRow>, DbErr> {
+    api_token::Entity::find()
+        .filter(api_token::Column::IssuedBy.eq(issuer))
+        .filter(api_token::Column::RevokedAt.is_null())
+        .order_by_asc(api_token::Column::Name)
+        .all(conn)
+        .await
+}
+
+/// Voids the unused set-password links `issuer` handed out; returns how
+/// many there were.
+pub async fn delete_unused_password_links_issued_by<C: ConnectionTrait>(
+    conn: &C,
+    issuer: &str,
+) -> Result<u64, DbErr> {
+    let result = password_link::Entity::delete_many()
+        .filter(password_link::Column::IssuedBy.eq(issuer))
+        .filter(password_link::Column::UsedAt.is_null())
+        .exec(conn)
+        .await?;
+    Ok(result.rows_affected)
 }
 
 /// Marks a token revoked unless it already is; returns whether it was live.
@@ -375,6 +404,7 @@ pub async fn replace_password_link<C: ConnectionTrait>(
     token_hash: String,
     at: DateTime<Utc>,
     expires_at: DateTime<Utc>,
+    issued_by: Option<String>,
 ) -> Result<(), DbErr> {
     // Two links handed out at once for one operator: the second waits for
     // the first and replaces it (SQLite's single writer serialises them).
@@ -391,6 +421,7 @@ pub async fn replace_password_link<C: ConnectionTrait>(
         created_at: Set(at),
         expires_at: Set(expires_at),
         used_at: Set(None),
+        issued_by: Set(issued_by),
     })
     .exec_without_returning(conn)
     .await

@@ -377,6 +377,7 @@ async fn a_disabled_operator_loses_their_sessions_and_cannot_sign_in() {
         access::disable_operator(&app.db, "dan", Actor::Cli)
             .await
             .unwrap()
+            .is_some()
     );
     assert_eq!(
         browser.get("/account").await.location,

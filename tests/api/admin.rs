@@ -31,6 +31,17 @@ fn link_path(app: &TestApp, page: &Answer) -> String {
     path.to_owned()
 }
 
+/// How the API answers a bearer `token`.
+async fn api_status(app: &TestApp, token: String) -> StatusCode {
+    reqwest::Client::new()
+        .get(format!("{}/api/deliveries", app.address))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("answered")
+        .status()
+}
+
 async fn admin_post(admin: &mut FormClient, path: &str, fields: &[(&str, &str)]) -> Answer {
     let csrf = admin.csrf("/admin").await;
     let mut form = vec![("csrf", csrf.as_str())];
@@ -301,18 +312,7 @@ async fn tokens_issued_on_the_page_work_on_the_api_until_revoked() {
         !admin.get("/admin").await.body.contains(&token),
         "shown once"
     );
-    let api = |token: String| {
-        let url = format!("{}/api/deliveries", app.address);
-        async move {
-            reqwest::Client::new()
-                .get(url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .expect("answered")
-                .status()
-        }
-    };
+    let api = |token: String| api_status(&app, token);
     assert_eq!(api(token.clone()).await, StatusCode::OK);
 
     let bad_expiry = admin_post(
@@ -554,4 +554,235 @@ async fn a_request_let_in_as_an_admins_does_nothing_once_its_author_is_no_longer
     access::invite_operator(&app.db, "dee", Role::Support, Actor::Cli)
         .await
         .expect("the host invites");
+}
+
+/// Whoever issued a token or handed out a link holds its secret: an admin
+/// about to be disabled or demoted could keep their access through a token
+/// "for a script", a token that token issued, or a set-password link for
+/// someone else's account. Each is withdrawn with the change, over the same
+/// forms, and what other admins issued keeps working.
+#[tokio::test]
+async fn what_an_admin_issued_is_withdrawn_when_they_are_disabled_or_demoted() {
+    use unicity::domain::journal::Actor;
+    use unicity::services::access;
+    for (path, extra) in [
+        ("/admin/operators/disable", None),
+        ("/admin/operators/role", Some(("role", "support"))),
+    ] {
+        // Given bob, an admin who issued a token, a token issued by that
+        // token, a link for cy's account and an invitation for dora ...
+        let app = spawn_app().await;
+        let mut ada = signed_in(&app, "ada", Role::Admin).await;
+        let mut bob = signed_in(&app, "bob", Role::Admin).await;
+        crate::support::forms::operator(&app, "cy", Role::Finance).await;
+        let issued = admin_post(
+            &mut bob,
+            "/admin/tokens",
+            &[
+                ("name", "bob-script"),
+                ("role", "admin"),
+                ("expires_days", ""),
+            ],
+        )
+        .await;
+        let bob_script = secret_in(&issued);
+        let script_id = access::tokens(&app.db)
+            .await
+            .expect("tokens")
+            .into_iter()
+            .find(|t| t.name == "bob-script")
+            .expect("issued")
+            .id
+            .parse()
+            .unwrap();
+        let chained = access::issue_token(
+            &app.db,
+            "chained",
+            Role::Support,
+            None,
+            Actor::Token {
+                id: script_id,
+                name: "bob-script".to_owned(),
+            },
+        )
+        .await
+        .expect("a token issues a token");
+        let cy_link = link_path(
+            &app,
+            &admin_post(&mut bob, "/admin/operators/link", &[("name", "cy")]).await,
+        );
+        let dora_link = link_path(
+            &app,
+            &admin_post(
+                &mut bob,
+                "/admin/operators",
+                &[("name", "dora"), ("role", "admin")],
+            )
+            .await,
+        );
+        // ... and ada, another admin, who issued a token of her own
+        let ada_ci = secret_in(
+            &admin_post(
+                &mut ada,
+                "/admin/tokens",
+                &[
+                    ("name", "ada-ci"),
+                    ("role", "support"),
+                    ("expires_days", ""),
+                ],
+            )
+            .await,
+        );
+        let api = |token: String| api_status(&app, token);
+        for token in [&bob_script, &chained, &ada_ci] {
+            assert_eq!(api(token.clone()).await, StatusCode::OK, "{path}");
+        }
+
+        // When ada disables or demotes bob
+        let mut fields = vec![("name", "bob")];
+        fields.extend(extra);
+        let changed = admin_post(&mut ada, path, &fields).await;
+
+        // Then the page says what went with him, and none of it works
+        assert_eq!(changed.status, StatusCode::OK, "{path}: {}", changed.body);
+        assert!(
+            changed
+                .body
+                .contains("API tokens they issued are revoked: bob-script, chained"),
+            "{path}: {}",
+            changed.body
+        );
+        assert!(
+            changed
+                .body
+                .contains("2 unused set-password links they handed out are void"),
+            "{path}: {}",
+            changed.body
+        );
+        assert_eq!(api(bob_script).await, StatusCode::UNAUTHORIZED, "{path}");
+        assert_eq!(api(chained).await, StatusCode::UNAUTHORIZED, "{path}");
+        let mut holder = FormClient::new(&app);
+        for link in [&cy_link, &dora_link] {
+            assert_eq!(
+                holder.get(link).await.status,
+                StatusCode::NOT_FOUND,
+                "{path}: {link}"
+            );
+            let token = link.strip_prefix("/password/").expect("a link");
+            let set = access::set_password_by_link(
+                &app.db,
+                token,
+                secrecy::SecretString::from(NEW_PASSWORD),
+            )
+            .await;
+            assert!(
+                matches!(set, Err(access::AccessError::LinkClosed)),
+                "{path}: {set:?}"
+            );
+        }
+        assert_ne!(
+            holder.login("cy", NEW_PASSWORD).await.status,
+            StatusCode::SEE_OTHER,
+            "{path}"
+        );
+        // And what ada issued still works
+        assert_eq!(api(ada_ci).await, StatusCode::OK, "{path}");
+        // And the trail says why each token went, as ada's act
+        assert_eq!(
+            app.count("SELECT COUNT(*) FROM api_tokens WHERE revoked_at IS NOT NULL")
+                .await,
+            2,
+            "{path}"
+        );
+        let audit = ada.get("/audit?kind=token_revoked").await;
+        assert!(
+            audit.body.contains(
+                "revoked API token chained: its issuer, token bob-script, was disabled, \
+                 demoted or revoked"
+            ),
+            "{path}: {}",
+            audit.body
+        );
+        assert!(
+            audit.body.contains(
+                "revoked API token bob-script: its issuer, operator bob, was disabled, \
+                 demoted or revoked"
+            ),
+            "{path}: {}",
+            audit.body
+        );
+    }
+}
+
+/// Revoking a token withdraws what it issued, and an admin's token revoked
+/// while it issues another cannot leave that one behind.
+#[tokio::test]
+async fn a_revoked_token_takes_what_it_issued_with_it() {
+    use unicity::domain::journal::Actor;
+    use unicity::services::access;
+    let app = spawn_app().await;
+    crate::support::forms::operator(&app, "ada", Role::Admin).await;
+    crate::support::forms::operator(&app, "cy", Role::Finance).await;
+    access::issue_token(&app.db, "ops", Role::Admin, None, Actor::Cli)
+        .await
+        .expect("issued");
+    let ops = Actor::Token {
+        id: access::tokens(&app.db).await.expect("tokens")[0]
+            .id
+            .parse()
+            .unwrap(),
+        name: "ops".to_owned(),
+    };
+    // Issues raced against the revocation: each either lands before it
+    // and is withdrawn with it, or is refused.
+    let issues =
+        (0..8).map(|n| {
+            let (db, ops) = (app.db.clone(), ops.clone());
+            async move {
+                access::issue_token(&db, &format!("child-{n}"), Role::Support, None, ops).await
+            }
+        });
+    let link = access::password_link(&app.db, "cy", ops.clone())
+        .await
+        .expect("a link");
+    let (issued, revoked) = tokio::join!(
+        futures_util::future::join_all(issues),
+        access::revoke_token(&app.db, "ops", Actor::Cli)
+    );
+    let withdrawn = revoked.expect("revoked").expect("it was live");
+    assert_eq!(withdrawn.links, 1);
+    let landed = issued.iter().filter(|i| i.is_ok()).count();
+    assert_eq!(withdrawn.tokens.len(), landed, "{withdrawn:?}");
+    let live = access::tokens(&app.db).await.unwrap();
+    let live: Vec<_> = live
+        .iter()
+        .filter(|t| t.revoked_at.is_none() && t.issued_by.is_some())
+        .collect();
+    assert!(
+        live.is_empty(),
+        "{landed} issued before the revocation: {live:?}"
+    );
+    for token in issued.into_iter().flatten() {
+        assert!(access::token(&app.db, &token).await.unwrap().is_none());
+    }
+    assert!(
+        access::link_holder(&app.db, &link).await.unwrap().is_none(),
+        "the link it handed out is void"
+    );
+    // The host's own tokens have no issuer to lose.
+    access::issue_token(&app.db, "host", Role::Support, None, Actor::Cli)
+        .await
+        .expect("issued");
+    assert!(
+        access::disable_operator(&app.db, "cy", Actor::Cli)
+            .await
+            .unwrap()
+            .expect("disabled")
+            .is_empty()
+    );
+    let host = access::tokens(&app.db).await.unwrap();
+    assert!(
+        host.iter()
+            .any(|t| t.name == "host" && t.revoked_at.is_none())
+    );
 }

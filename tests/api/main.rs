@@ -30,6 +30,7 @@ mod horizons;
 mod hostile;
 mod identity;
 mod ingest;
+mod issuers;
 mod journal;
 mod journal_pages;
 mod journal_pages_browser;

@@ -61,6 +61,16 @@ fn actor(by: &Actor) -> Who {
     }
 }
 
+/// An issuer as a sentence names it.
+fn issuer_named(issuer: &Actor) -> String {
+    match issuer {
+        Actor::Operator { name, .. } => format!("operator {name}"),
+        Actor::Token { name, .. } => format!("token {name}"),
+        Actor::Cli => "the command line".to_owned(),
+        Actor::Setup => "the setup link".to_owned(),
+    }
+}
+
 /// Who, as stored by the events that keep a string: a signature
 /// (`operator:NAME (ROLE, ID)`, `token:NAME (ROLE, ID)`), an id, `cli`, or a
 /// look-up.
@@ -155,7 +165,14 @@ pub fn audited(event: &JournalEvent) -> Option<Audited> {
         E::TokenRevoked(e) => (
             actor(&e.by),
             "token_revoked",
-            format!("revoked API token {}", e.name),
+            match &e.issuer_withdrawn {
+                Some(issuer) => format!(
+                    "revoked API token {}: its issuer, {}, was disabled, demoted or revoked",
+                    e.name,
+                    issuer_named(issuer)
+                ),
+                None => format!("revoked API token {}", e.name),
+            },
             None,
         ),
         E::SetupCompleted(e) => (

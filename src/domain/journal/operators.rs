@@ -24,6 +24,18 @@ pub enum Actor {
     Setup,
 }
 
+impl Actor {
+    /// The id an issued token or link records as its issuer: an operator's
+    /// or a token's; `None` for the host and the setup link, which nobody
+    /// can disable.
+    pub fn issuer(&self) -> Option<Uuid> {
+        match self {
+            Actor::Operator { id, .. } | Actor::Token { id, .. } => Some(*id),
+            Actor::Cli | Actor::Setup => None,
+        }
+    }
+}
+
 /// An operator signed in; a new session was opened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OperatorLoggedIn {
@@ -106,6 +118,11 @@ pub struct TokenRevoked {
     pub token_id: Uuid,
     pub name: String,
     pub by: Actor,
+    /// Set when the token was revoked because its issuer was disabled,
+    /// demoted or revoked (`by` made that change): whoever issued a token
+    /// holds its secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer_withdrawn: Option<Actor>,
 }
 
 /// The first admin was created through the one-time setup link.

@@ -96,11 +96,15 @@ pub async fn change_role(
     let outcome = async {
         not_yourself(&admin, &name)?;
         let to = role(&asked)?;
-        let from = access::set_role(state.db(), &name, to, admin.actor()).await?;
-        Ok(Notice::Done(if from == to {
+        let changed = access::set_role(state.db(), &name, to, admin.actor()).await?;
+        Ok(Notice::Done(if changed.from == to {
             format!("{name} already was {asked}: nothing changed.")
         } else {
-            format!("{name} is now {asked} (was {}).", from.as_str())
+            format!(
+                "{name} is now {asked} (was {}).{}",
+                changed.from.as_str(),
+                changed.withdrawn.sentence("they")
+            )
         }))
     }
     .await;
@@ -118,10 +122,12 @@ pub async fn disable_operator(
     let outcome = async {
         not_yourself(&admin, &name)?;
         let changed = access::disable_operator(state.db(), &name, admin.actor()).await?;
-        Ok(Notice::Done(if changed {
-            format!("{name} is disabled: their sessions ended and they cannot sign in.")
-        } else {
-            format!("{name} already was disabled.")
+        Ok(Notice::Done(match changed {
+            Some(withdrawn) => format!(
+                "{name} is disabled: their sessions ended and they cannot sign in.{}",
+                withdrawn.sentence("they")
+            ),
+            None => format!("{name} already was disabled."),
         }))
     }
     .await;
@@ -191,10 +197,12 @@ pub async fn revoke_token(
     let name = form.0.name;
     let outcome = async {
         let revoked = access::revoke_token(state.db(), &name, admin.actor()).await?;
-        Ok(Notice::Done(if revoked {
-            format!("Token {name} is revoked: it is refused from now on.")
-        } else {
-            format!("Token {name} already was revoked.")
+        Ok(Notice::Done(match revoked {
+            Some(withdrawn) => format!(
+                "Token {name} is revoked: it is refused from now on.{}",
+                withdrawn.sentence("it")
+            ),
+            None => format!("Token {name} already was revoked."),
         }))
     }
     .await;

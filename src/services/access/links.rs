@@ -30,6 +30,7 @@ pub async fn invite_operator(
     let unusable = password::hash(SecretString::from(secrets::random_hex())).await?;
     let token = secrets::random_hex();
     let now = Utc::now();
+    let issued_by = by.issuer().map(|id| id.to_string());
     let id = transaction(db, async |tx| {
         let id = insert_operator(tx, name, role, unusable, by).await?;
         let link = secrets::digest(&token);
@@ -39,6 +40,7 @@ pub async fn invite_operator(
             link,
             now,
             now + PASSWORD_LINK_VALIDITY,
+            issued_by,
         )
         .await?;
         Ok::<_, AccessError>(id)
@@ -69,6 +71,7 @@ pub async fn password_link(
             secrets::digest(&token),
             now,
             now + PASSWORD_LINK_VALIDITY,
+            by.issuer().map(|id| id.to_string()),
         )
         .await?;
         let event = JournalEvent::PasswordLinkIssued(PasswordLinkIssued {

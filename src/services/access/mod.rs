@@ -9,15 +9,18 @@ mod operators;
 mod setup;
 mod sign_in;
 mod tokens;
+mod withdraw;
 
 pub use errors::{AccessError, LoginError, PASSWORD_LINK_VALIDITY, SETUP_LINK_VALIDITY};
 pub use links::{invite_operator, link_holder, password_link, set_password_by_link};
 pub use operators::{
-    check_password, create_operator, disable_operator, operators, set_password, set_role,
+    RoleChanged, check_password, create_operator, disable_operator, operators, set_password,
+    set_role,
 };
 pub use setup::{complete_setup, open_setup, setup_open};
 pub use sign_in::{SignedIn, login, logout, operator, session_operator, unknown_name};
 pub use tokens::{issue_token, revoke_token, token, tokens};
+pub use withdraw::Withdrawn;
 
 use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DbErr};

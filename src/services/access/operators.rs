@@ -17,6 +17,8 @@ use crate::domain::journal::{
 use crate::store::access::{self as store, OperatorRow};
 use crate::store::{Tx, transaction};
 
+use super::withdraw::{Withdrawn, withdraw_issued};
+
 /// Creates an enabled operator.
 pub async fn create_operator(
     db: &DatabaseConnection,
@@ -86,13 +88,17 @@ pub(super) async fn still_admin<C: sea_orm::ConnectionTrait>(
 ) -> Result<(), AccessError> {
     let admin = match by {
         Actor::Operator { id, .. } => store::enabled_admins(conn).await?.contains(&id.to_string()),
-        Actor::Token { id, .. } => store::token_by_id(conn, &id.to_string())
-            .await?
-            .is_some_and(|t| {
-                t.revoked_at.is_none()
-                    && t.expires_at.is_none_or(|at| at > Utc::now())
-                    && t.role == Role::Admin.as_str()
-            }),
+        // Held: a revocation of this token waits for what it issues here,
+        // then withdraws it too.
+        Actor::Token { id, .. } => {
+            store::token_held(conn, &id.to_string())
+                .await?
+                .is_some_and(|t| {
+                    t.revoked_at.is_none()
+                        && t.expires_at.is_none_or(|at| at > Utc::now())
+                        && t.role == Role::Admin.as_str()
+                })
+        }
         _ => true,
     };
     if admin {
@@ -128,55 +134,81 @@ async fn keeps_an_admin<C: sea_orm::ConnectionTrait>(
     Ok(())
 }
 
-/// Disables an operator and ends their sessions. Disabling a disabled
-/// operator changes nothing and journals nothing.
+/// Disables an operator, ends their sessions and withdraws what they
+/// issued (`withdraw`). Disabling a disabled operator changes nothing and
+/// journals nothing (`None`).
 pub async fn disable_operator(
     db: &DatabaseConnection,
     name: &str,
     by: Actor,
-) -> Result<bool, AccessError> {
+) -> Result<Option<Withdrawn>, AccessError> {
     transaction(db, async |tx| {
         let operator = existing(tx.connection(), name).await?;
         if !operator.enabled {
-            return Ok(false);
+            return Ok(None);
         }
         keeps_an_admin(tx.connection(), &by, &operator.id, None).await?;
         store::disable_operator(tx.connection(), &operator.id).await?;
         store::delete_sessions_of(tx.connection(), &operator.id).await?;
+        let now = Utc::now();
+        let operator_id = uuid_of(&operator.id)?;
         let event = JournalEvent::OperatorDisabled(OperatorDisabled {
-            operator_id: uuid_of(&operator.id)?,
-            name: operator.name,
-            by,
+            operator_id,
+            name: operator.name.clone(),
+            by: by.clone(),
         });
-        tx.record(None, event, Utc::now()).await?;
-        Ok(true)
+        tx.record(None, event, now).await?;
+        let issuer = Actor::Operator {
+            id: operator_id,
+            name: operator.name,
+        };
+        Ok(Some(withdraw_issued(tx, issuer, &by, now).await?))
     })
     .await
 }
 
-/// Changes an operator's role; returns the previous one.
+/// A role change: the role before, and what was withdrawn when it took an
+/// admin's role away (`withdraw`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleChanged {
+    pub from: Role,
+    pub withdrawn: Withdrawn,
+}
+
+/// Changes an operator's role. An admin made anything else no longer
+/// issues, so what they issued is withdrawn with the change.
 pub async fn set_role(
     db: &DatabaseConnection,
     name: &str,
     role: Role,
     by: Actor,
-) -> Result<Role, AccessError> {
+) -> Result<RoleChanged, AccessError> {
     transaction(db, async |tx| {
         let operator = existing(tx.connection(), name).await?;
         let from = role_of(&operator.role)?;
+        let mut withdrawn = Withdrawn::default();
         if from != role {
             keeps_an_admin(tx.connection(), &by, &operator.id, Some(role)).await?;
             store::set_role(tx.connection(), &operator.id, role.as_str()).await?;
+            let now = Utc::now();
+            let operator_id = uuid_of(&operator.id)?;
             let event = JournalEvent::OperatorRoleChanged(OperatorRoleChanged {
-                operator_id: uuid_of(&operator.id)?,
-                name: operator.name,
+                operator_id,
+                name: operator.name.clone(),
                 from: from.as_str().to_owned(),
                 to: role.as_str().to_owned(),
-                by,
+                by: by.clone(),
             });
-            tx.record(None, event, Utc::now()).await?;
+            tx.record(None, event, now).await?;
+            if from == Role::Admin {
+                let issuer = Actor::Operator {
+                    id: operator_id,
+                    name: operator.name,
+                };
+                withdrawn = withdraw_issued(tx, issuer, &by, now).await?;
+            }
         }
-        Ok(from)
+        Ok(RoleChanged { from, withdrawn })
     })
     .await
 }

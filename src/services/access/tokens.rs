@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::errors::{AccessError, check_name, role_of, taken, uuid_of};
 use super::operators::still_admin;
+use super::withdraw::{Withdrawn, withdraw_issued};
 use crate::auth::{Principal, PrincipalKind, Role, secrets};
 use crate::domain::journal::{Actor, JournalEvent, TokenIssued, TokenRevoked};
 use crate::store::access::{self as store, TokenRow};
@@ -37,6 +38,7 @@ pub async fn issue_token(
         created_at: now,
         expires_at,
         revoked_at: None,
+        issued_by: by.issuer().map(|id| id.to_string()),
     };
     transaction(db, async |tx| {
         still_admin(tx.connection(), &by).await?;
@@ -57,12 +59,13 @@ pub async fn issue_token(
     Ok(token)
 }
 
-/// Revokes a token; false when it already was.
+/// Revokes a token and what it issued (`withdraw`); `None` when it
+/// already was revoked.
 pub async fn revoke_token(
     db: &DatabaseConnection,
     name: &str,
     by: Actor,
-) -> Result<bool, AccessError> {
+) -> Result<Option<Withdrawn>, AccessError> {
     let now = Utc::now();
     transaction(db, async |tx| {
         still_admin(tx.connection(), &by).await?;
@@ -70,15 +73,21 @@ pub async fn revoke_token(
             .await?
             .ok_or_else(|| AccessError::UnknownToken(name.to_owned()))?;
         if !store::revoke_token(tx.connection(), &token.id, now).await? {
-            return Ok(false);
+            return Ok(None);
         }
+        let token_id = uuid_of(&token.id)?;
         let event = JournalEvent::TokenRevoked(TokenRevoked {
-            token_id: uuid_of(&token.id)?,
-            name: token.name,
-            by,
+            token_id,
+            name: token.name.clone(),
+            by: by.clone(),
+            issuer_withdrawn: None,
         });
         tx.record(None, event, now).await?;
-        Ok(true)
+        let revoked = Actor::Token {
+            id: token_id,
+            name: token.name,
+        };
+        Ok(Some(withdraw_issued(tx, revoked, &by, now).await?))
     })
     .await
 }

@@ -13,6 +13,9 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub expires_at: Option<DateTimeUtc>,
     pub revoked_at: Option<DateTimeUtc>,
+    /// The operator or token that issued it; `None`: the host's command
+    /// line or the first-run setup.
+    pub issued_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -12,6 +12,8 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub expires_at: DateTimeUtc,
     pub used_at: Option<DateTimeUtc>,
+    /// The operator or token that handed it out; `None`: the host.
+    pub issued_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
