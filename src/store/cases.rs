@@ -41,15 +41,16 @@ pub async fn open_expiry<C: ConnectionTrait>(
         .and_then(|c| c.case_id.parse().ok()))
 }
 
-/// The operations of `provider` that open missing-effect findings stand
-/// for, at most `limit`. Read a page at a time (the provider is in each
+/// The open missing-effect findings of `provider`, each with the operation
+/// it stands for, at most `limit` (an operation may have more than one: a
+/// finding raised again for an effect that failed). Read a page at a time (the provider is in each
 /// case's details, which no index reads): another provider's findings never
 /// take this one's places.
 pub async fn open_missing<C: ConnectionTrait>(
     conn: &C,
     provider: &str,
     limit: usize,
-) -> Result<Vec<crate::domain::journal::ProviderOperation>, DbErr> {
+) -> Result<Vec<(uuid::Uuid, crate::domain::journal::ProviderOperation)>, DbErr> {
     use crate::domain::journal::DiscrepancyKind;
     use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
     const PAGE: u64 = 1_000;
@@ -71,7 +72,10 @@ pub async fn open_missing<C: ConnectionTrait>(
         operations.extend(
             page.into_iter()
                 .filter(|c| c.details["provider"].as_str() == Some(provider))
-                .filter_map(|c| serde_json::from_value(c.details["operation"].clone()).ok()),
+                .filter_map(|c| {
+                    let operation = serde_json::from_value(c.details["operation"].clone()).ok()?;
+                    Some((c.case_id.parse().ok()?, operation))
+                }),
         );
     }
     operations.truncate(limit);
@@ -83,22 +87,27 @@ pub async fn open_among<C: ConnectionTrait>(
     conn: &C,
     case_ids: &[uuid::Uuid],
 ) -> Result<Vec<uuid::Uuid>, DbErr> {
-    among(conn, case_ids, Some(CaseStatus::Open)).await
+    Ok(among(conn, case_ids, Some(CaseStatus::Open))
+        .await?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect())
 }
 
-/// Which of `case_ids` exist, open or resolved.
+/// Which of `case_ids` exist, each with when it was resolved (`None`:
+/// open).
 pub async fn existing_among<C: ConnectionTrait>(
     conn: &C,
     case_ids: &[uuid::Uuid],
-) -> Result<Vec<uuid::Uuid>, DbErr> {
-    among(conn, case_ids, None).await
+) -> Result<std::collections::HashMap<uuid::Uuid, Option<chrono::DateTime<chrono::Utc>>>, DbErr> {
+    Ok(among(conn, case_ids, None).await?.into_iter().collect())
 }
 
 async fn among<C: ConnectionTrait>(
     conn: &C,
     case_ids: &[uuid::Uuid],
     status: Option<CaseStatus>,
-) -> Result<Vec<uuid::Uuid>, DbErr> {
+) -> Result<Vec<(uuid::Uuid, Option<chrono::DateTime<chrono::Utc>>)>, DbErr> {
     use sea_orm::{ColumnTrait, QueryFilter, QuerySelect};
     let mut found = Vec::new();
     for chunk in case_ids.chunks(500) {
@@ -106,12 +115,17 @@ async fn among<C: ConnectionTrait>(
         let mut query = case::Entity::find()
             .select_only()
             .column(case::Column::CaseId)
+            .column(case::Column::ResolvedAt)
             .filter(case::Column::CaseId.is_in(ids));
         if let Some(status) = status {
             query = query.filter(case::Column::Status.eq(status.as_str()));
         }
-        let ids: Vec<String> = query.into_tuple().all(conn).await?;
-        found.extend(ids.iter().filter_map(|id| id.parse::<uuid::Uuid>().ok()));
+        let rows: Vec<(String, Option<chrono::DateTime<chrono::Utc>>)> =
+            query.into_tuple().all(conn).await?;
+        found.extend(
+            rows.into_iter()
+                .filter_map(|(id, at)| Some((id.parse::<uuid::Uuid>().ok()?, at))),
+        );
     }
     Ok(found)
 }
@@ -403,7 +417,7 @@ mod tests {
                 .unwrap();
         }
         let carried = open_missing(&db, "norefid", 2).await.unwrap();
-        let ids: Vec<&str> = carried.iter().map(|op| op.id.as_str()).collect();
+        let ids: Vec<&str> = carried.iter().map(|(_, op)| op.id.as_str()).collect();
         assert_eq!(ids, ["re_n1"]);
         assert_eq!(open_missing(&db, "stripe", 2).await.unwrap().len(), 2);
     }

@@ -426,6 +426,89 @@ async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found
     assert_eq!(downstream.applied().len(), 1);
 }
 
+/// A finding closed while its operation's effect was in flight does not
+/// answer for that effect: `re_2` is found missing, then its webhook comes
+/// and a look-up applies it citing `re_2`; a person, seeing it applied,
+/// closes the finding. The downstream then refuses the effect. `re_2` was
+/// never refunded: the next run raises it again, once, naming the effect
+/// that failed — the closed finding no longer hides it.
+#[tokio::test]
+async fn a_finding_closed_before_its_operations_effect_failed_is_raised_again_for_that_effect() {
+    let made = Utc::now() - Duration::minutes(20);
+    let provider = Provider::start(
+        &[("re_1", "pay_l", 700, made), ("re_2", "pay_l", 700, made)],
+        10,
+    )
+    .await;
+    let downstream = Downstream::start(Behaviour::ApplyOnceThenRefuse {
+        status: 422,
+        delay_ms: 12_000,
+    })
+    .await;
+    let extra = format!(
+        "{}{}",
+        downstream.sink_toml(20_000),
+        provider.lookup_toml().replace(
+            "[reconciliation]",
+            "[lookups.compare]\npayment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n\n[reconciliation]"
+        )
+    );
+    let app = spawn_app_with(&extra).await;
+    // Given both refunds found missing, their webhooks not yet come
+    let until = Utc::now() + Duration::minutes(1);
+    let before = reconcile_between(&app, &extra, made - Duration::hours(1), until).await;
+    assert!(
+        before.contains("2 missing"),
+        "{before} pages {}",
+        provider.pages()
+    );
+    let finding = rows(
+        &app,
+        "SELECT case_id FROM cases WHERE reason = 'missing_effect' \
+         AND CAST(details AS TEXT) LIKE '%re_2%'",
+    )
+    .await;
+    assert_eq!(finding.len(), 1, "{finding:?}");
+    // When the webhooks come, the look-up applies re_2's, and while the
+    // call is in flight a person closes re_2's finding
+    crate::lookups::two_equal_refunds(&app).await;
+    downstream.wait_calls(2).await;
+    let closed = app
+        .resolve(
+            &finding[0],
+            serde_json::json!({"resolution": "reject", "note": "its webhook came, applied"}),
+        )
+        .await;
+    assert_eq!(closed.status, 200, "{}", closed.json);
+    app.wait_journal("EffectFailed", 1).await;
+    // And a later window is compared, twice
+    let (from, to) = (until + Duration::minutes(10), until + Duration::hours(1));
+    let later = reconcile_between(&app, &extra, from, to).await;
+    assert!(later.contains("1 missing"), "{later}");
+    reconcile_between(&app, &extra, from, to).await;
+    // Then re_2 is raised again, once, naming the effect that failed
+    let findings = rows(
+        &app,
+        "SELECT status || '|' || COALESCE(resolution, '-') FROM cases \
+         WHERE reason = 'missing_effect' AND CAST(details AS TEXT) LIKE '%re_2%' \
+         ORDER BY opened_at",
+    )
+    .await;
+    assert_eq!(findings, ["resolved|reject", "open|-"]);
+    let failed = rows(&app, "SELECT effect_id FROM effects WHERE state = 'failed'").await;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM cases WHERE status = 'open' \
+             AND CAST(details AS TEXT) LIKE '%{}%'",
+            failed[0]
+        ))
+        .await,
+        1
+    );
+    assert_eq!(downstream.applied().len(), 1);
+}
+
 /// A listing that names one refund twice (a status history, pages that
 /// overlap) expects it once.
 #[tokio::test]

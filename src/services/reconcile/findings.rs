@@ -55,11 +55,14 @@ struct Pairing {
 
 /// The run's side of each pair: the operations (as listed, and as compared)
 /// and the effects (as stored, and as compared), index for index.
+#[derive(Clone, Copy)]
 pub(super) struct Compared<'a> {
     pub listed: &'a [ProviderOperation],
     pub ops: &'a [Operation],
     pub rows: &'a [effect::Model],
     pub effects: &'a [Effect],
+    /// The open missing-effect findings, by the operation each stands for.
+    pub open_findings: &'a [(String, Uuid)],
 }
 
 impl Findings {
@@ -77,6 +80,7 @@ impl Findings {
             ops,
             rows,
             effects,
+            ..
         } = compared;
         let discrepancy = |kind: DiscrepancyKind, subject: String| DiscrepancyFound {
             case_id: reconcile::case_id(kind.as_str(), &subject),
@@ -106,7 +110,7 @@ impl Findings {
         findings
             .found
             .extend(found.unexpected.iter().map(|&e| unexpected(e)));
-        let mut answered = answered(engine, provider, ops, rows, effects, found).await?;
+        let mut answered = answered(engine, provider, compared, found).await?;
         for (n, &(i, e)) in found.matched.iter().enumerate() {
             let answers = answered.remove(&n).unwrap_or_default();
             if effects[e].provider_ref.as_deref() == Some(ops[i].id.as_str()) {
@@ -167,15 +171,16 @@ pub(super) async fn owed(
                     .all(|op| Some(&op.id) != row.provider_ref.as_ref())
             })
             .collect();
-    let case_of = |operation: &str| {
-        reconcile::case_id(
-            DiscrepancyKind::MissingEffect.as_str(),
-            &format!("{provider}/{operation}"),
-        )
-    };
     let ids: Vec<Uuid> = rows
         .iter()
-        .filter_map(|row| row.provider_ref.as_deref().map(case_of))
+        .filter_map(|row| {
+            let operation = row.provider_ref.as_deref()?;
+            Some([
+                missing_case(provider, operation),
+                failed_case(provider, operation, &row.effect_id),
+            ])
+        })
+        .flatten()
         .collect();
     let known = crate::store::cases::existing_among(&engine.db, &ids).await?;
     let mut owed = Vec::new();
@@ -183,10 +188,9 @@ pub(super) async fn owed(
         let Some(operation) = row.provider_ref.clone() else {
             continue;
         };
-        let case_id = case_of(&operation);
-        if known.contains(&case_id) {
+        let Some(case_id) = owed_case(provider, &operation, &row, &known) else {
             continue;
-        }
+        };
         let effect = super::ledger_effect(engine, lookup, &row).await?;
         owed.push((
             None,
@@ -212,6 +216,47 @@ pub(super) async fn owed(
     Ok(owed)
 }
 
+/// The missing-effect finding of `provider`'s `operation`.
+fn missing_case(provider: &str, operation: &str) -> Uuid {
+    reconcile::case_id(
+        DiscrepancyKind::MissingEffect.as_str(),
+        &format!("{provider}/{operation}"),
+    )
+}
+
+/// The missing-effect finding of `operation` raised again for the effect
+/// `effect_id`, which cited it and failed after its first finding closed.
+fn failed_case(provider: &str, operation: &str, effect_id: &str) -> Uuid {
+    reconcile::case_id(
+        DiscrepancyKind::MissingEffect.as_str(),
+        &format!("{provider}/{operation}/failed/{effect_id}"),
+    )
+}
+
+/// The finding a failed effect citing `operation` owes, if any, given the
+/// findings `known` (each with when it closed; `None`: open). The
+/// operation's own finding, first. Once that one exists: nothing while it
+/// is open (it says so already) or when it closed after the effect failed
+/// (whoever closed it could see the failure); closed before, it answered
+/// for an effect then in flight, not for this failure, and a finding of the
+/// failed effect's own is owed, once.
+fn owed_case(
+    provider: &str,
+    operation: &str,
+    row: &effect::Model,
+    known: &std::collections::HashMap<Uuid, Option<DateTime<Utc>>>,
+) -> Option<Uuid> {
+    let first = missing_case(provider, operation);
+    let closed = match known.get(&first) {
+        None => return Some(first),
+        Some(None) => return None,
+        Some(Some(closed)) => *closed,
+    };
+    let failed = row.settled_at.unwrap_or(row.created_at);
+    let again = failed_case(provider, operation, &row.effect_id);
+    (closed < failed && !known.contains_key(&again)).then_some(again)
+}
+
 /// The open findings each pair of `found.matched` (by its place there)
 /// answers: an operation once missing now paired with an applied effect (its
 /// webhook came late), an effect once unexpected now paired with an
@@ -220,11 +265,16 @@ pub(super) async fn owed(
 async fn answered(
     engine: &SharedEngine,
     provider: &str,
-    ops: &[Operation],
-    rows: &[effect::Model],
-    effects: &[Effect],
+    compared: Compared<'_>,
     found: &Comparison,
 ) -> anyhow::Result<std::collections::HashMap<usize, Vec<About<CaseResolved>>>> {
+    let Compared {
+        ops,
+        rows,
+        effects,
+        open_findings,
+        ..
+    } = compared;
     let mut answers = Vec::new();
     for (n, &(i, e)) in found.matched.iter().enumerate() {
         if !effects[e].applied {
@@ -232,9 +282,15 @@ async fn answered(
         }
         let (operation, effect_id) = (&ops[i].id, effects[e].effect_id);
         let note = format!("operation {operation} paired with applied effect {effect_id}");
-        let missing = DiscrepancyKind::MissingEffect.as_str();
-        let missing = reconcile::case_id(missing, &format!("{provider}/{operation}"));
+        let missing = missing_case(provider, operation);
         answers.push((n, missing, None, note.clone(), effect_id));
+        // Raised again for an effect that failed (`owed`): answered too.
+        for (_, again) in open_findings
+            .iter()
+            .filter(|(of, id)| of == operation && *id != missing)
+        {
+            answers.push((n, *again, None, note.clone(), effect_id));
+        }
         let unexpected = DiscrepancyKind::UnexpectedEffect.as_str();
         let unexpected = reconcile::case_id(unexpected, &rows[e].effect_id);
         let delivery = rows[e].first_delivery_id.parse().ok();

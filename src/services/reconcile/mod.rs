@@ -114,12 +114,17 @@ pub async fn run(
     // Operations earlier runs found missing, still open: their webhook may
     // have come late, its effect in this window (`domain::reconcile`).
     let listed = operations.len();
-    let carried = crate::store::cases::open_missing(&engine.db, &lookup.provider, CARRIED_MOST)
-        .await?
-        .into_iter()
-        .filter(|op| operations.iter().all(|listed| listed.id != op.id))
-        .collect::<Vec<_>>();
-    operations.extend(carried);
+    let open =
+        crate::store::cases::open_missing(&engine.db, &lookup.provider, CARRIED_MOST).await?;
+    let open_findings: Vec<(String, Uuid)> = open
+        .iter()
+        .map(|(case_id, op)| (op.id.clone(), *case_id))
+        .collect();
+    for (_, op) in open {
+        if operations.iter().all(|other| other.id != op.id) {
+            operations.push(op);
+        }
+    }
     // The provider's list does not say which source an operation came
     // through: every source's effects answer it, so that a refund whose
     // webhook came through another source is not missing; only the
@@ -174,6 +179,7 @@ pub async fn run(
         ops: &ops,
         rows: &rows,
         effects: &effects,
+        open_findings: &open_findings,
     };
     let mut findings = findings::Findings::of(
         engine,
