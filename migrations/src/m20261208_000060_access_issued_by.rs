@@ -5,7 +5,9 @@
 //! the same transaction. Rows issued before this migration take their
 //! issuer from the journal's `TokenIssued`, `PasswordLinkIssued` and
 //! `OperatorCreated` events, read through the audit trail's partial index
-//! (its list written out as the index writes it).
+//! (its list written out as the index writes it). What an issuer already
+//! disabled, demoted or revoked issued is withdrawn by the first server to
+//! start (`services::access::withdraw_untrusted`), journaled.
 
 use sea_orm_migration::prelude::*;
 
@@ -20,30 +22,33 @@ const AUDIT_TRAIL: &str = "event_type IN ('OperatorLoggedIn', 'LoginFailed', \
      'CaseCommented', 'CaseAssigned', 'RawBodyRead', 'FixtureExported', 'StrategyReset', \
      'LegacyEffectsImported', 'PasswordLinkIssued', 'LookupPerformed', 'StatusLookupPerformed')";
 
-/// The statements, given how the backend reads a text field of `data`
-/// (`field("j", "$.by.id")`).
-fn script(field: fn(&str) -> String) -> Vec<String> {
+/// The statements, given how the backend reads a text field of a journal
+/// row's `data` (`field("j", "by.id")`). Each update reads the audit trail
+/// once, joined, rather than once per row updated.
+fn script(field: fn(&str, &str) -> String) -> Vec<String> {
     let token_issuer = format!(
-        "UPDATE api_tokens SET issued_by = (
-             SELECT {by} FROM journal j
-             WHERE {AUDIT_TRAIL} AND j.event_type = 'TokenIssued'
-               AND {token} = api_tokens.id
-             ORDER BY j.position DESC LIMIT 1)",
-        by = field("by.id"),
-        token = field("token_id"),
+        "UPDATE api_tokens SET issued_by = issued.by_id
+         FROM (SELECT {token} AS token_id, {by} AS by_id FROM journal j
+               WHERE {AUDIT_TRAIL} AND j.event_type = 'TokenIssued') AS issued
+         WHERE issued.token_id = api_tokens.id AND api_tokens.revoked_at IS NULL",
+        by = field("j", "by.id"),
+        token = field("j", "token_id"),
     );
     // A newer link replaces the operator's unused one: the live link is the
     // newest handed out for them, by a link or by the invitation.
     let link_issuer = format!(
-        "UPDATE password_links SET issued_by = (
-             SELECT {by} FROM journal j
-             WHERE {AUDIT_TRAIL}
-               AND j.event_type IN ('PasswordLinkIssued', 'OperatorCreated')
-               AND {operator} = password_links.operator_id
-             ORDER BY j.position DESC LIMIT 1)
-         WHERE used_at IS NULL",
-        by = field("by.id"),
-        operator = field("operator_id"),
+        "UPDATE password_links SET issued_by = latest.by_id
+         FROM (SELECT {operator} AS operator_id, {by} AS by_id FROM journal j
+               WHERE j.position IN (
+                   SELECT MAX(k.position) FROM journal k
+                   WHERE {AUDIT_TRAIL}
+                     AND k.event_type IN ('PasswordLinkIssued', 'OperatorCreated')
+                   GROUP BY {operator_k})) AS latest
+         WHERE latest.operator_id = password_links.operator_id
+           AND password_links.used_at IS NULL",
+        by = field("j", "by.id"),
+        operator = field("j", "operator_id"),
+        operator_k = field("k", "operator_id"),
     );
     vec![
         "ALTER TABLE api_tokens ADD COLUMN issued_by TEXT NULL".to_owned(),
@@ -55,14 +60,14 @@ fn script(field: fn(&str) -> String) -> Vec<String> {
     ]
 }
 
-fn sqlite_field(path: &str) -> String {
-    format!("json_extract(j.data, '$.{path}')")
+fn sqlite_field(row: &str, path: &str) -> String {
+    format!("json_extract({row}.data, '$.{path}')")
 }
 
-fn postgres_field(path: &str) -> String {
+fn postgres_field(row: &str, path: &str) -> String {
     match path.split_once('.') {
-        Some((outer, inner)) => format!("(j.data -> '{outer}' ->> '{inner}')"),
-        None => format!("(j.data ->> '{path}')"),
+        Some((outer, inner)) => format!("({row}.data -> '{outer}' ->> '{inner}')"),
+        None => format!("({row}.data ->> '{path}')"),
     }
 }
 

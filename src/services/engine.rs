@@ -119,6 +119,14 @@ impl Engine {
         store::migrate(&db).await?;
         refuse_another_key_secret(&db, &key_secret, record).await?;
         if record {
+            let withdrawn = super::access::withdraw_untrusted(&db).await?;
+            if !withdrawn.is_empty() {
+                tracing::warn!(
+                    tokens = ?withdrawn.tokens,
+                    links = withdrawn.links,
+                    "withdrew what issuers no longer trusted had issued"
+                );
+            }
             let added = super::strategies::check_and_record(&db, &catalog).await?;
             if added > 0 {
                 tracing::info!(added, "new strategy versions recorded");

@@ -223,6 +223,60 @@ pub async fn unrevoked_tokens_issued_by<C: ConnectionTrait>(
         .await
 }
 
+/// The issuers of the unrevoked tokens and unused set-password links, each
+/// once.
+pub async fn issuers_of_live_grants<C: ConnectionTrait>(conn: &C) -> Result<Vec<String>, DbErr> {
+    let mut issuers: Vec<String> = api_token::Entity::find()
+        .select_only()
+        .column(api_token::Column::IssuedBy)
+        .filter(api_token::Column::IssuedBy.is_not_null())
+        .filter(api_token::Column::RevokedAt.is_null())
+        .into_tuple::<String>()
+        .all(conn)
+        .await?;
+    issuers.extend(
+        password_link::Entity::find()
+            .select_only()
+            .column(password_link::Column::IssuedBy)
+            .filter(password_link::Column::IssuedBy.is_not_null())
+            .filter(password_link::Column::UsedAt.is_null())
+            .into_tuple::<String>()
+            .all(conn)
+            .await?,
+    );
+    issuers.sort();
+    issuers.dedup();
+    Ok(issuers)
+}
+
+/// The names of the enabled operators whose password was set through a
+/// link `issuer` handed out.
+pub async fn operators_set_through_links_of<C: ConnectionTrait>(
+    conn: &C,
+    issuer: &str,
+) -> Result<Vec<String>, DbErr> {
+    let ids: Vec<String> = password_link::Entity::find()
+        .select_only()
+        .column(password_link::Column::OperatorId)
+        .filter(password_link::Column::IssuedBy.eq(issuer))
+        .filter(password_link::Column::UsedAt.is_not_null())
+        .into_tuple::<String>()
+        .all(conn)
+        .await?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    operator::Entity::find()
+        .select_only()
+        .column(operator::Column::Name)
+        .filter(operator::Column::Id.is_in(ids))
+        .filter(operator::Column::Enabled.eq(true))
+        .order_by_asc(operator::Column::Name)
+        .into_tuple::<String>()
+        .all(conn)
+        .await
+}
+
 /// Voids the unused set-password links `issuer` handed out; returns how
 /// many there were.
 pub async fn delete_unused_password_links_issued_by<C: ConnectionTrait>(

@@ -620,6 +620,18 @@ async fn what_an_admin_issued_is_withdrawn_when_they_are_disabled_or_demoted() {
             )
             .await,
         );
+        // ... and an invitation for erin he opened himself
+        let erin_link = link_path(
+            &app,
+            &admin_post(
+                &mut bob,
+                "/admin/operators",
+                &[("name", "erin"), ("role", "admin")],
+            )
+            .await,
+        );
+        let chosen = choose_password(&app, &erin_link, NEW_PASSWORD).await;
+        assert_eq!(chosen.status, StatusCode::SEE_OTHER, "{}", chosen.body);
         // ... and ada, another admin, who issued a token of her own
         let ada_ci = secret_in(
             &admin_post(
@@ -656,6 +668,13 @@ async fn what_an_admin_issued_is_withdrawn_when_they_are_disabled_or_demoted() {
             changed
                 .body
                 .contains("2 unused set-password links they handed out are void"),
+            "{path}: {}",
+            changed.body
+        );
+        assert!(
+            changed
+                .body
+                .contains("check with erin: their password was set through a link they handed out"),
             "{path}: {}",
             changed.body
         );

@@ -58,6 +58,7 @@ fn actor(by: &Actor) -> Who {
         Actor::Operator { name, .. } | Actor::Token { name, .. } => Who::Named(name.clone()),
         Actor::Cli => Who::System("the command line"),
         Actor::Setup => Who::System("the setup link"),
+        Actor::Server => Who::System("the server"),
     }
 }
 
@@ -68,6 +69,7 @@ fn issuer_named(issuer: &Actor) -> String {
         Actor::Token { name, .. } => format!("token {name}"),
         Actor::Cli => "the command line".to_owned(),
         Actor::Setup => "the setup link".to_owned(),
+        Actor::Server => "the server".to_owned(),
     }
 }
 

@@ -22,6 +22,9 @@ pub enum Actor {
     Cli,
     /// The one-time first-run setup link.
     Setup,
+    /// The server itself, applying a rule as it starts: what an issuer no
+    /// longer trusted issued before 2026-12-08, withdrawn.
+    Server,
 }
 
 impl Actor {
@@ -31,7 +34,7 @@ impl Actor {
     pub fn issuer(&self) -> Option<Uuid> {
         match self {
             Actor::Operator { id, .. } | Actor::Token { id, .. } => Some(*id),
-            Actor::Cli | Actor::Setup => None,
+            Actor::Cli | Actor::Setup | Actor::Server => None,
         }
     }
 }

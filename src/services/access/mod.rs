@@ -20,7 +20,7 @@ pub use operators::{
 pub use setup::{complete_setup, open_setup, setup_open};
 pub use sign_in::{SignedIn, login, logout, operator, session_operator, unknown_name};
 pub use tokens::{issue_token, revoke_token, token, tokens};
-pub use withdraw::Withdrawn;
+pub use withdraw::{Withdrawn, withdraw_untrusted};
 
 use futures_util::future::BoxFuture;
 use sea_orm::{ConnectionTrait, DbErr};
