@@ -92,8 +92,9 @@ impl Settings {
         let catalog = file.catalog()?;
         let key_secret = key_secret(&env, demo)?;
         let mut sinks = file.sinks.clone();
-        for sink in &sinks {
+        for sink in &mut sinks {
             crate::providers::status::check(&sink.kind)?;
+            sink.kind.read_credential(&env)?;
         }
         let engine = file.engine.clone();
         engine.check()?;

@@ -83,7 +83,73 @@ pub enum SinkKind {
         status_not_found: StatusMeaning,
         #[serde(default = "default_status_timeout_ms")]
         status_timeout_ms: u64,
+        /// The environment variable holding the downstream's credential,
+        /// sent with every call (the effect and its status question).
+        #[serde(default)]
+        auth_env: Option<String>,
+        /// The header the credential goes in: `Authorization` as
+        /// `Bearer <credential>` when unset, else this header with the
+        /// credential as it is (`X-Api-Key`).
+        #[serde(default)]
+        auth_header: Option<String>,
+        /// The credential, read from `auth_env` as the settings load.
+        #[serde(skip)]
+        auth: Option<Box<Credential>>,
     },
+}
+
+/// A downstream's credential and the header it is sent in; never shown.
+#[derive(Clone)]
+pub struct Credential {
+    header: reqwest::header::HeaderName,
+    value: reqwest::header::HeaderValue,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credential({}: [redacted])", self.header)
+    }
+}
+
+impl PartialEq for Credential {
+    fn eq(&self, other: &Self) -> bool {
+        self.header == other.header && self.value == other.value
+    }
+}
+
+impl Eq for Credential {}
+
+impl Credential {
+    /// The credential `value` in `header` (`None`: `Authorization`, as a
+    /// bearer token). Refused, without showing it, when it cannot be a
+    /// header's value.
+    pub fn new(header: Option<&str>, value: &str) -> anyhow::Result<Self> {
+        use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
+        let (header, value) = match header {
+            None => (AUTHORIZATION, format!("Bearer {value}")),
+            Some(name) => (
+                HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| anyhow::anyhow!("auth_header {name:?} is not a header name"))?,
+                value.to_owned(),
+            ),
+        };
+        let mut value = HeaderValue::from_str(&value).map_err(|_| {
+            anyhow::anyhow!("the credential holds characters a header cannot carry")
+        })?;
+        value.set_sensitive(true);
+        Ok(Self { header, value })
+    }
+}
+
+/// `request` carrying `sink`'s credential, if it has one.
+pub fn authorized(request: reqwest::RequestBuilder, sink: &SinkKind) -> reqwest::RequestBuilder {
+    match sink {
+        SinkKind::Http {
+            auth: Some(credential),
+            ..
+        } => request.header(credential.header.clone(), credential.value.clone()),
+        _ => request,
+    }
 }
 
 fn default_timeout_ms() -> u64 {
@@ -107,6 +173,35 @@ fn default_status_timeout_ms() -> u64 {
 }
 
 impl SinkKind {
+    /// Reads the credential `auth_env` names; refused when it is unset,
+    /// empty or no header value, naming the variable, never the value.
+    pub fn read_credential(&mut self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        let SinkKind::Http {
+            url,
+            auth_env,
+            auth_header,
+            auth,
+            ..
+        } = self
+        else {
+            return Ok(());
+        };
+        let Some(name) = auth_env else {
+            if auth_header.is_some() {
+                anyhow::bail!("sink {url}: auth_header needs auth_env, the credential's variable");
+            }
+            return Ok(());
+        };
+        let value = env(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| anyhow::anyhow!("sink {url}: {name} is unset or empty"))?;
+        *auth = Some(Box::new(
+            Credential::new(auth_header.as_deref(), &value)
+                .map_err(|e| anyhow::anyhow!("sink {url}: {name}: {e}"))?,
+        ));
+        Ok(())
+    }
+
     /// The name stored in the effects ledger.
     pub fn name(&self) -> &'static str {
         match self {
@@ -181,13 +276,13 @@ pub async fn apply(client: &reqwest::Client, sink: &SinkKind, request: &EffectRe
         },
         SinkKind::Http {
             url, timeout_ms, ..
-        } => post(client, url, *timeout_ms, request).await,
+        } => post(client, (sink, url), *timeout_ms, request).await,
     }
 }
 
 async fn post(
     client: &reqwest::Client,
-    url: &str,
+    (sink, url): (&SinkKind, &str),
     timeout_ms: u64,
     request: &EffectRequest,
 ) -> Attempt {
@@ -198,8 +293,7 @@ async fn post(
         "source": request.source,
         "event": request.event,
     });
-    let sent = client
-        .post(url)
+    let sent = authorized(client.post(url), sink)
         .header(
             "Idempotency-Key",
             format!("\"{}\"", request.idempotency_key),
@@ -323,5 +417,53 @@ mod tests {
         assert_eq!(select(&sinks, "psp", "refund.create").name(), "http");
         assert_eq!(select(&sinks, "other", "refund.create").name(), "record");
         assert_eq!(select(&sinks, "psp", "charge.capture").name(), "record");
+    }
+
+    fn sink(extra: &str) -> SinkKind {
+        let text = format!("kind = \"http\"\nurl = \"http://d/effects\"\n{extra}");
+        toml::from_str::<SinkConfig>(&text).expect("a sink").kind
+    }
+
+    #[test]
+    fn a_credential_is_read_from_its_variable_and_never_shown() {
+        crate::tls::install();
+        let env = |name: &str| (name == "DOWN_KEY").then(|| "s3cr3t-value".to_owned());
+        let mut bearer = sink("auth_env = \"DOWN_KEY\"");
+        bearer.read_credential(&env).expect("read");
+        let shown = format!("{bearer:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        let request = authorized(reqwest::Client::new().get("http://d/x"), &bearer)
+            .build()
+            .unwrap();
+        assert_eq!(
+            request.headers()["authorization"].to_str().unwrap(),
+            "Bearer s3cr3t-value"
+        );
+        let mut keyed = sink("auth_env = \"DOWN_KEY\"\nauth_header = \"X-Api-Key\"");
+        keyed.read_credential(&env).expect("read");
+        let request = authorized(reqwest::Client::new().get("http://d/x"), &keyed)
+            .build()
+            .unwrap();
+        assert_eq!(
+            request.headers()["x-api-key"].to_str().unwrap(),
+            "s3cr3t-value"
+        );
+        assert!(!request.headers().contains_key("authorization"));
+    }
+
+    #[test]
+    fn a_credential_that_cannot_be_sent_is_refused_at_start_without_showing_it() {
+        let unset = sink("auth_env = \"MISSING\"").read_credential(&|_| None);
+        assert!(unset.unwrap_err().to_string().contains("MISSING is unset"));
+        let broken = |_: &str| Some("line\nbreak-s3cr3t".to_owned());
+        let refused = sink("auth_env = \"K\"")
+            .read_credential(&broken)
+            .unwrap_err();
+        assert!(!refused.to_string().contains("s3cr3t"), "{refused}");
+        let no_env = sink("auth_header = \"X-Api-Key\"").read_credential(&|_| None);
+        assert!(no_env.is_err());
+        let bad_name = sink("auth_env = \"K\"\nauth_header = \"Bad Header\"")
+            .read_credential(&|_| Some("v".to_owned()));
+        assert!(bad_name.is_err());
     }
 }

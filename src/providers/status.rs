@@ -75,8 +75,7 @@ pub async fn ask(
     };
     let url = template.replace("{idempotency_key}", &encode(idempotency_key));
     let started = Instant::now();
-    let response = client
-        .get(&url)
+    let response = super::sinks::authorized(client.get(&url), sink)
         .timeout(Duration::from_millis((*status_timeout_ms).max(1)))
         .send()
         .await;
@@ -164,6 +163,9 @@ mod tests {
             status_failed: vec![],
             status_not_found: StatusMeaning::Unknown,
             status_timeout_ms: 1,
+            auth_env: None,
+            auth_header: None,
+            auth: None,
         };
         assert!(check(&sink("http://d/effects/{idempotency_key}", "$.status")).is_ok());
         assert!(check(&sink("http://d/effects", "$.status")).is_err());

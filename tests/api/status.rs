@@ -434,3 +434,66 @@ async fn an_answer_arriving_after_the_lease_ran_out_closes_the_cases_of_its_effe
     app.wait_for_count(open, 0).await;
     assert_eq!(downstream.calls().len(), 1);
 }
+
+/// A downstream that asks for a credential gets it on every call: the
+/// effect, and the status question that settles it when its answer was
+/// lost. Without it (the sink sends none) the effect is refused, applying
+/// nothing; the credential is in no journal row.
+#[tokio::test]
+async fn a_downstream_that_asks_for_a_credential_gets_it_on_the_effect_and_its_status_question() {
+    use crate::support::app::{DOWNSTREAM_CREDENTIAL, DOWNSTREAM_CREDENTIAL_ENV};
+    let bearer = format!("Bearer {DOWNSTREAM_CREDENTIAL}");
+    let bearer: &'static str = Box::leak(bearer.into_boxed_str());
+    let downstream =
+        Downstream::start_guarded(Behaviour::ApplyThenHang, "authorization", bearer).await;
+    let app = spawn_app_with(&format!(
+        "[engine]\nsweep_interval_ms = 100\nlookup_retry_secs = 1\n\n{}auth_env = \"{DOWNSTREAM_CREDENTIAL_ENV}\"\n",
+        downstream.sink_toml_with_status(300)
+    ))
+    .await;
+    let case_id = an_unknown_outcome(&app).await;
+    let case = wait_resolved(&app, &case_id).await;
+    assert_eq!(case["resolution"], "effect_confirmed", "{case}");
+    assert_eq!(downstream.unauthorized(), 0);
+    assert_eq!(downstream.applied().len(), 1);
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) FROM journal WHERE CAST(data AS TEXT) LIKE '%{DOWNSTREAM_CREDENTIAL}%'"
+        ))
+        .await,
+        0,
+        "the credential is never journaled"
+    );
+
+    // A key in another header, as the downstream names it
+    let keyed = Downstream::start_guarded(
+        Behaviour::Apply { delay_ms: 0 },
+        "x-api-key",
+        DOWNSTREAM_CREDENTIAL,
+    )
+    .await;
+    let app = spawn_app_with(&format!(
+        "{}auth_env = \"{DOWNSTREAM_CREDENTIAL_ENV}\"\nauth_header = \"X-Api-Key\"\n",
+        keyed.sink_toml(2_000)
+    ))
+    .await;
+    let sent = app
+        .post_signed("hmac", &refund("pay_k", 700, Some("rr_k")))
+        .await;
+    assert_eq!(sent.json["decision"], "process", "{}", sent.json);
+    app.wait_applied(1).await;
+    assert_eq!((keyed.unauthorized(), keyed.applied().len()), (0, 1));
+
+    // And a sink that sends none is refused
+    let refused = Downstream::start_guarded(
+        Behaviour::Apply { delay_ms: 0 },
+        "x-api-key",
+        DOWNSTREAM_CREDENTIAL,
+    )
+    .await;
+    let app = spawn_app_with(&refused.sink_toml(2_000)).await;
+    app.post_signed("hmac", &refund("pay_k", 700, Some("rr_k")))
+        .await;
+    app.wait_journal("EffectFailed", 1).await;
+    assert_eq!((refused.unauthorized(), refused.applied().len()), (1, 0));
+}

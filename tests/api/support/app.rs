@@ -154,10 +154,16 @@ impl unicity::services::fixtures::Scratch for TestDatabases {
 /// The key secret every test server seals sensitive values with.
 pub const TEST_KEY_SECRET: &str = "test-key-secret-0123456789abcdef";
 
+/// The variable a test sink reads its downstream's credential from, and
+/// the credential.
+pub const DOWNSTREAM_CREDENTIAL_ENV: &str = "TEST_DOWNSTREAM_CREDENTIAL";
+pub const DOWNSTREAM_CREDENTIAL: &str = "dsk_test_3f9a1c";
+
 fn test_env(name: &str) -> Option<String> {
     match name {
         "TEST_STRIPE_SECRETS" => Some(STRIPE_SECRETS.join(",")),
         unicity::config::KEY_SECRET_ENV => Some(TEST_KEY_SECRET.to_owned()),
+        DOWNSTREAM_CREDENTIAL_ENV => Some(DOWNSTREAM_CREDENTIAL.to_owned()),
         _ => None,
     }
 }

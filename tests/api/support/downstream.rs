@@ -49,19 +49,59 @@ pub struct Downstream {
     bodies: Arc<Mutex<Vec<serde_json::Value>>>,
     /// Effect calls being answered now, and the most there ever were.
     in_flight: Arc<(AtomicUsize, AtomicUsize)>,
+    /// Calls refused for lacking the credential (`start_guarded`).
+    unauthorized: Arc<AtomicUsize>,
+}
+
+/// The header a guarded downstream asks for, and its value.
+type Guard = Option<(&'static str, &'static str)>;
+
+/// Whether `request` carries what `guard` asks for; counted when not.
+fn admitted(request: &HttpRequest, guard: Guard, refused: &AtomicUsize) -> bool {
+    let Some((header, value)) = guard else {
+        return true;
+    };
+    let carried = request.headers().get(header).and_then(|v| v.to_str().ok());
+    if carried == Some(value) {
+        return true;
+    }
+    refused.fetch_add(1, Ordering::SeqCst);
+    false
 }
 
 impl Downstream {
     pub async fn start(behaviour: Behaviour) -> Self {
+        Self::start_with(behaviour, None).await
+    }
+
+    /// A downstream that answers 401 to any call, the effect's or its
+    /// status question, without `header: value`.
+    pub async fn start_guarded(
+        behaviour: Behaviour,
+        header: &'static str,
+        value: &'static str,
+    ) -> Self {
+        Self::start_with(behaviour, Some((header, value))).await
+    }
+
+    /// Calls refused for lacking the credential.
+    pub fn unauthorized(&self) -> usize {
+        self.unauthorized.load(Ordering::SeqCst)
+    }
+
+    async fn start_with(behaviour: Behaviour, guard: Guard) -> Self {
         let calls = Arc::new(Mutex::new(Vec::new()));
         let applied = Arc::new(Mutex::new(Vec::new()));
         let bodies = Arc::new(Mutex::new(Vec::new()));
         let in_flight = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
         let (recorded, done, sent) = (calls.clone(), applied.clone(), bodies.clone());
         let counted = in_flight.clone();
+        let unauthorized = Arc::new(AtomicUsize::new(0));
+        let refused = unauthorized.clone();
         let server = HttpServer::new(move || {
             let (recorded, done, sent) = (recorded.clone(), done.clone(), sent.clone());
             let counted = counted.clone();
+            let (refused, asked) = (refused.clone(), refused.clone());
             let known = done.clone();
             let landed = recorded.clone();
             App::new()
@@ -69,10 +109,14 @@ impl Downstream {
                     "/effects",
                     web::post().to(move |request: HttpRequest, body: web::Bytes| {
                         let (recorded, done) = (recorded.clone(), done.clone());
+                        let admitted = admitted(&request, guard, &refused);
                         let parsed = serde_json::from_slice(&body).unwrap_or_default();
                         sent.lock().expect("bodies").push(parsed);
                         let counted = counted.clone();
                         async move {
+                            if !admitted {
+                                return HttpResponse::Unauthorized().finish();
+                            }
                             let now = counted.0.fetch_add(1, Ordering::SeqCst) + 1;
                             counted.1.fetch_max(now, Ordering::SeqCst);
                             let answered = answer(request, behaviour, recorded, done).await;
@@ -98,9 +142,13 @@ impl Downstream {
                 )
                 .route(
                     "/effects/{key}",
-                    web::get().to(move |key: web::Path<String>| {
+                    web::get().to(move |request: HttpRequest, key: web::Path<String>| {
                         let known = known.clone();
+                        let admitted = admitted(&request, guard, &asked);
                         async move {
+                            if !admitted {
+                                return HttpResponse::Unauthorized().finish();
+                            }
                             if known.lock().expect("applied").contains(&key) {
                                 let mut answer = serde_json::json!({"status": "applied"});
                                 if let Behaviour::ApplyThenHangAt(id) = behaviour {
@@ -125,6 +173,7 @@ impl Downstream {
             applied,
             bodies,
             in_flight,
+            unauthorized,
         }
     }
 
