@@ -177,7 +177,7 @@ pub(super) async fn owed(
             let operation = row.provider_ref.as_deref()?;
             Some([
                 missing_case(provider, operation),
-                failed_case(provider, operation, &row.effect_id),
+                failed_case(provider, operation, row),
             ])
         })
         .flatten()
@@ -224,12 +224,14 @@ fn missing_case(provider: &str, operation: &str) -> Uuid {
     )
 }
 
-/// The missing-effect finding of `operation` raised again for the effect
-/// `effect_id`, which cited it and failed after its first finding closed.
-fn failed_case(provider: &str, operation: &str, effect_id: &str) -> Uuid {
+/// The missing-effect finding of `operation` raised again for one failure
+/// of the effect `row`, which cited it: a sender's retry takes the effect
+/// back under the same id, and each failure it comes to is owed its own.
+fn failed_case(provider: &str, operation: &str, row: &effect::Model) -> Uuid {
+    let failed = row.settled_at.unwrap_or(row.created_at).timestamp_micros();
     reconcile::case_id(
         DiscrepancyKind::MissingEffect.as_str(),
-        &format!("{provider}/{operation}/failed/{effect_id}"),
+        &format!("{provider}/{operation}/failed/{}/{failed}", row.effect_id),
     )
 }
 
@@ -253,7 +255,7 @@ fn owed_case(
         Some(Some(closed)) => *closed,
     };
     let failed = row.settled_at.unwrap_or(row.created_at);
-    let again = failed_case(provider, operation, &row.effect_id);
+    let again = failed_case(provider, operation, row);
     (closed < failed && !known.contains_key(&again)).then_some(again)
 }
 
