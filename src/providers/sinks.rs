@@ -57,6 +57,10 @@ fn any() -> String {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per configured sink, read in place by reference; never moved on a hot path"
+)]
 pub enum SinkKind {
     Record,
     Http {
@@ -83,6 +87,13 @@ pub enum SinkKind {
         status_not_found: StatusMeaning,
         #[serde(default = "default_status_timeout_ms")]
         status_timeout_ms: u64,
+        /// Where a 2xx answer says what became of the effect (a JSONPath,
+        /// its state judged by `status_applied` and `status_failed`): for
+        /// a downstream that answers 200 with an error in its body. A state
+        /// neither lists, or no readable answer, is unknown. Unset: a 2xx
+        /// is applied.
+        #[serde(default)]
+        answer_path: Option<String>,
         /// The environment variable holding the downstream's credential,
         /// sent with every call (the effect and its status question).
         #[serde(default)]
@@ -324,7 +335,7 @@ async fn post(
             };
         }
     };
-    classify(response).await
+    classify(response, sink).await
 }
 
 /// The most of a downstream's answer kept with its effect.
@@ -341,7 +352,7 @@ async fn answer(response: reqwest::Response) -> (Value, Option<String>) {
     }
 }
 
-async fn classify(response: reqwest::Response) -> Attempt {
+async fn classify(response: reqwest::Response, sink: &SinkKind) -> Attempt {
     let status = response.status();
     let location = response
         .headers()
@@ -355,6 +366,9 @@ async fn classify(response: reqwest::Response) -> Attempt {
         let reference = location
             .or_else(|| body.get("id").and_then(Value::as_str).map(str::to_owned))
             .filter(|id| crate::domain::search::searchable(id).is_some());
+        if let Some(refused) = said_otherwise(sink, &body, status.as_u16()) {
+            return refused;
+        }
         let mut result = json!({ "status": status.as_u16(), "body": body });
         if let Some(why) = kept {
             result["body_not_kept"] = json!(why);
@@ -385,6 +399,33 @@ async fn classify(response: reqwest::Response) -> Attempt {
             error: "downstream_server_error",
             status: Some(status.as_u16()),
         },
+    }
+}
+
+/// What a 2xx answer `body` says, when `sink` reads it (`answer_path`)
+/// and it does not say applied: failed when its state is one of
+/// `status_failed`, else unknown (a state neither lists, none, or an
+/// answer not kept).
+fn said_otherwise(sink: &SinkKind, body: &Value, status: u16) -> Option<Attempt> {
+    let SinkKind::Http {
+        answer_path: Some(path),
+        status_applied,
+        status_failed,
+        ..
+    } = sink
+    else {
+        return None;
+    };
+    match super::status::meaning(body, path, status_applied, status_failed) {
+        StatusMeaning::Applied => None,
+        StatusMeaning::Failed => Some(Attempt::Failed {
+            error: "downstream_answered_failed",
+            status: Some(status),
+        }),
+        StatusMeaning::Unknown => Some(Attempt::Unknown {
+            error: "downstream_answer_unclear",
+            status: Some(status),
+        }),
     }
 }
 

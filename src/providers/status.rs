@@ -40,6 +40,13 @@ pub struct StatusAnswer {
 /// Checks a sink's status settings at start-up.
 pub fn check(sink: &SinkKind) -> anyhow::Result<()> {
     if let SinkKind::Http {
+        answer_path: Some(path),
+        ..
+    } = sink
+    {
+        JsonPath::parse(path).map_err(|e| anyhow::anyhow!("sink answer_path {path:?}: {e}"))?;
+    }
+    if let SinkKind::Http {
         status_url: Some(url),
         status_path,
         ..
@@ -114,7 +121,12 @@ pub async fn ask(
 }
 
 /// The state at `path` in `body`, read through the sink's lists.
-fn meaning(body: &Value, path: &str, applied: &[String], failed: &[String]) -> StatusMeaning {
+pub(super) fn meaning(
+    body: &Value,
+    path: &str,
+    applied: &[String],
+    failed: &[String],
+) -> StatusMeaning {
     let state = JsonPath::parse(path)
         .ok()
         .and_then(|p| p.query(body).first().cloned())
@@ -163,6 +175,7 @@ mod tests {
             status_failed: vec![],
             status_not_found: StatusMeaning::Unknown,
             status_timeout_ms: 1,
+            answer_path: None,
             auth_env: None,
             auth_header: None,
             auth: None,

@@ -177,3 +177,53 @@ async fn a_303_from_the_downstream_is_never_followed_and_its_outcome_is_unknown(
 async fn a_307_from_the_downstream_is_never_followed_and_its_outcome_is_unknown() {
     a_redirect_is_never_followed_and_its_outcome_is_unknown(307).await;
 }
+
+/// A downstream that answers 200 with an error in its body applied
+/// nothing: with `answer_path`, that answer is read as the status question's
+/// is — failed when it says so (safe to send again), unknown when it says
+/// nothing known (a case asks), applied only when it says applied.
+#[tokio::test]
+async fn a_2xx_whose_body_says_the_effect_failed_is_not_taken_as_applied() {
+    let said = [
+        (
+            r#"{"status":"failed","error":"insufficient funds"}"#,
+            "failed",
+            "downstream_answered_failed",
+        ),
+        (
+            r#"{"error":"try later"}"#,
+            "unknown",
+            "downstream_answer_unclear",
+        ),
+        ("not json", "unknown", "downstream_answer_unclear"),
+    ];
+    for (n, (body, outcome, answer)) in said.into_iter().enumerate() {
+        let downstream = Downstream::start(Behaviour::AnswerWithoutApplying(body)).await;
+        let app = spawn_app_with(&format!(
+            "{}answer_path = \"$.status\"\n",
+            downstream.sink_toml(2000)
+        ))
+        .await;
+        let payment = format!("pay_said_{n}");
+        let id = id_of(
+            &app.post_signed("hmac", &refund(&payment, 100, Some("rr_said")))
+                .await,
+        );
+        app.wait_effects_in(outcome, 1).await;
+        assert_eq!(app.applied_effects().await, 0, "{body}");
+        let calls = attempts(&app, &id).await;
+        assert_eq!(calls[0]["outcome"], outcome, "{body}");
+        assert_eq!(calls[0]["status"], 200, "{body}");
+        assert_eq!(calls[0]["answer"], answer, "{body}");
+    }
+    // What says applied is applied
+    let downstream = Downstream::start(Behaviour::ApplyAnswering(r#"{"status":"applied"}"#)).await;
+    let app = spawn_app_with(&format!(
+        "{}answer_path = \"$.status\"\n",
+        downstream.sink_toml(2000)
+    ))
+    .await;
+    app.post_signed("hmac", &refund("pay_said_ok", 100, Some("rr_said")))
+        .await;
+    app.wait_applied(1).await;
+}

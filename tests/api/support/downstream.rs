@@ -35,6 +35,9 @@ pub enum Behaviour {
     ApplyAt(&'static str),
     /// Applies, then answers 201 with this body, as JSON.
     ApplyAnswering(&'static str),
+    /// Applies nothing, and answers 200 with this body, as JSON (an error
+    /// said in the body).
+    AnswerWithoutApplying(&'static str),
     /// Answers with this redirect status to `/landing`, a page that answers
     /// 200 to any GET (and counts as a call when fetched).
     Redirect(u16),
@@ -257,6 +260,12 @@ async fn answer(
             calls.lock().expect("calls").push(key.clone());
             apply();
             HttpResponse::Created()
+                .content_type("application/json")
+                .body(body)
+        }
+        Behaviour::AnswerWithoutApplying(body) => {
+            calls.lock().expect("calls").push(key.clone());
+            HttpResponse::Ok()
                 .content_type("application/json")
                 .body(body)
         }
