@@ -9,7 +9,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::api::{cases, deliveries};
-use super::{hooks, metrics};
+use super::{health, hooks, metrics};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -28,13 +28,16 @@ use super::{hooks, metrics};
         cases::comment,
         cases::lookup,
         metrics::scrape,
+        health::healthz,
+        health::readyz,
+        document,
     ),
     modifiers(&Bearer),
     tags(
         (name = "webhooks", description = "Where providers deliver"),
         (name = "deliveries", description = "What arrived and why it was decided so"),
         (name = "cases", description = "What waits for the provider's API or a person"),
-        (name = "watching", description = "Prometheus metrics"),
+        (name = "watching", description = "Prometheus metrics, liveness and readiness, this document"),
     )
 )]
 pub struct ApiDoc;
@@ -59,6 +62,12 @@ impl Modify for Bearer {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/openapi.json",
+    tag = "watching",
+    responses((status = 200, description = "This document (OpenAPI 3.1)", content_type = "application/json", body = Object))
+)]
 #[get("/api/openapi.json")]
 pub async fn document() -> HttpResponse {
     HttpResponse::Ok().content_type("application/json").body(

@@ -54,9 +54,8 @@ async fn every_api_route_is_documented_and_real_answers_validate_against_their_s
     assert_eq!(doc["openapi"], "3.1.0");
     // Every route of the table under /api, the webhooks and the metrics.
     for route in unicity::routes::TABLE {
-        let documented = route.path.starts_with("/api/") && route.path != "/api/openapi.json"
-            || route.path == "/hooks/{source}"
-            || route.path == "/metrics";
+        let documented = route.path.starts_with("/api/")
+            || ["/hooks/{source}", "/metrics", "/healthz", "/readyz"].contains(&route.path);
         if documented {
             assert!(
                 operation(&doc, route.path, route.method).is_some(),
@@ -130,6 +129,15 @@ async fn every_api_route_is_documented_and_real_answers_validate_against_their_s
     ] {
         let reply = app.get(&path).await;
         answered("GET", template, reply.status, reply.json);
+    }
+    // Liveness, readiness and this document, asked by anyone.
+    for path in ["/healthz", "/readyz", "/api/openapi.json"] {
+        let reply = reqwest::get(format!("{}{path}", app.address))
+            .await
+            .unwrap();
+        let status = reply.status().as_u16();
+        assert_eq!(status, 200, "{path}");
+        answered("GET", path, status, reply.json().await.unwrap());
     }
     let anonymous = reqwest::get(format!("{}/api/cases", app.address))
         .await
