@@ -88,12 +88,20 @@ pub enum SinkKind {
         #[serde(default = "default_status_timeout_ms")]
         status_timeout_ms: u64,
         /// Where a 2xx answer says what became of the effect (a JSONPath,
-        /// its state judged by `status_applied` and `status_failed`): for
+        /// its state judged by `answer_applied` and `answer_failed`): for
         /// a downstream that answers 200 with an error in its body. A state
         /// neither lists, or no readable answer, is unknown. Unset: a 2xx
         /// is applied.
         #[serde(default)]
         answer_path: Option<String>,
+        /// States at `answer_path` that mean applied.
+        #[serde(default = "default_applied")]
+        answer_applied: Vec<String>,
+        /// States at `answer_path` that mean never applied, safe to send
+        /// again: none unless listed, as a synchronous "failed" can hide an
+        /// effect the downstream still has under way.
+        #[serde(default)]
+        answer_failed: Vec<String>,
         /// The environment variable holding the downstream's credential,
         /// sent with every call (the effect and its status question).
         #[serde(default)]
@@ -107,6 +115,28 @@ pub enum SinkKind {
         #[serde(skip)]
         auth: Option<Box<Credential>>,
     },
+}
+
+/// `url` as a message may show it: without a user, a password, a query
+/// or a fragment, which may hold a credential.
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(&url.replace("{idempotency_key}", "KEY")) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            parsed.to_string().replace("KEY", "{idempotency_key}")
+        }
+        Err(_) => "(a url that does not parse)".to_owned(),
+    }
+}
+
+/// The scheme, host and port `url` is served from.
+fn origin(url: &str) -> Option<String> {
+    reqwest::Url::parse(&url.replace("{idempotency_key}", "KEY"))
+        .ok()
+        .map(|u| u.origin().ascii_serialization())
 }
 
 /// A downstream's credential and the header it is sent in; never shown.
@@ -189,6 +219,7 @@ impl SinkKind {
     pub fn read_credential(&mut self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
         let SinkKind::Http {
             url,
+            status_url,
             auth_env,
             auth_header,
             auth,
@@ -197,6 +228,7 @@ impl SinkKind {
         else {
             return Ok(());
         };
+        let url = &shown(url);
         let Some(name) = auth_env else {
             if auth_header.is_some() {
                 anyhow::bail!("sink {url}: auth_header needs auth_env, the credential's variable");
@@ -206,6 +238,15 @@ impl SinkKind {
         let value = env(name)
             .filter(|v| !v.is_empty())
             .ok_or_else(|| anyhow::anyhow!("sink {url}: {name} is unset or empty"))?;
+        if let Some(status_url) = status_url
+            && origin(status_url) != origin(url)
+        {
+            anyhow::bail!(
+                "sink {url}: its status_url is on another host ({}): the credential in {name} \
+                 would be sent there too; serve the status from the sink's own host",
+                shown(status_url)
+            );
+        }
         *auth = Some(Box::new(
             Credential::new(auth_header.as_deref(), &value)
                 .map_err(|e| anyhow::anyhow!("sink {url}: {name}: {e}"))?,
@@ -241,15 +282,18 @@ pub enum Attempt {
         authoritative_ref: Option<String>,
     },
     /// Refused before or without any effect: safe to try again later.
-    /// `status`: the HTTP status answered, if an answer came.
+    /// `status`: the HTTP status answered, if an answer came; `answer`: a
+    /// 2xx answer that said so (`answer_path`), kept as an applied one is.
     Failed {
         error: &'static str,
         status: Option<u16>,
+        answer: Option<Value>,
     },
     /// Maybe applied: must be verified before any retry.
     Unknown {
         error: &'static str,
         status: Option<u16>,
+        answer: Option<Value>,
     },
 }
 
@@ -320,18 +364,21 @@ async fn post(
             return Attempt::Failed {
                 error: "downstream_unreachable",
                 status: None,
+                answer: None,
             };
         }
         Err(error) if error.is_timeout() => {
             return Attempt::Unknown {
                 error: "downstream_timeout",
                 status: None,
+                answer: None,
             };
         }
         Err(_) => {
             return Attempt::Unknown {
                 error: "downstream_connection_lost",
                 status: None,
+                answer: None,
             };
         }
     };
@@ -344,7 +391,8 @@ const MOST_KEPT: usize = 64 * 1024;
 /// A 2xx answer's body as kept in the journal, or why it is not (longer
 /// than [`MOST_KEPT`], read no further; not JSON; holding U+0000, which
 /// would fail the settlement's commit and leave an applied effect
-/// unknown). The effect is applied either way.
+/// unknown). The effect is applied either way, unless the sink reads its
+/// answer (`answer_path`): one not kept then says nothing, and is unknown.
 async fn answer(response: reqwest::Response) -> (Value, Option<String>) {
     match super::answer::json(response, MOST_KEPT).await {
         Ok(body) => (body.unwrap_or(Value::Null), None),
@@ -366,12 +414,12 @@ async fn classify(response: reqwest::Response, sink: &SinkKind) -> Attempt {
         let reference = location
             .or_else(|| body.get("id").and_then(Value::as_str).map(str::to_owned))
             .filter(|id| crate::domain::search::searchable(id).is_some());
-        if let Some(refused) = said_otherwise(sink, &body, status.as_u16()) {
-            return refused;
-        }
         let mut result = json!({ "status": status.as_u16(), "body": body });
         if let Some(why) = kept {
             result["body_not_kept"] = json!(why);
+        }
+        if let Some(refused) = said_otherwise(sink, &result, status.as_u16()) {
+            return refused;
         }
         return Attempt::Applied {
             result,
@@ -385,46 +433,59 @@ async fn classify(response: reqwest::Response, sink: &SinkKind) -> Attempt {
         300..=399 => Attempt::Unknown {
             error: "downstream_redirected",
             status: Some(status.as_u16()),
+            answer: None,
         },
         // In progress elsewhere, throttled, timed out on their side: maybe applied.
         408 | 409 | 425 | 429 => Attempt::Unknown {
             error: "downstream_not_settled",
             status: Some(status.as_u16()),
+            answer: None,
         },
         400..=499 => Attempt::Failed {
             error: "downstream_rejected",
             status: Some(status.as_u16()),
+            answer: None,
         },
         _ => Attempt::Unknown {
             error: "downstream_server_error",
             status: Some(status.as_u16()),
+            answer: None,
         },
     }
 }
 
-/// What a 2xx answer `body` says, when `sink` reads it (`answer_path`)
-/// and it does not say applied: failed when its state is one of
-/// `status_failed`, else unknown (a state neither lists, none, or an
-/// answer not kept).
-fn said_otherwise(sink: &SinkKind, body: &Value, status: u16) -> Option<Attempt> {
+/// What a kept 2xx answer (`result`: its status and body) says, when
+/// `sink` reads it (`answer_path`) and it does not say applied: failed
+/// only when its state is one of `answer_failed` (none by default: a
+/// synchronous "failed" may hide an effect under way), else unknown — a
+/// state neither lists, none, or a body not kept. The answer goes with it.
+fn said_otherwise(sink: &SinkKind, result: &Value, status: u16) -> Option<Attempt> {
     let SinkKind::Http {
         answer_path: Some(path),
-        status_applied,
-        status_failed,
+        answer_applied,
+        answer_failed,
         ..
     } = sink
     else {
         return None;
     };
-    match super::status::meaning(body, path, status_applied, status_failed) {
+    let answer = Some(result.clone());
+    let meaning = if result.get("body_not_kept").is_some() {
+        StatusMeaning::Unknown
+    } else {
+        super::status::meaning(&result["body"], path, answer_applied, answer_failed)
+    };
+    match meaning {
         StatusMeaning::Applied => None,
         StatusMeaning::Failed => Some(Attempt::Failed {
             error: "downstream_answered_failed",
             status: Some(status),
+            answer,
         }),
         StatusMeaning::Unknown => Some(Attempt::Unknown {
             error: "downstream_answer_unclear",
             status: Some(status),
+            answer,
         }),
     }
 }
@@ -506,5 +567,21 @@ mod tests {
         let bad_name = sink("auth_env = \"K\"\nauth_header = \"Bad Header\"")
             .read_credential(&|_| Some("v".to_owned()));
         assert!(bad_name.is_err());
+    }
+
+    #[test]
+    fn a_credential_is_never_sent_to_a_status_url_on_another_host() {
+        let env = |_: &str| Some("v".to_owned());
+        let elsewhere = "auth_env = \"K\"\nstatus_url = \"https://reports.example/s/{idempotency_key}?t=s3cr3t\"";
+        let mut kind = sink(elsewhere);
+        let refused = kind.read_credential(&env).unwrap_err().to_string();
+        assert!(refused.contains("another host"), "{refused}");
+        assert!(!refused.contains("s3cr3t"), "{refused}");
+        let mut same =
+            sink("auth_env = \"K\"\nstatus_url = \"http://d/effects/{idempotency_key}\"");
+        same.read_credential(&env).expect("the sink's own host");
+        // Without a credential, nothing is sent anywhere that matters.
+        let mut open = sink("status_url = \"https://reports.example/s/{idempotency_key}\"");
+        open.read_credential(&env).expect("no credential to send");
     }
 }

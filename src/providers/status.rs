@@ -176,6 +176,8 @@ mod tests {
             status_not_found: StatusMeaning::Unknown,
             status_timeout_ms: 1,
             answer_path: None,
+            answer_applied: vec![],
+            answer_failed: vec![],
             auth_env: None,
             auth_header: None,
             auth: None,

@@ -170,15 +170,15 @@ pub async fn settle(
             authoritative_ref,
             None,
         ),
-        Attempt::Failed { error, .. } => (
+        Attempt::Failed { error, answer, .. } => (
             SettlementOutcome::Failed,
-            None,
+            answer,
             None,
             Some(error.to_owned()),
         ),
-        Attempt::Unknown { error, .. } => (
+        Attempt::Unknown { error, answer, .. } => (
             SettlementOutcome::Unknown,
-            None,
+            answer,
             None,
             Some(error.to_owned()),
         ),

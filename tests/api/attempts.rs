@@ -184,23 +184,24 @@ async fn a_307_from_the_downstream_is_never_followed_and_its_outcome_is_unknown(
 /// nothing known (a case asks), applied only when it says applied.
 #[tokio::test]
 async fn a_2xx_whose_body_says_the_effect_failed_is_not_taken_as_applied() {
+    const FAILED: &str = r#"{"status":"failed","error":"insufficient funds"}"#;
+    let trusted = "answer_failed = [\"failed\"]\n";
     let said = [
-        (
-            r#"{"status":"failed","error":"insufficient funds"}"#,
-            "failed",
-            "downstream_answered_failed",
-        ),
+        (FAILED, trusted, "failed", "downstream_answered_failed"),
+        // A "failed" nobody listed as safe to send again: a case asks.
+        (FAILED, "", "unknown", "downstream_answer_unclear"),
         (
             r#"{"error":"try later"}"#,
+            trusted,
             "unknown",
             "downstream_answer_unclear",
         ),
-        ("not json", "unknown", "downstream_answer_unclear"),
+        ("not json", trusted, "unknown", "downstream_answer_unclear"),
     ];
-    for (n, (body, outcome, answer)) in said.into_iter().enumerate() {
+    for (n, (body, lists, outcome, answer)) in said.into_iter().enumerate() {
         let downstream = Downstream::start(Behaviour::AnswerWithoutApplying(body)).await;
         let app = spawn_app_with(&format!(
-            "{}answer_path = \"$.status\"\n",
+            "{}answer_path = \"$.status\"\n{lists}",
             downstream.sink_toml(2000)
         ))
         .await;
@@ -215,6 +216,17 @@ async fn a_2xx_whose_body_says_the_effect_failed_is_not_taken_as_applied() {
         assert_eq!(calls[0]["outcome"], outcome, "{body}");
         assert_eq!(calls[0]["status"], 200, "{body}");
         assert_eq!(calls[0]["answer"], answer, "{body}");
+        if body == FAILED {
+            // What the downstream said is kept with the effect.
+            assert_eq!(
+                app.count(
+                    "SELECT COUNT(*) FROM effects WHERE CAST(result AS TEXT) LIKE '%insufficient funds%'"
+                )
+                .await,
+                1,
+                "{body}"
+            );
+        }
     }
     // What says applied is applied
     let downstream = Downstream::start(Behaviour::ApplyAnswering(r#"{"status":"applied"}"#)).await;
