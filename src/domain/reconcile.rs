@@ -90,6 +90,11 @@ pub struct Operation {
     /// A person recorded it as made by hand (a missing effect closed so):
     /// answered outside Unicity, never paired with an effect nor missing.
     pub by_hand: bool,
+    /// Carried from a finding raised for an effect that cited it and
+    /// failed: its fields are that effect's, not the provider's, and only
+    /// an effect citing it answers it. Paired by fields, it would take the
+    /// effect of another, equal operation, reported missing in its place.
+    pub cited_only: bool,
 }
 
 /// One effect of the ledger as reconciliation sees it.
@@ -148,6 +153,10 @@ pub fn compare(operations: &[Operation], effects: &[Effect], window: Window) -> 
     by_time.sort_by_key(|&e| (effects[e].created_at, e));
     let mut missing = Vec::new();
     for i in unpaired {
+        if operations[i].cited_only {
+            missing.push(i);
+            continue;
+        }
         let pair = by_time.iter().copied().find(|&e| {
             !taken[e]
                 && effects[e].provider_ref.is_none()
@@ -302,6 +311,7 @@ mod tests {
             created_at: Some(at(minute)),
             carried: false,
             by_hand: false,
+            cited_only: false,
         }
     }
 
@@ -315,6 +325,29 @@ mod tests {
             currency: Some(json!("EUR")),
             created_at: at(minute),
         }
+    }
+
+    #[test]
+    fn given_an_operation_carried_for_a_failed_effect_then_only_a_citing_effect_answers_it() {
+        // re_2's finding was raised for its effect, which cited it and
+        // failed; re_3, equal and later, is applied by an effect that cites
+        // nothing.
+        let mut owed = op("re_2", "pay_l", 700, 1);
+        (owed.carried, owed.cited_only) = (true, true);
+        let ops = [owed, op("re_3", "pay_l", 700, 5)];
+        let effects = [effect(3, "pay_l", 700, 6)];
+        let found = compare(&ops, &effects, window());
+        assert_eq!(found.matched, vec![(1, 0)], "re_3's effect is re_3's");
+        assert!(
+            found.missing.is_empty(),
+            "re_2 is carried: not missing again"
+        );
+        assert!(found.unexpected.is_empty());
+        // An effect citing it answers it.
+        let mut citing = effect(2, "pay_l", 700, 3);
+        citing.provider_ref = Some("re_2".into());
+        let found = compare(&ops, &[citing, effect(3, "pay_l", 700, 6)], window());
+        assert_eq!(found.matched, vec![(0, 0), (1, 1)]);
     }
 
     #[test]

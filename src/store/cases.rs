@@ -41,16 +41,26 @@ pub async fn open_expiry<C: ConnectionTrait>(
         .and_then(|c| c.case_id.parse().ok()))
 }
 
-/// The open missing-effect findings of `provider`, each with the operation
-/// it stands for, at most `limit` (an operation may have more than one: a
-/// finding raised again for an effect that failed). Read a page at a time (the provider is in each
+/// An open missing-effect finding: its case, the operation it stands for,
+/// and the effect it was raised for, when an effect that cited the
+/// operation failed (`services::reconcile::findings::owed`).
+#[derive(Debug, Clone)]
+pub struct OpenFinding {
+    pub case_id: uuid::Uuid,
+    pub operation: crate::domain::journal::ProviderOperation,
+    pub failed_effect: Option<uuid::Uuid>,
+}
+
+/// The open missing-effect findings of `provider`, at most `limit` (an
+/// operation may have more than one: a finding raised again for an effect
+/// that failed). Read a page at a time (the provider is in each
 /// case's details, which no index reads): another provider's findings never
 /// take this one's places.
 pub async fn open_missing<C: ConnectionTrait>(
     conn: &C,
     provider: &str,
     limit: usize,
-) -> Result<Vec<(uuid::Uuid, crate::domain::journal::ProviderOperation)>, DbErr> {
+) -> Result<Vec<OpenFinding>, DbErr> {
     use crate::domain::journal::DiscrepancyKind;
     use sea_orm::{ColumnTrait, QueryFilter, QueryOrder, QuerySelect};
     const PAGE: u64 = 1_000;
@@ -74,7 +84,13 @@ pub async fn open_missing<C: ConnectionTrait>(
                 .filter(|c| c.details["provider"].as_str() == Some(provider))
                 .filter_map(|c| {
                     let operation = serde_json::from_value(c.details["operation"].clone()).ok()?;
-                    Some((c.case_id.parse().ok()?, operation))
+                    Some(OpenFinding {
+                        case_id: c.case_id.parse().ok()?,
+                        operation,
+                        failed_effect: c.details["effect_id"]
+                            .as_str()
+                            .and_then(|id| id.parse().ok()),
+                    })
                 }),
         );
     }
@@ -417,7 +433,7 @@ mod tests {
                 .unwrap();
         }
         let carried = open_missing(&db, "norefid", 2).await.unwrap();
-        let ids: Vec<&str> = carried.iter().map(|(_, op)| op.id.as_str()).collect();
+        let ids: Vec<&str> = carried.iter().map(|f| f.operation.id.as_str()).collect();
         assert_eq!(ids, ["re_n1"]);
         assert_eq!(open_missing(&db, "stripe", 2).await.unwrap().len(), 2);
     }

@@ -402,6 +402,7 @@ pub(crate) async fn paid_alike(
         created_at: operation.created_at,
         carried: false,
         by_hand: false,
+        cited_only: false,
     };
     let listings: Vec<&Lookup> = engine
         .lookups

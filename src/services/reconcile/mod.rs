@@ -118,11 +118,20 @@ pub async fn run(
         crate::store::cases::open_missing(&engine.db, &lookup.provider, CARRIED_MOST).await?;
     let open_findings: Vec<(String, Uuid)> = open
         .iter()
-        .map(|(case_id, op)| (op.id.clone(), *case_id))
+        .map(|f| (f.operation.id.clone(), f.case_id))
         .collect();
-    for (_, op) in open {
-        if operations.iter().all(|other| other.id != op.id) {
-            operations.push(op);
+    // Raised for an effect that cited it and failed: its fields are that
+    // effect's, and only a citing effect answers it.
+    let mut cited_only = std::collections::HashSet::new();
+    for finding in open {
+        if finding.failed_effect.is_some() {
+            cited_only.insert(finding.operation.id.clone());
+        }
+        if operations
+            .iter()
+            .all(|other| other.id != finding.operation.id)
+        {
+            operations.push(finding.operation);
         }
     }
     // The provider's list does not say which source an operation came
@@ -161,6 +170,7 @@ pub async fn run(
             created_at: op.created_at,
             carried: i >= listed,
             by_hand: by_hand.contains(&op.id),
+            cited_only: i >= listed && cited_only.contains(&op.id),
         })
         .collect();
     let mut found = reconcile::compare(&ops, &effects, window);
