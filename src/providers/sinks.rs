@@ -119,7 +119,7 @@ pub enum SinkKind {
 
 /// `url` as a message may show it: without a user, a password, a query
 /// or a fragment, which may hold a credential.
-fn shown(url: &str) -> String {
+pub(crate) fn shown(url: &str) -> String {
     match reqwest::Url::parse(&url.replace("{idempotency_key}", "KEY")) {
         Ok(mut parsed) => {
             let _ = parsed.set_username("");

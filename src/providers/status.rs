@@ -53,7 +53,10 @@ pub fn check(sink: &SinkKind) -> anyhow::Result<()> {
     } = sink
     {
         if !url.contains("{idempotency_key}") {
-            anyhow::bail!("sink status_url {url:?} must contain {{idempotency_key}}");
+            anyhow::bail!(
+                "sink status_url {} must contain {{idempotency_key}}",
+                super::sinks::shown(url)
+            );
         }
         JsonPath::parse(status_path)
             .map_err(|e| anyhow::anyhow!("sink status_path {status_path:?}: {e}"))?;
@@ -184,6 +187,9 @@ mod tests {
         };
         assert!(check(&sink("http://d/effects/{idempotency_key}", "$.status")).is_ok());
         assert!(check(&sink("http://d/effects", "$.status")).is_err());
+        let secret = check(&sink("https://u:pw@d/effects?token=s3cr3t", "$.status"));
+        let said = secret.unwrap_err().to_string();
+        assert!(!said.contains("s3cr3t") && !said.contains("pw@"), "{said}");
         assert!(check(&sink("http://d/effects/{idempotency_key}", "status[")).is_err());
     }
 }
