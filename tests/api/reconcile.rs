@@ -377,13 +377,13 @@ async fn a_listing_answer_holding_u_0000_fails_the_run() {
     assert!(error.contains("U+0000"), "{error}");
 }
 
-/// The second of two equal refunds is applied as distinct for the provider's
-/// `re_2`, and its window is compared while the call is in flight: `re_2`
-/// pairs with it. The downstream then refuses it. `re_2` was never
-/// refunded, and its window will not be compared again: the next run, over
-/// any window, finds it missing, once.
-#[tokio::test]
-async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found_missing() {
+/// Two equal refunds the provider made 20 minutes ago (`re_1`, `re_2`),
+/// listed and compared by payment, amount and currency, and a downstream
+/// that applies the first call and refuses every later one after 12 s:
+/// when they were made, the provider, the downstream, the configuration
+/// and the server.
+async fn two_refunds_the_second_refused() -> (DateTime<Utc>, Provider, Downstream, String, TestApp)
+{
     let made = Utc::now() - Duration::minutes(20);
     let provider = Provider::start(
         &[("re_1", "pay_l", 700, made), ("re_2", "pay_l", 700, made)],
@@ -404,6 +404,17 @@ async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found
         )
     );
     let app = spawn_app_with(&extra).await;
+    (made, provider, downstream, extra, app)
+}
+
+/// The second of two equal refunds is applied as distinct for the provider's
+/// `re_2`, and its window is compared while the call is in flight: `re_2`
+/// pairs with it. The downstream then refuses it. `re_2` was never
+/// refunded, and its window will not be compared again: the next run, over
+/// any window, finds it missing, once.
+#[tokio::test]
+async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found_missing() {
+    let (made, _provider, downstream, extra, app) = two_refunds_the_second_refused().await;
     crate::lookups::two_equal_refunds(&app).await;
     // The look-up applies it for re_2: the call is in flight
     downstream.wait_calls(2).await;
@@ -434,34 +445,11 @@ async fn an_operation_whose_effect_failed_after_its_window_was_compared_is_found
 /// that failed — the closed finding no longer hides it.
 #[tokio::test]
 async fn a_finding_closed_before_its_operations_effect_failed_is_raised_again_for_that_effect() {
-    let made = Utc::now() - Duration::minutes(20);
-    let provider = Provider::start(
-        &[("re_1", "pay_l", 700, made), ("re_2", "pay_l", 700, made)],
-        10,
-    )
-    .await;
-    let downstream = Downstream::start(Behaviour::ApplyOnceThenRefuse {
-        status: 422,
-        delay_ms: 12_000,
-    })
-    .await;
-    let extra = format!(
-        "{}{}",
-        downstream.sink_toml(20_000),
-        provider.lookup_toml().replace(
-            "[reconciliation]",
-            "[lookups.compare]\npayment = \"resource\"\namount = \"amount\"\ncurrency = \"currency\"\n\n[reconciliation]"
-        )
-    );
-    let app = spawn_app_with(&extra).await;
+    let (made, _provider, downstream, extra, app) = two_refunds_the_second_refused().await;
     // Given both refunds found missing, their webhooks not yet come
     let until = Utc::now() + Duration::minutes(1);
     let before = reconcile_between(&app, &extra, made - Duration::hours(1), until).await;
-    assert!(
-        before.contains("2 missing"),
-        "{before} pages {}",
-        provider.pages()
-    );
+    assert!(before.contains("2 missing"), "{before}");
     let finding = rows(
         &app,
         "SELECT case_id FROM cases WHERE reason = 'missing_effect' \
